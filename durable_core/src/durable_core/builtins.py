@@ -1,0 +1,29 @@
+"""The core's own plugin: the memory store and the built-in JSON codecs.
+
+Registered by :func:`durable_core.plugins.make_plugin_manager` through the same hooks as any
+third-party plugin (and declared as the entry point ``memory`` of ``durable-core``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from durable_core.hookspecs import hookimpl
+
+
+def _memory_store(**options: Any) -> Any:
+    from durable_core.store import MemoryStore
+
+    return MemoryStore(**options)
+
+
+@hookimpl
+def durable_register_stores(register: Any) -> None:
+    register("memory", _memory_store)
+
+
+@hookimpl
+def durable_register_codecs(codecs: Any) -> None:
+    from durable_core.codecs import register_builtin_codecs
+
+    register_builtin_codecs(codecs)

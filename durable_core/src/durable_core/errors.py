@@ -1,0 +1,150 @@
+"""The error family of Durable.
+
+Every error raised on purpose by Durable derives from :class:`DurableError`. Subclasses also
+derive from the matching builtin where that helps callers who already catch it
+(``NotFoundError`` is a ``LookupError``, ``AcquireTimeoutError`` is a ``TimeoutError``).
+
+Messages say what was expected, what was found, and what to do next (seed 001, "错误如何处理";
+SPEC E-1).
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "AcquireTimeoutError",
+    "BusyError",
+    "CheckpointError",
+    "CodecError",
+    "ConfigError",
+    "ConflictError",
+    "CorruptRecordError",
+    "DefinitionMismatchError",
+    "DurableError",
+    "GraphError",
+    "InputsMismatchError",
+    "MismatchError",
+    "NotFoundError",
+    "PluginError",
+    "SchemaError",
+    "SessionClosedError",
+    "UndeclaredKeyError",
+    "VersionMismatchError",
+]
+
+
+class DurableError(Exception):
+    """Base class of every error Durable raises on purpose."""
+
+
+class BusyError(DurableError):
+    """The run is owned by another session (R-STORE-1, E-1).
+
+    Raised at once by ``Store.acquire``; Durable never waits for the owner to let go. Find the
+    process or host that holds the run; never delete lock files to get past it.
+    """
+
+
+class NotFoundError(DurableError, LookupError):
+    """No record exists for the run (R-STORE-2, E-1).
+
+    Only raised when the store positively knows there is no record: permission, corruption and
+    read failures are other errors. Check the store location and the run id; a missing record is
+    never a sign that a run finished, and ``resume`` never turns it into ``run`` (R-RT-3).
+    """
+
+
+class ConflictError(DurableError):
+    """A compare-and-swap or identity check failed (R-STORE-3, C-2, E-1).
+
+    The stored record is unchanged. Check the expected revision and the run identity; from the
+    runtime's save boundary it arrives wrapped in :class:`CheckpointError`.
+    """
+
+
+class CheckpointError(DurableError):
+    """A store error crossed the runtime's reliable save boundary (R-RT-2).
+
+    The original error is kept as ``__cause__``. The save may or may not have been written: the
+    run stopped, nothing was retried or rolled back, and the next ``resume`` loads again.
+    """
+
+
+class CorruptRecordError(DurableError, ValueError):
+    """A record (stored or about to be stored) breaks a rule of the data model (R-*, S-*, B-FILE-5).
+
+    The message names the JSON or record path of the first violation and the rule. Nothing is
+    written to "repair" it: keep the evidence and fix the cause (E-1).
+    """
+
+
+class SchemaError(DurableError):
+    """A database used by a store does not have exactly the schema the store expects (B-SQL-1, B-PG-1).
+
+    The message names the unexpected or missing object. Durable never alters a schema it did
+    not create; use a dedicated database (SQLite) or schema (PostgreSQL).
+    """
+
+
+class CodecError(DurableError, TypeError):
+    """A value cannot be encoded or decoded, or no codec serves a type (section C).
+
+    The message names the type, the codec id/version and, for nested values, the path inside the
+    value (``items[3].name``).
+    """
+
+
+class ConfigError(DurableError, ValueError):
+    """A run configuration is invalid; the message names the file, table and key."""
+
+
+class PluginError(DurableError):
+    """A plugin could not be loaded, or a name (store, codec) is unknown or registered twice.
+
+    The message lists what is installed and which distribution provides a known name.
+    """
+
+
+class MismatchError(DurableError):
+    """Base of the errors raised when a stored run does not belong to the current call."""
+
+
+class DefinitionMismatchError(MismatchError):
+    """The stored ``Definition`` fingerprint differs from the graph given to ``resume``.
+
+    Raised before any node runs; nothing is saved. Resume with the graph the run was started
+    with, or start a new run id.
+    """
+
+
+class VersionMismatchError(MismatchError):
+    """The stored business ``Version`` differs from the one given to ``resume``."""
+
+
+class InputsMismatchError(MismatchError):
+    """The fingerprint of the root inputs given to ``resume`` differs from the stored one (R-REC-3)."""
+
+
+class GraphError(DurableError, ValueError):
+    """A graph definition breaks a static rule (G-2, G-5, G-9); raised before any body runs.
+
+    The message names the node and the key.
+    """
+
+
+class UndeclaredKeyError(DurableError, KeyError):
+    """A node body touched a key it did not declare in ``requires``/``provides`` (G-5)."""
+
+    def __str__(self) -> str:  # KeyError would otherwise print the message with quotes
+        return str(self.args[0]) if self.args else ""
+
+
+class SessionClosedError(DurableError):
+    """``load``/``save`` was called on a session after ``close()`` (R-STORE-4)."""
+
+
+class AcquireTimeoutError(DurableError, TimeoutError):
+    """Ownership of a run could not be decided within the timeout (B-PG-2, B-SQL-1).
+
+    Raised when waiting for connection capacity, a network check or an initialisation lock ran
+    out of time. It never means "busy": the run may or may not be owned elsewhere.
+    """

@@ -1,0 +1,68 @@
+"""Every hook of Durable's plugin system (pluggy project ``durable``).
+
+Plugins are distributions declaring an entry point in the group ``durable``::
+
+    [project.entry-points.durable]
+    mystore = "my_package.durable_plugin"
+
+The entry point names a module (or object) holding functions marked with
+:data:`durable_core.hookimpl`. Implementations may accept fewer arguments than the spec lists;
+new arguments are only ever added, never changed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import pluggy
+
+if TYPE_CHECKING:
+    import click
+
+    from durable_core.plugins import StoreRegistry
+
+PROJECT_NAME = "durable"
+
+hookspec = pluggy.HookspecMarker(PROJECT_NAME)
+hookimpl = pluggy.HookimplMarker(PROJECT_NAME)
+
+StoreFactory = Callable[..., Any]
+"""A store factory: called with the backend's options as keyword arguments, returns a Store."""
+
+
+@hookspec
+def durable_register_stores(register: StoreRegistry) -> None:
+    """Register store backends by name.
+
+    Called once per plugin manager, when the first store is looked up. Call
+    ``register(name, factory)`` for each backend; ``factory(**options)`` builds the store from
+    the options of a config's ``[store]`` table (everything but ``backend``). Registering a name
+    twice raises :class:`~durable_core.errors.PluginError` naming both providers.
+    """
+
+
+@hookspec
+def durable_register_codecs(codecs: Any) -> None:
+    """Add codecs to a :class:`~durable_core.codecs.Codecs` registry.
+
+    Called by ``Codecs.from_plugins()`` (and so by the ``durable`` command) for every loaded
+    plugin. Call ``codecs.register(...)`` for each codec; a duplicate type or id raises
+    :class:`~durable_core.errors.ConflictError` and keeps the first entry (C-2).
+    """
+
+
+@hookspec
+def durable_recovery_event(event: Any) -> None:
+    """Receive one recovery event of a durable run (run started/resumed, node restored, attempt
+    adopted/started/failed, node confirmed, run finished).
+
+    Called synchronously on the runtime's commit path, after the save the event describes; keep
+    it fast. An exception raised here is logged and never fails the run. The return value is
+    ignored.
+    """
+
+
+@hookspec
+def durable_register_commands(cli: click.Group) -> None:
+    """Add click commands to the ``durable`` command group (``cli.add_command(...)``)."""

@@ -1,0 +1,298 @@
+"""The plugin manager factory and the store registry (pluggy; entry-point group ``durable``).
+
+Nothing is loaded at import time: call :func:`make_plugin_manager` to get a manager with the
+core's built-ins and every installed plugin registered.
+
+Environment:
+    ``DURABLE_DISABLE_PLUGIN_AUTOLOAD``: when set to a non-empty value other than ``0``, no entry
+        point is loaded (the core's built-ins still are).
+    ``DURABLE_BLOCK_PLUGINS``: comma-separated plugin (entry-point) names never to load.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import attrs
+import pluggy
+
+from durable_core import hookspecs
+from durable_core.errors import PluginError
+
+__all__ = [
+    "ENTRY_POINT_GROUP",
+    "KNOWN_STORES",
+    "DurablePluginManager",
+    "PluginInfo",
+    "StoreRegistry",
+    "make_plugin_manager",
+]
+
+ENTRY_POINT_GROUP = "durable"
+
+KNOWN_STORES: dict[str, str] = {
+    "memory": "durable-core",
+    "file": "durable-filestore",
+    "sqlite": "durable-sqlitestore",
+    "postgres": "durable-postgresstore",
+}
+"""Store names Durable's own distributions provide, and which distribution to install for each."""
+
+_CORE_PLUGIN = "memory"
+
+
+@attrs.frozen
+class _Source:
+    distribution: str
+    version: str
+
+
+class StoreRegistry:
+    """Store factories by name, filled through the ``durable_register_stores`` hook.
+
+    Call an instance as ``register(name, factory)``.
+    """
+
+    def __init__(self) -> None:
+        self._factories: dict[str, Callable[..., Any]] = {}
+        self._providers: dict[str, str] = {}
+        self._current_plugin = "?"
+
+    def __call__(self, name: str, factory: Callable[..., Any]) -> None:
+        if not isinstance(name, str) or not name:
+            raise PluginError(
+                f"plugin {self._current_plugin!r} registered a store with an empty or non-string "
+                f"name {name!r}; a store name is a non-empty string such as 'sqlite'"
+            )
+        if not callable(factory):
+            raise PluginError(
+                f"plugin {self._current_plugin!r} registered store {name!r} with a factory that "
+                f"is not callable ({type(factory).__name__})"
+            )
+        if name in self._factories:
+            raise PluginError(
+                f"store name {name!r} is registered twice: by plugin "
+                f"{self._providers[name]!r} and by plugin {self._current_plugin!r}; uninstall "
+                f"one of them or block it with DURABLE_BLOCK_PLUGINS"
+            )
+        self._factories[name] = factory
+        self._providers[name] = self._current_plugin
+
+    def names(self) -> list[str]:
+        """The registered store names, sorted."""
+        return sorted(self._factories)
+
+    def provider(self, name: str) -> str:
+        """The plugin name that registered ``name``."""
+        return self._providers[name]
+
+    def factory(self, name: str) -> Callable[..., Any]:
+        """Return the factory registered for ``name``.
+
+        Raises:
+            PluginError: ``name`` is unknown; the message lists the installed names and, for a
+                name Durable knows, the distribution that provides it.
+        """
+        try:
+            return self._factories[name]
+        except KeyError:
+            pass
+        installed = ", ".join(self.names()) or "none"
+        hint = ""
+        if name in KNOWN_STORES:
+            hint = f"; it is provided by the distribution {KNOWN_STORES[name]!r}: install it"
+        known = ", ".join(f"{n} ({d})" for n, d in sorted(KNOWN_STORES.items()))
+        raise PluginError(
+            f"unknown store backend {name!r}{hint}. Installed store backends: {installed}. "
+            f"Durable's own backends: {known}"
+        )
+
+
+@attrs.frozen
+class PluginInfo:
+    """What ``durable plugins`` shows about one plugin."""
+
+    name: str
+    distribution: str
+    version: str
+    stores: tuple[str, ...] = ()
+    codecs: tuple[str, ...] = ()
+    commands: tuple[str, ...] = ()
+    error: str | None = None
+
+
+class DurablePluginManager(pluggy.PluginManager):
+    """A pluggy manager that remembers where each plugin came from and what failed to load."""
+
+    def __init__(self) -> None:
+        super().__init__(hookspecs.PROJECT_NAME)
+        self.add_hookspecs(hookspecs)
+        self.load_errors: dict[str, PluginError] = {}
+        self._sources: dict[str, _Source] = {}
+        self._stores: StoreRegistry | None = None
+
+    def source(self, plugin_name: str) -> tuple[str, str]:
+        """(distribution, version) that provided ``plugin_name``."""
+        src = self._sources.get(plugin_name)
+        return (src.distribution, src.version) if src else ("?", "?")
+
+    def stores(self) -> StoreRegistry:
+        """The store registry, filled through ``durable_register_stores`` on first use.
+
+        Raises:
+            PluginError: two plugins registered the same store name.
+        """
+        if self._stores is None:
+            registry = StoreRegistry()
+            for impl in reversed(self.hook.durable_register_stores.get_hookimpls()):
+                registry._current_plugin = impl.plugin_name
+                _call_impl(impl, register=registry)
+            self._stores = registry
+        return self._stores
+
+    def store_factory(self, name: str) -> Callable[..., Any]:
+        """The factory of store backend ``name`` (see :meth:`StoreRegistry.factory`).
+
+        When the plugin expected to provide ``name`` failed to load, its load error is raised.
+        """
+        registry = self.stores()
+        if name not in registry.names():
+            for plugin_name, error in self.load_errors.items():
+                if plugin_name == name:
+                    raise error
+        return registry.factory(name)
+
+    def describe(self) -> list[PluginInfo]:
+        """One :class:`PluginInfo` per registered plugin and per plugin that failed to load."""
+        from durable_core.codecs import Codecs
+
+        infos: dict[str, PluginInfo] = {}
+        stores = self.stores()
+        for plugin_name, plugin in self.list_name_plugin():
+            if plugin is None:
+                continue
+            dist, version = self.source(plugin_name)
+            codec_ids: list[str] = []
+            commands: list[str] = []
+            for impl in self.hook.durable_register_codecs.get_hookimpls():
+                if impl.plugin_name == plugin_name:
+                    codecs = Codecs()
+                    _call_impl(impl, codecs=codecs)
+                    codec_ids.extend(f"{c.id}@{c.version}" for c in codecs)
+            for impl in self.hook.durable_register_commands.get_hookimpls():
+                if impl.plugin_name == plugin_name:
+                    import click
+
+                    group = click.Group("probe")
+                    _call_impl(impl, cli=group)
+                    commands.extend(sorted(group.commands))
+            infos[plugin_name] = PluginInfo(
+                name=plugin_name,
+                distribution=dist,
+                version=version,
+                stores=tuple(n for n in stores.names() if stores.provider(n) == plugin_name),
+                codecs=tuple(codec_ids),
+                commands=tuple(commands),
+            )
+        for plugin_name, error in self.load_errors.items():
+            dist, version = self.source(plugin_name)
+            infos[plugin_name] = PluginInfo(
+                name=plugin_name, distribution=dist, version=version, error=str(error)
+            )
+        return [infos[k] for k in sorted(infos)]
+
+
+def _call_impl(impl: pluggy.HookImpl, **kwargs: Any) -> Any:
+    """Call one hook implementation with the arguments it accepts (pluggy semantics)."""
+    return impl.function(*(kwargs[name] for name in impl.argnames))
+
+
+def _env_flag(name: str) -> bool:
+    value = os.environ.get(name, "")
+    return value not in ("", "0")
+
+
+def make_plugin_manager(
+    *,
+    autoload: bool | None = None,
+    block: Iterable[str] | None = None,
+    plugins: Iterable[tuple[str, object]] = (),
+) -> DurablePluginManager:
+    """Build a plugin manager: the core's built-ins, then every installed plugin.
+
+    Args:
+        autoload: load entry points of the group ``durable``; ``None`` reads
+            ``DURABLE_DISABLE_PLUGIN_AUTOLOAD``.
+        block: plugin names never to load; ``None`` reads ``DURABLE_BLOCK_PLUGINS``.
+        plugins: extra ``(name, plugin)`` pairs to register (tests, embedding hosts).
+
+    A plugin that raises while loading does not stop the others: its error is kept in
+    ``manager.load_errors`` as a :class:`PluginError` naming the distribution, shown by
+    ``durable plugins`` and raised when its store is asked for.
+
+    Returns:
+        The manager; ``manager.check_pending()`` has passed.
+
+    Raises:
+        PluginError: a plugin implements a hook that does not exist (``check_pending``).
+    """
+    from durable_core import builtins
+
+    if autoload is None:
+        autoload = not _env_flag("DURABLE_DISABLE_PLUGIN_AUTOLOAD")
+    if block is None:
+        block = [b.strip() for b in os.environ.get("DURABLE_BLOCK_PLUGINS", "").split(",")]
+    pm = DurablePluginManager()
+    for name in block:
+        if name:
+            pm.set_blocked(name)
+    core_version = _version_of("durable-core")
+    if not pm.is_blocked(_CORE_PLUGIN):
+        pm.register(builtins, name=_CORE_PLUGIN)
+        pm._sources[_CORE_PLUGIN] = _Source("durable-core", core_version)
+    for name, plugin in plugins:
+        pm.register(plugin, name=name)
+        pm._sources[name] = _Source("(registered in process)", "")
+    if autoload:
+        _load_entry_points(pm)
+    try:
+        pm.check_pending()
+    except pluggy.PluginValidationError as exc:
+        raise PluginError(
+            f"plugin {exc.plugin!r} implements a hook Durable does not define: {exc}; "
+            "update the plugin or Durable, or block the plugin with DURABLE_BLOCK_PLUGINS"
+        ) from exc
+    return pm
+
+
+def _version_of(distribution: str) -> str:
+    try:
+        return importlib.metadata.version(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        return "?"
+
+
+def _load_entry_points(pm: DurablePluginManager) -> None:
+    seen: set[str] = set()
+    for dist in importlib.metadata.distributions():
+        dist_name = dist.metadata["Name"] or "?"
+        for ep in dist.entry_points:
+            if ep.group != ENTRY_POINT_GROUP or ep.name in seen:
+                continue
+            seen.add(ep.name)
+            if pm.is_blocked(ep.name) or pm.has_plugin(ep.name):
+                continue
+            pm._sources[ep.name] = _Source(dist_name, dist.version)
+            try:
+                plugin = ep.load()
+                pm.register(plugin, name=ep.name)
+            except Exception as exc:  # a broken plugin must not stop the others
+                pm.load_errors[ep.name] = PluginError(
+                    f"plugin {ep.name!r} from distribution {dist_name!r} {dist.version} failed "
+                    f"to load ({ep.value}): {type(exc).__name__}: {exc}. Reinstall or fix that "
+                    f"distribution, or block it with DURABLE_BLOCK_PLUGINS={ep.name}"
+                )
+                pm.load_errors[ep.name].__cause__ = exc

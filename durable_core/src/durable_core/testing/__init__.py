@@ -1,0 +1,1 @@
+"""Store conformance kit (a pytest plugin for Store backends)."""

@@ -1,0 +1,1 @@
+"""Durable's file store backend."""

@@ -1,0 +1,1 @@
+"""Durable's postgres store backend."""

@@ -1,0 +1,1 @@
+"""Durable's sqlite store backend."""

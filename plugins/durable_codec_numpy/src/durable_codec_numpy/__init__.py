@@ -1,0 +1,1 @@
+"""Durable codec plugin for numpy arrays."""
