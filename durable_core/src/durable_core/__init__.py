@@ -84,4 +84,5 @@ __all__ = [
     "ValueState",
     "VersionMismatchError",
     "hookimpl",
+    "make_plugin_manager",
 ]

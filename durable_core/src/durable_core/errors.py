@@ -78,7 +78,7 @@ class CorruptRecordError(DurableError, ValueError):
 
 
 class SchemaError(DurableError):
-    """A database used by a store does not have exactly the schema the store expects (B-SQL-1, B-PG-1).
+    """A store's database does not have exactly the expected schema (B-SQL-1, B-PG-1).
 
     The message names the unexpected or missing object. Durable never alters a schema it did
     not create; use a dedicated database (SQLite) or schema (PostgreSQL).
@@ -121,7 +121,7 @@ class VersionMismatchError(MismatchError):
 
 
 class InputsMismatchError(MismatchError):
-    """The fingerprint of the root inputs given to ``resume`` differs from the stored one (R-REC-3)."""
+    """The root inputs given to ``resume`` differ from the stored fingerprint (R-REC-3)."""
 
 
 class GraphError(DurableError, ValueError):
