@@ -25,6 +25,7 @@ from durable_core.errors import (
 )
 from durable_core.hookspecs import hookimpl
 from durable_core.plugins import make_plugin_manager
+from durable_core.recordjson import record_from_json, record_to_json
 from durable_core.records import (
     RECORD_FORMAT,
     AttemptRecord,
@@ -85,4 +86,6 @@ __all__ = [
     "VersionMismatchError",
     "hookimpl",
     "make_plugin_manager",
+    "record_from_json",
+    "record_to_json",
 ]
