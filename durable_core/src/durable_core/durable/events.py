@@ -1,0 +1,64 @@
+"""Recovery events of a durable run (delivered to runtime observers and the
+``durable_recovery_event`` hook).
+
+Each event describes something that has just been made durable (or restored from the record):
+observers never see an event for a change whose save failed.
+"""
+
+from __future__ import annotations
+
+import enum
+
+import attrs
+
+__all__ = ["EventKind", "RecoveryEvent"]
+
+
+class EventKind(enum.StrEnum):
+    """What happened."""
+
+    RUN_STARTED = "run_started"
+    """``run`` wrote the first record (revision 1)."""
+    RUN_RESUMED = "run_resumed"
+    """``resume`` loaded and validated the record; nodes are about to run."""
+    NODE_RESTORED = "node_restored"
+    """A confirmed node was restored from the record; its body does not run."""
+    ATTEMPT_ADOPTED = "attempt_adopted"
+    """An active attempt from an earlier process is taken over (same attempt id)."""
+    ATTEMPT_STARTED = "attempt_started"
+    """A new attempt (root or Retry try) was recorded active before its body starts."""
+    ATTEMPT_FAILED = "attempt_failed"
+    """An attempt was recorded failed."""
+    NODE_CONFIRMED = "node_confirmed"
+    """A node's root attempt and complete NodeRecord were saved together."""
+    RUN_FINISHED = "run_finished"
+    """The run ended (``status`` says how)."""
+
+
+@attrs.frozen
+class RecoveryEvent:
+    """One recovery event.
+
+    Attributes:
+        kind: what happened.
+        run_id: the run.
+        scope_path: static mount position of the scope ("" for the root graph, "report" for a
+            node inside the Sub ``report``).
+        node_id: the node, or "" for run-level events.
+        attempt_index: 1-based index of the attempt (0 when not about an attempt).
+        attempt_limit: the attempt's budget (0 when not about an attempt).
+        revision: the record revision after the save that the event describes.
+        status: for ``RUN_FINISHED``: "completed", "failed" or "canceled"; else "".
+        total_nodes: for ``RUN_STARTED``/``RUN_RESUMED``: number of nodes in the root graph
+            and all Sub graphs; else 0.
+    """
+
+    kind: EventKind
+    run_id: str
+    scope_path: str = ""
+    node_id: str = ""
+    attempt_index: int = 0
+    attempt_limit: int = 0
+    revision: int = 0
+    status: str = ""
+    total_nodes: int = 0
