@@ -1,26 +1,141 @@
-"""The ``durable`` command (click)."""
+"""The ``durable`` command (click): run, resume, inspect and list runs, list plugins.
+
+Every error Durable raises on purpose is printed as one line on stderr (``--debug`` adds the
+traceback) and ends the command with the exit code of its kind (:class:`ExitCode`). The user
+reference is ``docs/cli.md``.
+"""
 
 from __future__ import annotations
 
+import enum
 import json
+import os
+import pathlib
 import sys
+import traceback
+from typing import Any
 
 import click
 
-from durable_core.errors import DurableError
+from durable_core.config import (
+    RunConfig,
+    StoreConfig,
+    default_store_config,
+    load_config,
+    parse_store_url,
+)
+from durable_core.errors import (
+    AcquireTimeoutError,
+    BusyError,
+    CheckpointError,
+    ConfigError,
+    ConflictError,
+    CorruptRecordError,
+    DurableError,
+    GraphError,
+    MismatchError,
+    NotFoundError,
+    PluginError,
+)
 from durable_core.plugins import make_plugin_manager
+from durable_core.runinfo import RunInfo, RunStatus, describe_record
+from durable_core.store import RunLister
 
-EXIT_OK = 0
-EXIT_PLUGIN = 9
+__all__ = ["ExitCode", "cli", "exit_code_for", "main"]
+
+DEBUG_ENV = "DURABLE_DEBUG"
+"""Environment variable: when set to a non-empty value other than ``0``, errors show tracebacks."""
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class ExitCode(enum.IntEnum):
+    """Exit codes of the ``durable`` command; each kind of outcome has its own."""
+
+    OK = 0
+    """The command succeeded (for ``run``/``resume``: the run completed)."""
+    RUN_FAILED = 1
+    """The run ended ``failed`` or ``canceled``; the record says which node failed."""
+    USAGE = 2
+    """Wrong command-line usage (click's own code)."""
+    BUSY = 3
+    """The run is owned by another session (BusyError): find the owner, never delete locks."""
+    NOT_FOUND = 4
+    """No record of the run (NotFoundError): check the store location and the run id."""
+    CONFLICT = 5
+    """The stored run does not match: it already exists, or its definition, version or inputs
+    differ (ConflictError, DefinitionMismatchError, VersionMismatchError, InputsMismatchError)."""
+    CONFIG = 6
+    """Bad configuration: ConfigError, PluginError (unknown backend or codec plugin), GraphError."""
+    CHECKPOINT = 7
+    """A save failed at the runtime's save boundary (CheckpointError): resume loads again."""
+    CORRUPT = 8
+    """The stored record is corrupt (CorruptRecordError): keep it, fix the cause."""
+    ERROR = 9
+    """Any other error: I/O, permissions, schema, codec, a timeout deciding ownership."""
+    INTERRUPTED = 130
+    """Interrupted (Ctrl-C / SIGINT); the run stays resumable."""
+
+
+def exit_code_for(exc: BaseException) -> ExitCode:
+    """The exit code for an error that ended a command."""
+    if isinstance(exc, KeyboardInterrupt):
+        return ExitCode.INTERRUPTED
+    if isinstance(exc, BusyError):
+        return ExitCode.BUSY
+    if isinstance(exc, NotFoundError):
+        return ExitCode.NOT_FOUND
+    if isinstance(exc, CheckpointError):
+        return ExitCode.CHECKPOINT
+    if isinstance(exc, (ConflictError, MismatchError)):
+        return ExitCode.CONFLICT
+    if isinstance(exc, (ConfigError, PluginError, GraphError)):
+        return ExitCode.CONFIG
+    if isinstance(exc, CorruptRecordError):
+        return ExitCode.CORRUPT
+    return ExitCode.ERROR
+
+
+def _debug_enabled(ctx: click.Context) -> bool:
+    root = ctx.find_root()
+    if root.params.get("debug"):
+        return True
+    return os.environ.get(DEBUG_ENV, "") not in ("", "0")
+
+
+class _DurableGroup(click.Group):
+    """A click group that turns errors into one line on stderr and a distinct exit code."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except (click.exceptions.Exit, click.ClickException, click.Abort):
+            raise
+        except KeyboardInterrupt:
+            click.echo("interrupted", err=True)
+            ctx.exit(ExitCode.INTERRUPTED)
+        except Exception as exc:
+            if _debug_enabled(ctx):
+                traceback.print_exception(exc, file=sys.stderr)
+            kind = type(exc).__name__
+            if not isinstance(exc, (DurableError, OSError)):
+                kind = f"unexpected {kind}; rerun with --debug for the traceback"
+            click.echo(f"error ({kind}): {exc}", err=True)
+            ctx.exit(exit_code_for(exc))
+
+
+@click.group(cls=_DurableGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--debug", is_flag=True, help="Show tracebacks of errors.")
 @click.pass_context
 def cli(ctx: click.Context, debug: bool) -> None:
-    """Durable: run, resume and inspect durable dataflow graphs."""
+    """Durable: run, resume and inspect durable dataflow graphs.
+
+    Exit codes: 0 ok, 1 run failed, 2 usage, 3 busy, 4 not found, 5 conflict or mismatch,
+    6 bad config, 7 checkpoint error, 8 corrupt record, 9 other error, 130 interrupted.
+    """
     ctx.ensure_object(dict)
     ctx.obj["debug"] = debug
+
+
+# -- plugins ----------------------------------------------------------------------------------
 
 
 @cli.command("plugins")
@@ -61,6 +176,272 @@ def plugins_command(as_json: bool) -> None:
             click.echo(f"  commands: {', '.join(i.commands)}")
 
 
+# -- choosing the store -----------------------------------------------------------------------
+
+
+def _looks_like_config(arg: str) -> bool:
+    return arg.endswith(".toml") or pathlib.Path(arg).is_file()
+
+
+def _store_target(
+    args: tuple[str, ...], store_url: str | None, *, want_run_id: bool
+) -> tuple[StoreConfig, str | None, RunConfig | None]:
+    """Decide (store, run id, config) from the positional arguments and ``--store``.
+
+    inspect: ``--store URL RUN_ID`` | ``CONFIG [RUN_ID]`` | ``RUN_ID`` (default store).
+    list: ``--store URL`` | ``CONFIG`` | nothing (default store).
+    """
+    if store_url is not None:
+        expected = 1 if want_run_id else 0
+        if len(args) != expected:
+            raise click.UsageError(
+                "with --store URL, give exactly one RUN_ID"
+                if want_run_id
+                else f"with --store URL, give no other argument (found {' '.join(args)})"
+            )
+        return parse_store_url(store_url), (args[0] if args else None), None
+    if not args:
+        if want_run_id:
+            raise click.UsageError("give a CONFIG file, a RUN_ID, or --store URL and a RUN_ID")
+        return default_store_config(), None, None
+    if len(args) > (2 if want_run_id else 1):
+        raise click.UsageError(f"too many arguments: {' '.join(args)}")
+    if _looks_like_config(args[0]):
+        config = load_config(args[0])
+        run_id = args[1] if len(args) > 1 else config.run_id
+        return config.store, run_id, config
+    if not want_run_id or len(args) > 1:
+        raise click.UsageError(f"{args[0]!r} is not a configuration file (a .toml file)")
+    return default_store_config(), args[0], None
+
+
+def _graph_of(config: RunConfig | None) -> Any:
+    """The config's graph, or ``None`` (with a note on stderr) when it cannot be loaded.
+
+    Inspecting a stored run must not depend on the current code importing cleanly.
+    """
+    if config is None:
+        return None
+    try:
+        return config.load_graph()
+    except DurableError as exc:
+        click.echo(f"note: showing the record without the graph ({exc})", err=True)
+        return None
+
+
+def _busy(run_id: str, store: StoreConfig, exc: BusyError) -> BusyError:
+    return BusyError(
+        f"run {run_id!r} in the {store.describe()} is owned by another session (a running "
+        f"'durable run' or 'durable resume', or another host): {exc}. Wait for it to stop; never "
+        f"delete lock files"
+    )
+
+
+def _not_found(run_id: str, store: StoreConfig) -> NotFoundError:
+    return NotFoundError(
+        f"no record of run {run_id!r} in the {store.describe()}: check the store location and "
+        f"the run id (a missing record does not mean the run finished)"
+    )
+
+
+def _load_record(store_config: StoreConfig, store: Any, run_id: str) -> Any:
+    """Load one record through an exclusive session, never saving (E-2)."""
+    try:
+        session = store.acquire(run_id)
+    except BusyError as exc:
+        raise _busy(run_id, store_config, exc) from exc
+    with session:
+        try:
+            return session.load()
+        except NotFoundError as exc:
+            raise _not_found(run_id, store_config) from exc
+
+
+# -- inspect ----------------------------------------------------------------------------------
+
+
+@cli.command("inspect")
+@click.argument("args", nargs=-1, metavar="[CONFIG] [RUN_ID]")
+@click.option("--store", "store_url", metavar="URL", help="The store, instead of a CONFIG.")
+@click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
+def inspect_command(args: tuple[str, ...], store_url: str | None, as_json: bool) -> None:
+    """Show a run's metadata: revision, version, scopes, attempts, confirmed nodes, streams.
+
+    The store is the CONFIG's (the run id defaults to the config's), the one given by
+    --store URL, or the default file store. The run is read through an exclusive session
+    and never saved; business values are never shown. A run owned by a running process is
+    reported busy at once (exit 3).
+    """
+    store_config, run_id, config = _store_target(args, store_url, want_run_id=True)
+    assert run_id is not None
+    graph = _graph_of(config)
+    store = store_config.open(make_plugin_manager())
+    try:
+        record = _load_record(store_config, store, run_id)
+    finally:
+        store.close()
+    info = describe_record(record, graph)
+    if as_json:
+        data = info.to_json()
+        data["store"] = store_config.describe()
+        click.echo(json.dumps(data, indent=2))
+        return
+    _print_info(info, store_config)
+
+
+def _print_info(info: RunInfo, store: StoreConfig) -> None:
+    def row(label: str, value: object) -> None:
+        click.echo(f"{label:<11}{value}")
+
+    row("run", info.run_id)
+    row("store", store.describe())
+    row("format", info.format)
+    row("revision", info.revision)
+    row("version", info.version or "(empty)")
+    status = info.status
+    if info.root_nodes_total is not None:
+        status += f" ({info.root_nodes_confirmed} of {info.root_nodes_total} root nodes confirmed)"
+    row("status", status)
+    row("definition", info.definition or "(empty)")
+    row("inputs", info.inputs or "(empty)")
+    a = info.attempts
+    row(
+        "attempts",
+        f"{sum(a.values())}: {a['confirmed']} confirmed, {a['active']} active, "
+        f"{a['failed']} failed; {info.retries} retries",
+    )
+    row("scopes", len(info.scopes))
+    for scope in info.scopes:
+        where = scope.path or "(root)"
+        void = "  [void: an attempt above it failed]" if scope.void else ""
+        click.echo(f"  {where}  graph {scope.graph!r}{void}")
+        click.echo(f"    confirmed {len(scope.confirmed)}: {', '.join(scope.confirmed) or '-'}")
+        if scope.skipped:
+            click.echo(f"    skipped {len(scope.skipped)}: {', '.join(scope.skipped)}")
+    if info.open_attempts:
+        click.echo("open attempts (active or failed):")
+        for att in info.open_attempts:
+            kind = "root" if not att.boundary else f"retry at {att.boundary}"
+            node = f"{att.scope_path}/{att.node_id}" if att.scope_path else att.node_id
+            click.echo(f"  {att.state:<9} {node}  {kind} {att.index}/{att.limit}")
+    row("streams", len(info.streams))
+    for s in info.streams:
+        node = f"{s.scope_path}/{s.node_id}" if s.scope_path else s.node_id
+        click.echo(
+            f"  {node}.{s.key} group {s.group!r}: generation {s.generation}, sent "
+            f"{s.last_sequence}, acked through {s.acked_through}, {s.pending} pending, "
+            f"{s.terminal}"
+        )
+    m = info.messages
+    row(
+        "messages",
+        f"{sum(m.values())}: {m['confirmed']} confirmed, {m['active']} active, "
+        f"{m['failed']} failed; {info.managed} managed containers",
+    )
+
+
+# -- list -------------------------------------------------------------------------------------
+
+
+@cli.command("list")
+@click.argument("args", nargs=-1, metavar="[CONFIG]")
+@click.option("--store", "store_url", metavar="URL", help="The store, instead of a CONFIG.")
+@click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
+def list_command(args: tuple[str, ...], store_url: str | None, as_json: bool) -> None:
+    """List the runs of a store, with their status and revision.
+
+    The store is the CONFIG's, the one given by --store URL, or the default file store.
+    With a CONFIG, each status is judged against its graph (completed, failed, incomplete).
+    Each run is read through a short exclusive session; a run owned by a running process is
+    shown as running.
+    """
+    store_config, _, config = _store_target(args, store_url, want_run_id=False)
+    graph = _graph_of(config)
+    store = store_config.open(make_plugin_manager())
+    rows: list[dict[str, Any]] = []
+    try:
+        if not isinstance(store, RunLister):
+            raise ConfigError(
+                f"the {store_config.describe()} cannot list its runs; inspect one run with "
+                f"'durable inspect --store URL RUN_ID'"
+            )
+        for summary in store.list_runs():
+            rows.append(_list_row(store, summary, graph))
+    finally:
+        store.close()
+    if as_json:
+        click.echo(json.dumps(rows, indent=2))
+        return
+    if not rows:
+        click.echo(f"no runs in the {store_config.describe()}")
+        return
+    header = {
+        "run_id": "RUN ID",
+        "status": "STATUS",
+        "revision": "REVISION",
+        "format": "FORMAT",
+        "confirmed": "CONFIRMED",
+    }
+    lines = [header] + [
+        {
+            "run_id": r["run_id"],
+            "status": r["status"],
+            "revision": str(r["revision"]),
+            "format": str(r["format"]),
+            "confirmed": (
+                "-"
+                if r["root_nodes_confirmed"] is None
+                else f"{r['root_nodes_confirmed']}"
+                + (f"/{r['root_nodes_total']}" if r["root_nodes_total"] is not None else "")
+            ),
+        }
+        for r in rows
+    ]
+    widths = {k: max(len(line[k]) for line in lines) for k in header}
+    for line in lines:
+        click.echo("  ".join(line[k].ljust(widths[k]) for k in header).rstrip())
+
+
+def _list_row(store: Any, summary: Any, graph: Any) -> dict[str, Any]:
+    row: dict[str, Any] = {
+        "run_id": summary.run_id,
+        "format": summary.format,
+        "revision": summary.revision,
+        "status": "",
+        "root_nodes_confirmed": None,
+        "root_nodes_total": None,
+    }
+    try:
+        session = store.acquire(summary.run_id)
+    except BusyError:
+        row["status"] = str(RunStatus.RUNNING)
+        return row
+    except AcquireTimeoutError:
+        row["status"] = "unknown (ownership could not be decided in time)"
+        return row
+    with session:
+        try:
+            record = session.load()
+        except NotFoundError:
+            row["status"] = "gone"
+            return row
+        except CorruptRecordError as exc:
+            row["status"] = f"corrupt ({exc})"
+            return row
+    info = describe_record(record, graph)
+    row.update(
+        format=info.format,
+        revision=info.revision,
+        status=info.status,
+        root_nodes_confirmed=info.root_nodes_confirmed,
+        root_nodes_total=info.root_nodes_total,
+    )
+    return row
+
+
+# -- entry point ------------------------------------------------------------------------------
+
+
 def _add_plugin_commands(group: click.Group) -> None:
     try:
         pm = make_plugin_manager()
@@ -72,8 +453,4 @@ def _add_plugin_commands(group: click.Group) -> None:
 def main(argv: list[str] | None = None) -> None:
     """Entry point of the ``durable`` console script."""
     _add_plugin_commands(cli)
-    try:
-        cli.main(args=argv, prog_name="durable", standalone_mode=True)
-    except DurableError as exc:  # pragma: no cover - commands handle their own errors
-        click.echo(f"error: {exc}", err=True)
-        sys.exit(EXIT_PLUGIN)
+    cli.main(args=argv, prog_name="durable", standalone_mode=True)
