@@ -170,3 +170,33 @@ def test_durable_plugins_command_lists_every_store_with_its_distribution():
     text = CliRunner().invoke(cli, ["plugins"])
     assert text.exit_code == 0
     assert "sqlite  (durable-sqlitestore" in text.output
+
+
+# covers: foundation (durable_register_commands)
+def test_plugin_commands_are_added_to_the_durable_command(site, capsys):
+    commands = """
+        import click
+        from durable_core import hookimpl
+
+        @click.command("hello-fake")
+        def hello():
+            click.echo("hello from a plugin")
+
+        @hookimpl
+        def durable_register_commands(cli):
+            cli.add_command(hello)
+    """
+    _install_fake_distribution(
+        site, "durable-cmd", {"fakecmd": "fakeplug_cmd"}, {"fakeplug_cmd": commands}
+    )
+    from durable_core import cli as cli_module
+
+    try:
+        with pytest.raises(SystemExit) as exit_info:
+            cli_module.main(["hello-fake"])
+        assert exit_info.value.code == 0
+        assert "hello from a plugin" in capsys.readouterr().out
+        info = {i.name: i for i in make_plugin_manager().describe()}
+        assert info["fakecmd"].commands == ("hello-fake",)
+    finally:
+        cli_module.cli.commands.pop("hello-fake", None)
