@@ -227,7 +227,7 @@ def test_unknown_backend_lists_the_installed_ones(tmp_path):
 
 def test_options_a_backend_does_not_accept_are_a_config_error(tmp_path):
     config = load_config(write(tmp_path, MINIMAL + '[store]\nbackend = "memory"\ncolour = 3\n'))
-    with pytest.raises(ConfigError, match="'memory' store .*colour"):
+    with pytest.raises(ConfigError, match=r"'memory' store .*colour"):
         config.open_store(make_plugin_manager())
 
 
@@ -296,7 +296,7 @@ def test_default_store_url(tmp_path, monkeypatch):
 
 def test_codec_plugins_must_be_loaded(tmp_path):
     config = load_config(write(tmp_path, MINIMAL + 'codecs = ["memory", "no-such-plugin"]\n'))
-    with pytest.raises(PluginError, match="needs the plugin 'no-such-plugin'.*not installed"):
+    with pytest.raises(PluginError, match=r"needs the plugin 'no-such-plugin'.*not installed"):
         config.check_codec_plugins(make_plugin_manager(autoload=False))
 
 
