@@ -1,0 +1,82 @@
+"""Progress counting from recovery events, and the terminal status line."""
+
+from __future__ import annotations
+
+import io
+import threading
+import time
+
+from durable_core.durable.events import EventKind, RecoveryEvent
+from durable_core.progress import ProgressCounter, StatusLine, describe
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def ev(kind: EventKind, **fields) -> RecoveryEvent:
+    return RecoveryEvent(kind=kind, run_id="r", **fields)
+
+
+def test_counter_counts_each_kind_of_event():
+    clock = FakeClock()
+    counter = ProgressCounter(clock=clock)
+    counter(ev(EventKind.RUN_RESUMED, total_nodes=22, revision=40))
+    for node in ("list", "shard-00", "shard-01"):
+        counter(ev(EventKind.NODE_RESTORED, node_id=node, revision=40))
+    counter(ev(EventKind.ATTEMPT_STARTED, node_id="shard-02", attempt_index=1, attempt_limit=3))
+    counter(ev(EventKind.ATTEMPT_FAILED, node_id="shard-02", attempt_index=1, attempt_limit=3))
+    counter(ev(EventKind.ATTEMPT_STARTED, node_id="shard-02", attempt_index=2, attempt_limit=3))
+    counter(ev(EventKind.NODE_CONFIRMED, node_id="shard-02", revision=44))
+    clock.now += 4.25
+    snap = counter.snapshot()
+    assert (snap.total_nodes, snap.restored, snap.confirmed) == (22, 3, 1)
+    assert (snap.retries, snap.failed_attempts, snap.revision) == (1, 1, 44)
+    assert snap.resumed is True
+    assert snap.done == 4
+    assert snap.status == ""
+    assert (
+        describe(snap)
+        == "4/22 nodes · 3 restored from checkpoint · 1 retry · 1 failed attempts · 4.2 s"
+    )
+    counter(ev(EventKind.RUN_FINISHED, status="completed", revision=60))
+    assert counter.snapshot().status == "completed"
+    assert counter.snapshot().revision == 60
+
+
+def test_counter_is_thread_safe():
+    counter = ProgressCounter()
+    counter(ev(EventKind.RUN_STARTED, total_nodes=4000))
+
+    def confirm():
+        for _ in range(1000):
+            counter(ev(EventKind.NODE_CONFIRMED))
+
+    threads = [threading.Thread(target=confirm) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert counter.snapshot().confirmed == 4000
+    assert counter.snapshot().resumed is False
+
+
+def test_status_line_redraws_and_erases_itself():
+    counter = ProgressCounter()
+    counter(ev(EventKind.RUN_STARTED, total_nodes=2))
+    stream = io.StringIO()
+    line = StatusLine(counter, stream, interval=0.01, label="r").start()
+    counter(ev(EventKind.NODE_CONFIRMED))
+    deadline = time.monotonic() + 5
+    while "1/2 nodes" not in stream.getvalue() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    line.stop()
+    line.stop()
+    text = stream.getvalue()
+    assert text.startswith("\rr: 0/2 nodes")
+    assert "r: 1/2 nodes" in text
+    assert text.endswith("\r")  # erased: the last write blanks the line
