@@ -41,7 +41,7 @@ def test_counter_counts_each_kind_of_event():
     assert snap.status == ""
     assert (
         describe(snap)
-        == "4/22 nodes · 3 restored from checkpoint · 1 retry · 1 failed attempts · 4.2 s"
+        == "4/22 nodes · 3 restored from checkpoint · 1 retry · 1 failed attempt · 4.2 s"
     )
     counter(ev(EventKind.RUN_FINISHED, status="completed", revision=60))
     assert counter.snapshot().status == "completed"
