@@ -550,7 +550,7 @@ class _Check:
                         "Sequence",
                     )
                 previous = message.sequence
-                _check_digest(message.data, message.digest, "S-2", where)
+                _check_digest(message.data, message.digest, "S-2", where, "S-2")
 
     def check_messages(self) -> dict[tuple[str, str, str], str]:
         """Check message attempts (S-7); return the owners of confirmed ones (S-9)."""
@@ -690,12 +690,14 @@ def _check_node_id(node_id: str, rule: str, *where: Any) -> None:
         )
 
 
-def _check_digest(data: bytes, digest: str, rule: str, where: tuple[Any, ...]) -> None:
+def _check_digest(
+    data: bytes, digest: str, rule: str, where: tuple[Any, ...], mismatch_rule: str = "R-VAL-3"
+) -> None:
     if not _HEX64.fullmatch(digest):
         raise _fail(rule, f"expected a Digest of {_SHA}, found {_short(digest)}", *where, "Digest")
     if hashlib.sha256(data).hexdigest() != digest:
         raise _fail(
-            "R-VAL-3",
+            mismatch_rule,
             f"the Digest does not match the {len(data)} bytes of Data: they were damaged or lost",
             *where,
             "Digest",
@@ -730,6 +732,8 @@ def _check_group(
                 "Index",
             )
         seen.add(item.index)
+    for ident in ids:
+        item = records[ident]
         if item.index < count and item.state != AttemptState.FAILED:
             raise _fail(
                 rule,

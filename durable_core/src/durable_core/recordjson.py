@@ -108,6 +108,12 @@ def _object_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return marked
 
 
+def _duplicate(path: Path) -> CorruptRecordError:
+    return corrupt(
+        path, "R-REC-4", "the key occurs twice in its object; JSON keys are unique", _READ_ADVICE
+    )
+
+
 def _found(value: Any) -> str:
     if isinstance(value, _Duplicates):
         return f"an object with the key {json.dumps(value.duplicate)} twice"
@@ -230,6 +236,25 @@ def _write_revision(wr: _Writer, value: Any, parent: Path, seg: Any) -> int:
     raise wr.error((parent, seg), f"a revision from 1 to {UINT64_MAX} (uint64)", value, "R-REC-2")
 
 
+def _format_problem(value: Any) -> str:
+    problem = f"expected record format 1 to {r.RECORD_FORMAT}, found {_found(value)}"
+    if type(value) is int and value > r.RECORD_FORMAT:
+        problem += "; it is newer than this runtime: upgrade Durable to read it, never save over it"
+    return problem
+
+
+def _read_format(rd: _Reader, raw: Any, parent: Path, seg: Any) -> int:
+    if type(raw) is int and 1 <= raw <= r.RECORD_FORMAT:
+        return raw
+    raise corrupt((parent, seg), "R-REC-1", _format_problem(raw), _READ_ADVICE)
+
+
+def _write_format(wr: _Writer, value: Any, parent: Path, seg: Any) -> int:
+    if type(value) is int and 1 <= value <= r.RECORD_FORMAT:
+        return value
+    raise corrupt((parent, seg), "R-REC-1", _format_problem(value), _WRITE_ADVICE)
+
+
 def _read_bool(rd: _Reader, raw: Any, parent: Path, seg: Any) -> bool:
     if type(raw) is bool:
         return raw
@@ -298,11 +323,13 @@ def _object_codec(spec: _Class) -> tuple[Reader, Writer]:
     def read(rd: _Reader, raw: Any, parent: Path, seg: Any) -> Any:
         path = (parent, seg) if seg is not None else parent
         if type(raw) is not dict:
-            raise rd.error(path, "an object", raw)
+            if isinstance(raw, _Duplicates):
+                raise _duplicate((path, raw.duplicate))
+            raise rd.error(path, f"an object (a {cls.__name__})", raw)
         if not raw.keys() <= keys:
             unknown = next(k for k in raw if k not in keys)
             raise corrupt(
-                path,
+                (path, unknown),
                 "R-REC-4",
                 f"unknown field {json.dumps(unknown)} in a {cls.__name__} (its fields are "
                 f"{', '.join(sorted(keys))}); a newer or foreign writer produced it",
@@ -314,7 +341,7 @@ def _object_codec(spec: _Class) -> tuple[Reader, Writer]:
             if item is _MISSING:
                 if field.absent is None:
                     raise corrupt(
-                        path,
+                        (path, field.key),
                         "R-REC-4",
                         f"the required field {field.key} of a {cls.__name__} is missing",
                         _READ_ADVICE,
@@ -376,6 +403,8 @@ def _map_codec(item: tuple[Reader, Writer]) -> tuple[Reader, Writer]:
             return {}
         path = (parent, seg)
         if type(raw) is not dict:
+            if isinstance(raw, _Duplicates):
+                raise _duplicate((path, (raw.duplicate,)))
             raise rd.error(path, "an object", raw)
         if rd.surrogates:
             for key in raw:
@@ -408,6 +437,7 @@ def _map_codec(item: tuple[Reader, Writer]) -> tuple[Reader, Writer]:
 # Fields that differ from their type's general rule.
 _FIELD_CODECS: dict[tuple[type, str], tuple[Reader, Writer]] = {
     (r.RunRecord, "revision"): (_read_revision, _write_revision),
+    (r.RunRecord, "format"): (_read_format, _write_format),
 }
 # Scalars that may be missing: Bindings was added after the first records ("false keeps the
 # original fingerprint of input values", seed 000 ScopeRecord).
@@ -496,7 +526,8 @@ def record_to_json(record: r.RunRecord) -> bytes:
     Raises:
         CorruptRecordError: the record cannot be written as a valid record: a metadata string or
             map key holds a lone surrogate (R-REC-4, B-FILE-5), a field has the wrong Python type,
-            an integer is negative or too large, or ``revision`` is not in 1…2**64-1 (R-REC-2).
+            an integer is negative or too large, ``format`` is not 1 to ``RECORD_FORMAT``
+            (R-REC-1), or ``revision`` is not in 1…2**64-1 (R-REC-2).
             The message names the path (``$.Scopes["…"].Graph``); nothing is written.
     """
     tree = _WRITE_RUN(_Writer(surrogates=False), record, None, None)
@@ -526,8 +557,9 @@ def record_from_json(data: bytes | bytearray | memoryview) -> r.RunRecord:
     Raises:
         CorruptRecordError: the bytes are not a run record. ``.path`` names the JSON path of the
             first problem (``$.Scopes["…"].Nodes["split"].Outputs[0].Digest``; ``$`` for
-            unparsable text) and ``.rule`` the rule: ``R-REC-1`` for a format newer than
-            :data:`~durable_core.records.RECORD_FORMAT`, ``R-REC-2`` for a bad ``Revision``,
+            unparsable text) and ``.rule`` the rule: ``R-REC-1`` for a ``Format`` other than 1 to
+            :data:`~durable_core.records.RECORD_FORMAT` (checked first: a newer format may hold
+            fields this runtime does not know), ``R-REC-2`` for a bad ``Revision``,
             ``R-REC-4`` for everything else.
     """
     raw_bytes = bytes(data)
@@ -557,16 +589,9 @@ def record_from_json(data: bytes | bytearray | memoryview) -> r.RunRecord:
         else:
             problem = f"the text is not valid JSON: {exc}"
         raise corrupt(None, "R-REC-4", problem, _READ_ADVICE) from None
-    if isinstance(tree, dict):
-        found = tree.get("Format")
-        if type(found) is int and found > r.RECORD_FORMAT:
-            raise corrupt(
-                (None, "Format"),
-                "R-REC-1",
-                f"record format {found} is newer than this runtime reads (formats 1 to "
-                f"{r.RECORD_FORMAT}); upgrade Durable to read it, never save over it",
-                _READ_ADVICE,
-            )
+    if isinstance(tree, dict) and "Format" in tree:
+        # Before anything else: a newer format may hold fields this runtime does not know.
+        _read_format(_Reader(False, None), tree["Format"], None, "Format")
     record = _READ_RUN(_Reader(surrogates, invalid_utf8), tree, None, None)
     if invalid_utf8 is not None:  # pragma: no cover - every string and key is checked above
         raise corrupt(None, "R-REC-4", "the bytes are not valid UTF-8", _READ_ADVICE)
