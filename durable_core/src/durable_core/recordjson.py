@@ -318,7 +318,9 @@ def _enum_codec(cls: type[enum.Enum]) -> tuple[Reader, Writer]:
 
 
 def _object_codec(spec: _Class) -> tuple[Reader, Writer]:
-    cls, fields, keys = spec.cls, spec.fields, spec.keys
+    cls, keys = spec.cls, spec.keys
+    reads = tuple((f.key, f.read, f.absent) for f in spec.fields)
+    writes = tuple((f.attr, f.key, f.write, f.omit_none) for f in spec.fields)
 
     def read(rd: _Reader, raw: Any, parent: Path, seg: Any) -> Any:
         path = (parent, seg) if seg is not None else parent
@@ -335,32 +337,32 @@ def _object_codec(spec: _Class) -> tuple[Reader, Writer]:
                 f"{', '.join(sorted(keys))}); a newer or foreign writer produced it",
                 _READ_ADVICE,
             )
-        values = {}
-        for field in fields:
-            item = raw.get(field.key, _MISSING)
+        args = []  # positional, in attribute order: no keyword dict per object
+        for key, read_field, absent in reads:
+            item = raw.get(key, _MISSING)
             if item is _MISSING:
-                if field.absent is None:
+                if absent is None:
                     raise corrupt(
-                        (path, field.key),
+                        (path, key),
                         "R-REC-4",
-                        f"the required field {field.key} of a {cls.__name__} is missing",
+                        f"the required field {key} of a {cls.__name__} is missing",
                         _READ_ADVICE,
                     )
-                values[field.attr] = field.absent()
+                args.append(absent())
             else:
-                values[field.attr] = field.read(rd, item, path, field.key)
-        return cls(**values)
+                args.append(read_field(rd, item, path, key))
+        return cls(*args)
 
     def write(wr: _Writer, value: Any, parent: Path, seg: Any) -> dict[str, Any]:
         path = (parent, seg) if seg is not None else parent
         if not isinstance(value, cls):
             raise wr.error(path, f"a {cls.__name__}", value)
         out = {}
-        for field in fields:
-            item = getattr(value, field.attr)
-            if item is None and field.omit_none:
+        for attr, key, write_field, omit_none in writes:
+            item = getattr(value, attr)
+            if item is None and omit_none:
                 continue
-            out[field.key] = field.write(wr, item, path, field.key)
+            out[key] = write_field(wr, item, path, key)
         return out
 
     return read, write
@@ -475,6 +477,8 @@ def _build_codecs() -> dict[type, tuple[Reader, Writer]]:
             hints = typing.get_type_hints(cls)
             fields = []
             for attribute in attrs.fields(cls):
+                if attribute.kw_only or not attribute.init:  # records are built positionally
+                    raise TypeError(f"{cls.__name__}.{attribute.name} must be a positional field")
                 tp = hints[attribute.name]
                 codec = _FIELD_CODECS.get((cls, attribute.name)) or codec_of(tp)
                 origin = typing.get_origin(tp)
