@@ -8,6 +8,10 @@ Identity conventions (R-REC-3): ``RunRecord.root_scope`` and every attempt id ar
 in lowercase hex (32 characters). A child scope's id is the id of its parent node's deepest
 current attempt (R-SCOPE-2), so ``RunRecord.scopes`` is keyed by scope id and
 ``RunRecord.attempts`` by attempt id.
+
+The JSON layout is :mod:`durable_core.recordjson`, the structural rules are
+:mod:`durable_core.integrity`, and :func:`copy_record` (below) is the fast deep copy the runtime
+changes for every save (R-RT-1). See ``docs/data-model.md``.
 """
 
 from __future__ import annotations
