@@ -3,6 +3,7 @@
 The public API is re-exported here; submodules are implementation detail unless documented.
 """
 
+from durable_core.codecs import Codec, Codecs, EncodedValue, JSONCodec, digest_of
 from durable_core.errors import (
     AcquireTimeoutError,
     BusyError,
@@ -53,14 +54,18 @@ __all__ = [
     "AttemptState",
     "BusyError",
     "CheckpointError",
+    "Codec",
     "CodecError",
+    "Codecs",
     "ConfigError",
     "ConflictError",
     "CorruptRecordError",
     "DefinitionMismatchError",
     "DurableError",
+    "EncodedValue",
     "GraphError",
     "InputsMismatchError",
+    "JSONCodec",
     "ManagedRecord",
     "MessageAttemptRecord",
     "MismatchError",
@@ -84,6 +89,7 @@ __all__ = [
     "ValueRecord",
     "ValueState",
     "VersionMismatchError",
+    "digest_of",
     "hookimpl",
     "make_plugin_manager",
     "record_from_json",
