@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-from durable_core import hookimpl
-from durable_core.codecs import Codecs
-
 from durable_codec_numpy.codec import NdarrayCodec
+from durable_core import Codecs, hookimpl
 
 
 @hookimpl
