@@ -29,7 +29,7 @@ import cattrs
 from cattrs.errors import ForbiddenExtraKeysError
 from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 
-from durable_core._typeforms import NoneType, is_union, type_name
+from durable_core._typeforms import NoneType, is_union, mismatch_text, type_name
 from durable_core.errors import CodecError
 
 __all__ = [
@@ -210,21 +210,7 @@ def check_text(text: str, what: str) -> None:
 
 def mismatch(expected: Any, value: Any) -> PathProblem:
     """``expected int, found str 'x'`` with a hint for the bool/int/float confusions."""
-    from durable_core._typeforms import describe_value
-
-    found = describe_value(value)
-    hint = ""
-    if expected is int and type(value) is bool:
-        hint = " (a bool is not an int for Durable)"
-    elif expected is float and type(value) is int:
-        hint = " (convert it with float(...) before returning it)"
-    elif isinstance(expected, type) and isinstance(value, expected):
-        hint = (
-            f" (a subclass of {type_name(expected)}: inside a JSON value only the exact class "
-            "is stored, since no type tag is written; declare the subclass or register a "
-            "custom codec)"
-        )
-    return PathProblem(f"expected {type_name(expected)}, found {found}{hint}")
+    return PathProblem(mismatch_text(expected, value))
 
 
 # --- the base class and the version rule -----------------------------------------------------

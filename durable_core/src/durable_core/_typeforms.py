@@ -120,6 +120,23 @@ def describe_value(value: Any) -> str:
     return f"{type_name(type(value))} {_short.repr(value)}"
 
 
+def mismatch_text(expected: Any, value: Any) -> str:
+    """``expected int, found str 'x'``, with a hint for the bool/int/float confusions and for
+    subclasses (which JSON containers cannot tag)."""
+    hint = ""
+    if expected is int and type(value) is bool:
+        hint = " (a bool is not an int for Durable)"
+    elif expected is float and type(value) is int:
+        hint = " (convert it with float(...) before storing it)"
+    elif isinstance(expected, type) and type(value) is not expected and isinstance(value, expected):
+        hint = (
+            f" (a subclass of {type_name(expected)}: inside a JSON value only the exact class "
+            "is stored, since no type tag is written; declare the subclass or register a "
+            "custom codec)"
+        )
+    return f"expected {type_name(expected)}, found {describe_value(value)}{hint}"
+
+
 class InstanceMismatch(Exception):
     """``value`` is not an instance of a type form (internal; carries the path)."""
 
@@ -185,15 +202,13 @@ def check_instance(value: Any, tp: Any, path: tuple[str, ...] = ()) -> None:
     if not isinstance(tp, type):
         return
     if tp is int and type(value) is bool:
-        raise InstanceMismatch(
-            f"expected int, found {describe_value(value)} (a bool is not an int for Durable)", path
-        )
+        raise InstanceMismatch(mismatch_text(int, value), path)
     try:
         ok = isinstance(value, tp)
     except TypeError:  # e.g. a Protocol without @runtime_checkable
         return
     if not ok:
-        raise InstanceMismatch(f"expected {type_name(tp)}, found {describe_value(value)}", path)
+        raise InstanceMismatch(mismatch_text(tp, value), path)
 
 
 def admits(declared: Any, actual: type) -> bool:

@@ -470,6 +470,12 @@ class Codecs:
                     f"{exc.problem}"
                 ) from None
             return dynamic
+        if static is not None and dynamic_problem and isinstance(value, _class_of(declared)):
+            raise CodecError(
+                f"cannot encode {_subject(declared, name)}: the value is a {type_name(actual)}, "
+                f"a subclass, and a value is stored with the codec of its own class: "
+                f"{dynamic_problem}"
+            )
         if static is not None:
             if isinstance(static, JSONCodec):
                 return static  # its encode names the exact mismatch and path
@@ -586,7 +592,7 @@ class Codecs:
             elif by_id is not None:
                 raise CodecError(
                     f"cannot decode {subject}: it was stored with codec {codec_id} version "
-                    f"{version}, which serves {type_name(by_id.type)}, not a "
+                    f"{version}, which serves {type_name(by_id.type)}, not the declared type "
                     f"{type_name(declared)}: the key's declared type or the codec changed "
                     "since the run was written; resume with the original definition or start "
                     "a new run"
@@ -626,6 +632,11 @@ def _serves(codec: Any, value: Any) -> bool:
     except InstanceMismatch:
         return False
     return True
+
+
+def _class_of(declared: Any) -> type | tuple[type, ...]:
+    """The class to test subclass values against (an empty tuple for type forms)."""
+    return declared if isinstance(declared, type) else ()
 
 
 def _resolve_message(head: str, problem: ResolveProblem) -> str:
