@@ -916,10 +916,15 @@ class Resolver:
             if len(args) == 2 and args[1] is Ellipsis:
                 return _TupleCodec([self.component(args[0])], variadic=True)
             return _TupleCodec([self.component(a) for a in args], variadic=False)
-        if tp in (list, dict, tuple, set, frozenset) or origin in (set, frozenset):
+        if tp in (set, frozenset) or origin in (set, frozenset):
+            raise ResolveProblem(
+                f"{type_name(tp)}: sets are not stored as JSON (their order is not defined); "
+                "declare list[T] or tuple[T, ...], or a custom codec is needed"
+            )
+        if tp in (list, dict, tuple):
             raise ResolveProblem(
                 f"{type_name(tp)} has no codec: declare the element types, for example "
-                "list[int], dict[str, float], tuple[str, ...] (sets are not stored: use a list)"
+                "list[int], dict[str, float], tuple[str, ...]"
             )
         if origin is not None:
             raise ResolveProblem(

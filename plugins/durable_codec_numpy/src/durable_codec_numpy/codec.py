@@ -13,9 +13,15 @@ from durable_core import CodecError
 __all__ = ["NdarrayCodec"]
 
 
+def _class_name(cls: type) -> str:
+    if cls.__module__ == "builtins":
+        return cls.__qualname__
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
 class NdarrayCodec:
-    """Encodes ``numpy.ndarray`` values as ``.npy`` bytes (format 1.0, 2.0 or 3.0 as numpy
-    chooses for the header): the dtype with its byte order, the shape, and the raw element
+    """Encodes ``numpy.ndarray`` values as ``.npy`` bytes (format 1.0, or 3.0 when the header
+    needs UTF-8 or more than 64 KiB): the dtype with its byte order, the shape, and the raw element
     bytes in C order. Decoding returns a writable, C-contiguous array with the same dtype,
     shape and element bytes — NaN payloads, ``-0.0``, big-endian dtypes, 0-d and empty arrays
     included (SPEC C-1).
@@ -52,7 +58,7 @@ class NdarrayCodec:
         if type(value) is not np.ndarray:
             raise CodecError(
                 f"codec {self.id} version {self.version} encodes numpy.ndarray, found "
-                f"{type(value).__module__}.{type(value).__qualname__}"
+                f"{_class_name(type(value))}"
             )
         dtype = value.dtype
         if dtype.hasobject:
@@ -67,9 +73,19 @@ class NdarrayCodec:
                 "exactly (the .npy header cannot describe it); use a simpler dtype"
             )
         array = value if value.flags.c_contiguous else value.copy(order="C")
-        out = io.BytesIO()
-        npy.write_array(out, array, allow_pickle=False)
-        return out.getvalue()
+        # Format 1.0 whenever its header can describe the array (latin-1, < 64 KiB); 3.0
+        # (UTF-8 header) otherwise. Chosen explicitly: numpy's own guess warns on every 3.0.
+        for version in ((1, 0), (3, 0)):
+            out = io.BytesIO()
+            try:
+                npy.write_array(out, array, version=version, allow_pickle=False)
+            except ValueError:
+                continue
+            return out.getvalue()
+        raise CodecError(
+            f"codec {self.id} version {self.version} cannot write a .npy header for dtype "
+            f"{dtype!r} and shape {value.shape}"
+        )
 
     def decode(self, data: bytes) -> np.ndarray:
         """Decode bytes written by :meth:`encode`.
