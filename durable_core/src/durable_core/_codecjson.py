@@ -19,6 +19,7 @@ import dataclasses
 import enum
 import inspect
 import json
+import math
 import typing
 from abc import ABCMeta
 from collections.abc import Callable
@@ -29,7 +30,16 @@ import cattrs
 from cattrs.errors import ForbiddenExtraKeysError
 from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 
-from durable_core._typeforms import NoneType, is_union, mismatch_text, type_name
+from durable_core._typeforms import (
+    InstanceMismatch,
+    NoneType,
+    check_instance,
+    format_path,
+    is_union,
+    mismatch_text,
+    normalize,
+    type_name,
+)
 from durable_core.errors import CodecError
 
 __all__ = [
@@ -304,8 +314,6 @@ class JSONCodec:
 
 def codec_error(codec: Any, action: str, problem: PathProblem) -> CodecError:
     """The CodecError of a problem met while encoding/decoding with ``codec``."""
-    from durable_core._typeforms import format_path
-
     return CodecError(
         f"cannot {action} a value of type {type_name(codec.type)} with codec {codec.id} "
         f"version {codec.version}: at {format_path(problem.path)}: {problem.problem}"
@@ -362,11 +370,39 @@ def _exc_text(exc: BaseException) -> str:
 # --- scalars -------------------------------------------------------------------------------
 
 
+# Scalar codecs offer ``fast_to_json``/``fast_from_json`` for whole sequences: one pass that
+# either accepts every item as its own JSON form or returns None, after which the container
+# goes item by item to name the exact offender.
+
+
+def _all_of_type(items: Any, tp: type) -> bool:
+    return all(type(v) is tp for v in items)
+
+
+def _all_text(items: Any) -> bool:
+    if not _all_of_type(items, str):
+        return False
+    try:
+        "".join(items).encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _all_finite_floats(items: Any) -> bool:
+    finite = math.isfinite
+    return all(type(v) is float and finite(v) for v in items)
+
+
 class _BoolCodec(JSONCodec):
     type = bool
     id = "json:bool"
     version = "1"
     json_kinds = frozenset({BOOLEAN})
+
+    @staticmethod
+    def fast_items(items: Any) -> bool:
+        return _all_of_type(items, bool)
 
     def to_json(self, value: bool) -> bool:
         return value
@@ -381,6 +417,10 @@ class _IntCodec(JSONCodec):
     version = "1"
     json_kinds = frozenset({INTEGER})
 
+    @staticmethod
+    def fast_items(items: Any) -> bool:
+        return _all_of_type(items, int)
+
     def to_json(self, value: int) -> int:
         return value
 
@@ -393,6 +433,10 @@ class _FloatCodec(JSONCodec):
     id = "json:float"
     version = "1"
     json_kinds = frozenset({FLOAT})
+
+    @staticmethod
+    def fast_items(items: Any) -> bool:
+        return _all_finite_floats(items)
 
     def to_json(self, value: float) -> float:
         if value != value or value in (float("inf"), float("-inf")):
@@ -415,6 +459,10 @@ class _StrCodec(JSONCodec):
     id = "json:str"
     version = "1"
     json_kinds = frozenset({STRING})
+
+    @staticmethod
+    def fast_items(items: Any) -> bool:
+        return _all_text(items)
 
     def to_json(self, value: str) -> str:
         check_text(value, "the string")
@@ -501,9 +549,15 @@ class _ListCodec(_Composite):
         return type(value) is list
 
     def to_json(self, value: list[Any]) -> list[Any]:
+        fast = getattr(self.item, "fast_items", None)
+        if fast is not None and fast(value):
+            return value  # the JSON form of these items is the items themselves
         return [child_to_json(self.item, v, f"[{i}]") for i, v in enumerate(value)]
 
     def from_json(self, obj: list[Any]) -> list[Any]:
+        fast = getattr(self.item, "fast_items", None)
+        if fast is not None and fast(obj):
+            return obj
         return [child_from_json(self.item, v, f"[{i}]") for i, v in enumerate(obj)]
 
 
@@ -660,8 +714,6 @@ class EmbeddedCodec(JSONCodec):
         self.version = codec.version
 
     def accepts(self, value: Any) -> bool:
-        from durable_core._typeforms import InstanceMismatch, check_instance
-
         if isinstance(self.type, type):
             return type(value) is self.type
         try:
@@ -984,8 +1036,6 @@ class Resolver:
                 f"{exc}); define the classes it refers to at module level"
             ) from exc
         fields: dict[str, Any] = {}
-        from durable_core._typeforms import normalize
-
         for name, ftp, _required in fields_info:
             try:
                 fields[name] = self.component(normalize(ftp))

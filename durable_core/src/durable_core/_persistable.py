@@ -35,10 +35,13 @@ _LOCK_TYPES: tuple[type, ...] = (
 )
 
 _SCALARS = (bool, int, float, str, bytes, type(None))
+_PLAIN_CONTAINERS = frozenset({list, tuple, dict, set, frozenset})
 
 
 def _kind(value: Any) -> str | None:
     """What makes ``value`` impossible to persist, or ``None`` when nothing does."""
+    if isinstance(value, _SCALARS) or type(value) in _PLAIN_CONTAINERS:
+        return None
     if isinstance(value, types.ModuleType):
         return "a module"
     if inspect.isgenerator(value) or isinstance(value, collections.abc.Generator):
@@ -110,53 +113,81 @@ def find_unpersistable(value: Any) -> Unpersistable | None:
         ``"a reference cycle"``.
     """
     # Iterative walk: deeply nested values must not hit the interpreter's recursion limit.
-    stack: list[tuple[Any, tuple[str, ...], bool]] = [(value, (), False)]
+    # Paths are kept as links to the parent and only spelled out for the part reported.
+    stack: list[tuple[Any, _Where, bool]] = [(value, None, False)]
     active: set[int] = set()
     while stack:
-        item, path, leaving = stack.pop()
+        item, where, leaving = stack.pop()
         if leaving:
             active.discard(id(item))
             continue
-        if isinstance(item, _SCALARS):
-            continue
         kind = _kind(item)
         if kind is not None:
-            return Unpersistable(path, kind, _ADVICE[kind], item)
-        children = _children(item, path)
+            return Unpersistable(_spell(where), kind, _ADVICE[kind], item)
+        children = _children(item, where)
         if children is None:
             continue
         if id(item) in active:
             return Unpersistable(
-                path,
+                _spell(where),
                 "a reference cycle",
                 "a value that contains itself cannot be stored; break the cycle",
                 item,
             )
         active.add(id(item))
-        stack.append((item, path, True))
+        stack.append((item, where, True))
         stack.extend(reversed(children))
     return None
 
 
-def _children(item: Any, path: tuple[str, ...]) -> list[tuple[Any, tuple[str, ...], bool]] | None:
+# (parent, how, key): how is "[]" (index), "[k]" (dict value), "key" (dict key), "." (field),
+# "{}" (set member).
+_Where = tuple[Any, str, Any] | None
+
+
+def _spell(where: _Where) -> tuple[str, ...]:
+    segments: list[str] = []
+    while where is not None:
+        where, how, key = where
+        if how == "[]":
+            segments.append(f"[{key}]")
+        elif how == "[k]":
+            segments.append(f"[{key!r}]")
+        elif how == "key":
+            segments.append(f"[{key!r}] (key)")
+        elif how == ".":
+            segments.append(f".{key}")
+        else:
+            segments.append("{…}")
+    return tuple(reversed(segments))
+
+
+def _children(item: Any, where: _Where) -> list[tuple[Any, _Where, bool]] | None:
+    # Scalars are skipped here already: large lists of numbers or strings are the common case.
+    if isinstance(item, _SCALARS):
+        return None
     if isinstance(item, list | tuple):
-        return [(v, (*path, f"[{i}]"), False) for i, v in enumerate(item)]
+        return [
+            (v, (where, "[]", i), False) for i, v in enumerate(item) if not isinstance(v, _SCALARS)
+        ]
     if isinstance(item, dict):
-        out: list[tuple[Any, tuple[str, ...], bool]] = []
+        out: list[tuple[Any, _Where, bool]] = []
         for k, v in item.items():
-            out.append((k, (*path, f"[{k!r}] (key)"), False))
-            out.append((v, (*path, f"[{k!r}]"), False))
+            if not isinstance(k, _SCALARS):
+                out.append((k, (where, "key", k), False))
+            if not isinstance(v, _SCALARS):
+                out.append((v, (where, "[k]", k), False))
         return out
     if isinstance(item, set | frozenset):
-        return [(v, (*path, "{…}"), False) for v in item]
+        return [(v, (where, "{}", None), False) for v in item if not isinstance(v, _SCALARS)]
     cls = type(item)
     if attrs.has(cls):
         return [
-            (getattr(item, a.name, None), (*path, f".{a.name}"), False) for a in attrs.fields(cls)
+            (getattr(item, a.name, None), (where, ".", a.name), False) for a in attrs.fields(cls)
         ]
     if dataclasses.is_dataclass(item):
         return [
-            (getattr(item, f.name, None), (*path, f".{f.name}"), False)
+            (getattr(item, f.name, None), (where, ".", f.name), False)
             for f in dataclasses.fields(item)
         ]
     return None

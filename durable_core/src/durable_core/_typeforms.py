@@ -137,6 +137,9 @@ def mismatch_text(expected: Any, value: Any) -> str:
     return f"expected {type_name(expected)}, found {describe_value(value)}{hint}"
 
 
+_EXACT_SCALARS = frozenset({bool, int, float, str, bytes, NoneType})
+
+
 class InstanceMismatch(Exception):
     """``value`` is not an instance of a type form (internal; carries the path)."""
 
@@ -171,6 +174,8 @@ def check_instance(value: Any, tp: Any, path: tuple[str, ...] = ()) -> None:
     if origin is list:
         if not isinstance(value, list):
             raise InstanceMismatch(f"expected {type_name(tp)}, found {describe_value(value)}", path)
+        if args[0] in _EXACT_SCALARS and all(type(item) is args[0] for item in value):
+            return  # one pass for the common list of scalars
         for i, item in enumerate(value):
             check_instance(item, args[0], (*path, f"[{i}]"))
         return
