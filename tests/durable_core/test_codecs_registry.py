@@ -81,6 +81,7 @@ def test_default_and_the_builtin_plugin_share_one_definition():
     [
         ({"type": None}, "empty type"),
         ({"type": ""}, "empty type"),
+        ({"type": "Money"}, "not a class or a type form"),
         ({"id": ""}, "invalid id ''"),
         ({"id": None}, "invalid id None"),
         ({"id": "has space"}, "invalid id 'has space'"),

@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import re
 import threading
+import typing
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, runtime_checkable
 
@@ -240,13 +241,11 @@ class Codecs:
                     f"a non-empty string without whitespace (such as 'json:int' / '1')"
                 )
         key = normalize(tp)
-        try:
-            hash(key)
-        except TypeError:
+        if not (isinstance(key, type) or typing.get_origin(key) is not None):
             raise CodecError(
-                f"codec {shown} has the type {tp!r}, which is not hashable; use a class or a "
-                "type form such as list[int]"
-            ) from None
+                f"codec {shown} has the type {tp!r}, which is not a class or a type form; set "
+                "codec.type to a class such as myapp.Money, or a form such as list[int]"
+            )
         with self._lock:
             old = self._by_type.get(key)
             if old is not None:
