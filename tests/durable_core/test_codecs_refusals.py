@@ -11,9 +11,9 @@ import typing
 
 import pytest
 from codec_models import Invoice, Line
-from durable_core.codecs import Codecs
 
 from durable_core import CodecError
+from durable_core.codecs import Codecs
 
 
 def sha(data: bytes) -> str:

@@ -30,11 +30,11 @@ from codec_models import (
     WithSet,
     WithUnionOfClasses,
 )
-from durable_core.codecs import Codecs
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from durable_core import CodecError, ConflictError
+from durable_core.codecs import Codecs
 
 finite = st.floats(allow_nan=False, allow_infinity=False)
 text = st.text(max_size=10)

@@ -7,9 +7,9 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Annotated, NewType, Optional
 
 import pytest
-from durable_core.codecs import Codec, Codecs, JSONCodec, register_builtin_codecs
 
 from durable_core import CodecError, ConflictError, PluginError, hookimpl, make_plugin_manager
+from durable_core.codecs import Codec, Codecs, JSONCodec, register_builtin_codecs
 
 BUILTIN_IDS = ["json:bool", "json:int", "json:float", "json:str", "json:bytes", "json:none"]
 

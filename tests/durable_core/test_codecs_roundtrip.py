@@ -10,9 +10,10 @@ import struct
 import typing
 from typing import Any
 
-from durable_core.codecs import Codecs
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
+from durable_core.codecs import Codecs
 
 CODECS = Codecs.default()
 

@@ -8,9 +8,9 @@ import typing
 
 import pytest
 from codec_models import Animal, Cat, Dog, Line
-from durable_core.codecs import Codecs, digest_of
 
 from durable_core import CodecError, CorruptRecordError, EncodedValue
+from durable_core.codecs import Codecs, digest_of
 
 
 def sha(data: bytes) -> str:

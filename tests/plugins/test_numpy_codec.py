@@ -6,13 +6,13 @@ import hashlib
 
 import numpy as np
 import pytest
-from durable_codec_numpy import NdarrayCodec
-from durable_core.codecs import Codecs
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
+from durable_codec_numpy import NdarrayCodec
 from durable_core import CodecError, make_plugin_manager
+from durable_core.codecs import Codecs
 
 
 @pytest.fixture(scope="module")
