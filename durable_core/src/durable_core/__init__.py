@@ -3,6 +3,7 @@
 The public API is re-exported here; submodules are implementation detail unless documented.
 """
 
+from durable_core.codecs import Codec, Codecs, EncodedValue, JSONCodec, digest_of
 from durable_core.errors import (
     AcquireTimeoutError,
     BusyError,
@@ -24,6 +25,7 @@ from durable_core.errors import (
     VersionMismatchError,
 )
 from durable_core.hookspecs import hookimpl
+from durable_core.integrity import GraphShapes, validate_record
 from durable_core.plugins import make_plugin_manager
 from durable_core.recordjson import record_from_json, record_to_json
 from durable_core.records import (
@@ -42,6 +44,7 @@ from durable_core.records import (
     StreamTerminal,
     ValueRecord,
     ValueState,
+    copy_record,
 )
 from durable_core.store import MAX_REVISION, RunLister, RunSummary, Session, Store
 
@@ -53,14 +56,19 @@ __all__ = [
     "AttemptState",
     "BusyError",
     "CheckpointError",
+    "Codec",
     "CodecError",
+    "Codecs",
     "ConfigError",
     "ConflictError",
     "CorruptRecordError",
     "DefinitionMismatchError",
     "DurableError",
+    "EncodedValue",
     "GraphError",
+    "GraphShapes",
     "InputsMismatchError",
+    "JSONCodec",
     "ManagedRecord",
     "MessageAttemptRecord",
     "MismatchError",
@@ -84,8 +92,11 @@ __all__ = [
     "ValueRecord",
     "ValueState",
     "VersionMismatchError",
+    "copy_record",
+    "digest_of",
     "hookimpl",
     "make_plugin_manager",
     "record_from_json",
     "record_to_json",
+    "validate_record",
 ]
