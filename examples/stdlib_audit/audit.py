@@ -329,6 +329,9 @@ graph = build_graph()
 
 @hookimpl
 def durable_register_codecs(codecs):
-    """The codecs of this graph's values (the graph's module is loaded as a plugin)."""
-    codecs.register_json(list[str])
+    """The codec of this graph's own class (the graph's module is loaded as a plugin).
+
+    ``str``, ``int`` and ``list[str]`` are served by the built-in JSON codecs; ``Stats`` (and
+    the classes it contains) needs ``register_json``.
+    """
     codecs.register_json(Stats)
