@@ -360,6 +360,42 @@ class RunConfig:
                 f"'durable-codec-{name}'). Loaded plugins: {loaded or 'none'}"
             )
 
+    def register_graph_module(self, pm: DurablePluginManager) -> bool:
+        """Register the graph's module as a plugin when it implements Durable hooks.
+
+        A graph whose values need codecs of its own (``register_json(MyClass)``) defines
+        ``@durable_core.hookimpl def durable_register_codecs(codecs)`` next to the graph; the
+        module is registered under the name ``graph:<module>``. Call after :meth:`load_graph`.
+
+        Returns:
+            True when the module was registered (now or earlier).
+
+        Raises:
+            PluginError: the module implements a hook Durable does not define, or with
+                arguments the hook does not offer.
+        """
+        import pluggy
+
+        module_name = self.graph.partition(":")[0]
+        module = sys.modules.get(module_name)
+        if module is None:
+            return False
+        name = f"graph:{module_name}"
+        if pm.get_plugin(name) is module:
+            return True
+        marker = f"{pm.project_name}_impl"
+        if not any(hasattr(getattr(module, attr, None), marker) for attr in dir(module)):
+            return False
+        try:
+            pm.register(module, name=name)
+            pm.check_pending()
+        except (pluggy.PluginValidationError, ValueError) as exc:
+            raise PluginError(
+                f"{self.path}: the graph's module {module_name!r} implements a Durable hook "
+                f"wrongly: {exc}; see docs/plugins.md for the hooks and their arguments"
+            ) from exc
+        return True
+
     def make_codecs(self, pm: DurablePluginManager) -> Any:
         """The codec registry for the run: built-ins plus every loaded plugin's codecs.
 
