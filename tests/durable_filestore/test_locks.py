@@ -9,13 +9,14 @@ import stat
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
 import filelock
 import pytest
 
-from durable_core import BusyError, DurableError
+from durable_core import AcquireTimeoutError, BusyError, DurableError
 from durable_core.testing import BUSY_LIMIT
 from durable_filestore import RunLock, acquire_run_lock, make_private_directory, run_key
 
@@ -135,3 +136,16 @@ def test_make_private_directory(tmp_path: Path) -> None:
         assert stat.S_IMODE((tmp_path / "a").stat().st_mode) == 0o700
         assert stat.S_IMODE((tmp_path / "a" / "b").stat().st_mode) == 0o700
     assert make_private_directory(tmp_path / "a" / "b") == created
+
+
+def test_waiting_lock_times_out_or_gets_the_lock(tmp_path: Path) -> None:
+    # covers: B-SQL-1
+    path = tmp_path / "init.lock"
+    holder = RunLock.acquire(path)
+    started = time.monotonic()
+    with pytest.raises(AcquireTimeoutError):
+        RunLock.acquire(path, wait=0.2)
+    assert time.monotonic() - started >= 0.2
+    threading.Timer(0.2, holder.release).start()
+    with RunLock.acquire(path, wait=None) as lock:
+        assert lock.held

@@ -127,8 +127,9 @@ class RunSummary:
     """One run found by :meth:`RunLister.list_runs`: identity and metadata only, no values.
 
     A stored record that cannot be read is listed too, never skipped: its ``error`` says why
-    (corrupt JSON, invalid UTF-8, permission denied …), ``location`` says where it is, and
-    ``run_id``/``format``/``revision`` are ``""``/``0``/``0`` when they could not be read.
+    (corrupt JSON, invalid UTF-8, permission denied …), ``location`` says where it is,
+    ``format``/``revision`` are ``0``, and ``run_id`` is ``""`` unless the backend knows it
+    without the record (e.g. a database column).
 
     Attributes:
         run_id: the run id stored inside the record.

@@ -28,11 +28,12 @@ import errno
 import hashlib
 import os
 import threading
+import time
 import weakref
 
 import filelock
 
-from durable_core.errors import BusyError, ConfigError, DurableError
+from durable_core.errors import AcquireTimeoutError, BusyError, ConfigError, DurableError
 from durable_core.store import validate_run_id
 
 __all__ = [
@@ -60,6 +61,7 @@ _NO_LOCK_ERRNOS = frozenset(
 
 # How many times a lock file replaced between open and lock is re-opened before giving up.
 _REOPEN_ATTEMPTS = 5
+_POLL_SECONDS = 0.01
 
 
 def run_key(run_id: str) -> str:
@@ -110,6 +112,20 @@ def make_private_directory(path: str | os.PathLike[str]) -> str:
     return absolute
 
 
+def _try_lock(fd: int, path: str) -> bool:
+    """Try the OS lock on ``fd`` once; False when another open of the file holds it."""
+    try:
+        return filelock.lock_descriptor(fd, blocking=False)
+    except OSError as exc:
+        if exc.errno in _NO_LOCK_ERRNOS:
+            raise DurableError(
+                f"cannot take an OS file lock on {path} ({exc}); this platform or file system "
+                "offers no exclusive file lock, and Durable never runs a session unlocked. Use "
+                "a local file system with flock (POSIX) or LockFileEx (Windows) support"
+            ) from exc
+        raise
+
+
 def _close_descriptor(fd: int) -> None:
     # Closing the descriptor releases the OS lock (flock / LockFileEx) held through it.
     with contextlib.suppress(OSError):
@@ -135,20 +151,31 @@ class RunLock:
         self._finalizer = weakref.finalize(self, _close_descriptor, fd)
 
     @classmethod
-    def acquire(cls, path: str | os.PathLike[str], *, description: str = "") -> RunLock:
-        """Lock the file at ``path`` (created 0600 if missing) without waiting.
+    def acquire(
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        description: str = "",
+        wait: float | None = 0.0,
+    ) -> RunLock:
+        """Lock the file at ``path`` (created 0600 if missing).
 
         Args:
             path: the lock file; its directory must exist. Never deleted.
-            description: what the lock protects, for the BusyError message
+            description: what the lock protects, for the error message
                 (e.g. ``"run 'order-17'"``).
+            wait: seconds to wait for another holder to let go. ``0`` (the default, and what
+                run ownership always uses) never waits: a held lock raises BusyError at once.
+                A positive number or ``None`` (no limit) polls every 10 ms; for short critical
+                sections such as a database's initialisation.
 
         Returns:
             The held lock.
 
         Raises:
-            BusyError: another open of the file holds the lock, in this process or another
-                one (at once, never waiting).
+            BusyError: ``wait`` is 0 and another open of the file holds the lock, in this
+                process or another one.
+            AcquireTimeoutError: ``wait`` is positive and the lock stayed held that long.
             DurableError: the platform or file system offers no OS file lock; nothing runs
                 unlocked.
             OSError: the lock file cannot be opened or created (permissions, missing
@@ -156,44 +183,47 @@ class RunLock:
         """
         lock_path = os.path.abspath(os.fspath(path))
         what = description or f"the lock file {lock_path}"
-        for _ in range(_REOPEN_ATTEMPTS):
+        deadline = None if wait is None else time.monotonic() + wait
+        reopened = 0
+        while True:
             fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | _O_NOFOLLOW | _O_BINARY, 0o600)
             try:
-                try:
-                    locked = filelock.lock_descriptor(fd, blocking=False)
-                except OSError as exc:
-                    if exc.errno in _NO_LOCK_ERRNOS:
-                        raise DurableError(
-                            f"cannot take an OS file lock on {lock_path} ({exc}); this platform "
-                            "or file system offers no exclusive file lock, and Durable never "
-                            "runs a session unlocked. Use a local file system with flock "
-                            "(POSIX) or LockFileEx (Windows) support"
-                        ) from exc
-                    raise
-                if not locked:
-                    raise BusyError(
-                        f"{what} is owned by another session, in this process or another one, "
-                        f"which holds the OS lock on {lock_path}. Find that process and let it "
-                        "close its session; never delete the lock file, that would create a "
-                        "second owner (R-STORE-1, E-1)"
-                    )
-                # The lock counts only if the file we locked is still the one at the path: a
-                # lock file deleted or replaced between open and lock would be a second domain.
-                try:
-                    at_path = os.stat(lock_path, follow_symlinks=False)
-                except FileNotFoundError:
-                    at_path = None
-                if at_path is not None and os.path.samestat(os.fstat(fd), at_path):
-                    return cls(lock_path, fd)
+                locked = _try_lock(fd, lock_path)
+                if locked:
+                    # The lock counts only if the file we locked is still the one at the path:
+                    # a lock file deleted or replaced between open and lock is another domain.
+                    try:
+                        at_path = os.stat(lock_path, follow_symlinks=False)
+                    except FileNotFoundError:
+                        at_path = None
+                    if at_path is not None and os.path.samestat(os.fstat(fd), at_path):
+                        return cls(lock_path, fd)
             except BaseException:
                 os.close(fd)
                 raise
             os.close(fd)
-        raise DurableError(
-            f"the lock file {lock_path} was deleted or replaced {_REOPEN_ATTEMPTS} times while "
-            "being locked; something removes lock files in this directory. Stop it: lock files "
-            "must stay (B-FILE-2)"
-        )
+            if locked:
+                reopened += 1
+                if reopened >= _REOPEN_ATTEMPTS:
+                    raise DurableError(
+                        f"the lock file {lock_path} was deleted or replaced {reopened} times "
+                        "while being locked; something removes lock files in this directory. "
+                        "Stop it: lock files must stay (B-FILE-2)"
+                    )
+                continue
+            if wait == 0:
+                raise BusyError(
+                    f"{what} is owned by another session, in this process or another one, "
+                    f"which holds the OS lock on {lock_path}. Find that process and let it "
+                    "close its session; never delete the lock file, that would create a "
+                    "second owner (R-STORE-1, E-1)"
+                )
+            if deadline is not None and time.monotonic() >= deadline:
+                raise AcquireTimeoutError(
+                    f"{what} was still locked by another process after {wait} s (lock file "
+                    f"{lock_path}); try again or allow a longer timeout"
+                )
+            time.sleep(_POLL_SECONDS)
 
     @property
     def held(self) -> bool:
