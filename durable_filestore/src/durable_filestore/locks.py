@@ -14,6 +14,12 @@ open file descriptor of this process:
 - A platform or file system without such a lock refuses to lock (:class:`DurableError`); Durable
   never runs a session unlocked.
 
+Why the descriptor primitives and not ``filelock.FileLock``: its Unix class falls back to a
+"soft" marker-file lock where ``flock`` is missing (ownership by a file's existence, not by the
+kernel), and it counts re-entrant acquisitions per object; run ownership needs exactly one OS
+lock per open file, refused outright where none exists, plus a check that the locked file is
+still the one at the path.
+
 A process that forks while holding a lock shares the descriptor with its child: the lock is then
 released only when both have closed it. Start helper processes with ``spawn`` (or
 ``subprocess``), which does not inherit descriptors.
