@@ -15,7 +15,7 @@ To find the owner of a run (E-1)::
     SELECT pid, application_name, client_addr, backend_start
     FROM pg_locks JOIN pg_stat_activity USING (pid)
     WHERE locktype = 'advisory' AND objsubid = 1
-      AND ((classid::bigint << 32) | objid::bigint) = <advisory_key(run_id) & 0xFFFFFFFFFFFFFFFF>
+      AND ((classid::bigint << 32) | objid::bigint) = <advisory_key(run_id)>
 """
 
 from __future__ import annotations
