@@ -301,3 +301,27 @@ def test_an_old_session_of_a_reacquired_run_cannot_overwrite(make_store):
         second.save(record("cas-owner", 2), 1)
         with pytest.raises(ConflictError):
             second.save(record("cas-owner", 2), 1)
+
+
+# covers: B-PG-2
+def test_an_unlock_that_cannot_finish_destroys_the_connection(
+    make_store, proxy, owner_pid, admin, monkeypatch
+):
+    monkeypatch.setattr(store_module, "CLOSE_TIMEOUT", 0.3)
+    frozen, dsn = proxy
+    store = make_store(dsn)
+    session = store.acquire("unlock")
+    old_pid = owner_pid("unlock")
+    frozen.freeze()
+    _, elapsed = timed(session.close)
+    assert elapsed < 1.0
+    frozen.thaw()
+    # The connection was not kept for reuse: its server session ends and the lock goes with it.
+    deadline = time.monotonic() + 5
+    while owner_pid("unlock") is not None:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    with store.acquire("unlock"):
+        assert owner_pid("unlock") != old_pid
+    alive = admin.execute("SELECT count(*) FROM pg_stat_activity WHERE pid = %s", [old_pid])
+    assert alive.fetchone() == (0,)

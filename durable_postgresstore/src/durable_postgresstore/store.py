@@ -423,7 +423,7 @@ class PostgresStore:
         except Closed:
             failure = SessionClosedError("this PostgresStore was closed; create a new store")
         except psycopg.Error as exc:
-            failure = self._wrap(exc, doing)
+            failure = self._wrap(exc, f"connecting ({doing})")
         raise failure
 
     def _guard(self, link: Link, seconds: float | None, deadline: float | None = None) -> Any:
