@@ -249,3 +249,18 @@ def test_the_store_works_as_a_context_manager(postgres_dsn):
     with pytest.raises(SessionClosedError):
         session.load()
     assert "closed" in repr(store)
+
+
+# covers: R-STORE-3, B-PG-3
+def test_a_statement_refused_by_the_server_keeps_the_session_and_the_record(store):
+    from durable_postgresstore import PostgresStoreError
+
+    with store.acquire("refused") as session:
+        session.save(record("refused", 1), 0)
+        with pytest.raises(PostgresStoreError) as caught:
+            session.save(record("refused", 2, format=2**40), 1)  # not an INTEGER
+        assert not caught.value.connection_lost
+        assert caught.value.sqlstate == "22003"  # numeric_value_out_of_range
+        assert "may or may not" not in str(caught.value)
+        assert session.load() == record("refused", 1)
+        session.save(record("refused", 2), 1)

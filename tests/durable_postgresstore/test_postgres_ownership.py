@@ -198,6 +198,14 @@ def test_a_stale_idle_connection_is_replaced_not_reported(make_store, admin):
     time.sleep(0.1)
     with store.acquire("second") as session:
         session.save(record("second", 1), 0)
+    # The same for listing: the idle connection left by "second" is dead too.
+    admin.execute(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+        "WHERE datname = current_database() AND pid <> pg_backend_pid() "
+        "AND application_name = 'durable'"
+    )
+    time.sleep(0.1)
+    assert [s.run_id for s in store.list_runs()] == ["second"]
 
 
 # covers: B-PG-2, R-STORE-2, R-RT-2

@@ -441,25 +441,31 @@ class PostgresStore:
         capacity_timeout: float,
         operation_timeout: float | None,
     ) -> T:
-        """Run ``fn`` on a connection of the set (not a session's), then give it back."""
-        link, _ = self._take(time.monotonic() + capacity_timeout, doing, capacity_timeout)
-        alarm = self._guard(link, operation_timeout)
-        error: psycopg.Error | None = None
-        try:
-            result = fn(link.conn)
-        except psycopg.Error as exc:
-            error = exc
-        finally:
-            fired = alarm.cancel() if alarm is not None else False
-            self._connections.give_back(link)
-        if error is None:
-            return result
-        if fired:
-            raise AcquireTimeoutError(
-                f"{doing}: PostgreSQL ({self._dsn.describe()}) did not answer within "
-                f"{operation_timeout:g} s; the connection was closed"
-            )
-        raise self._wrap(error, doing)
+        """Run ``fn`` on a connection of the set (not a session's), then give it back.
+
+        A reused idle connection that turns out dead (server restart) is replaced once.
+        """
+        deadline = time.monotonic() + capacity_timeout
+        while True:
+            link, reused = self._take(deadline, doing, capacity_timeout)
+            alarm = self._guard(link, operation_timeout)
+            error: psycopg.Error | None = None
+            try:
+                result = fn(link.conn)
+            except psycopg.Error as exc:
+                error = exc
+            finally:
+                fired = alarm.cancel() if alarm is not None else False
+                self._connections.give_back(link)
+            if error is None:
+                return result
+            if fired:
+                raise AcquireTimeoutError(
+                    f"{doing}: PostgreSQL ({self._dsn.describe()}) did not answer within "
+                    f"{operation_timeout:g} s; the connection was closed"
+                )
+            if not (reused and isinstance(error, psycopg.OperationalError) and link.closed):
+                raise self._wrap(error, doing)
 
     def _acquire(
         self, run_id: str, attempt: _Acquiring, deadline: float, budget: float
@@ -703,17 +709,21 @@ class PostgresSession:
             if error is None:
                 return result
         doing = f"{doing} run {self._run_id!r}"
-        if fired:
-            note = (
-                f"it ran past operation_timeout={store._operation_timeout:g} s and its "
-                "connection was cut, releasing the run's lock"
+        note = ""
+        if lost:
+            if fired:
+                note = (
+                    f"It ran past operation_timeout={store._operation_timeout:g} s and its "
+                    "connection was cut"
+                )
+            else:
+                note = "The connection is lost"
+            note += (
+                "; the run's lock goes with the server session, and this session never "
+                "reconnects: acquire the run again"
             )
-        elif lost:
-            note = "the connection is lost and with it the run's lock; the session never reconnects"
-        else:
-            note = ""
-        if doing.startswith("saving"):
-            note += (". " if note else "") + "The save may or may not have been written (R-RT-2)"
+            if doing.startswith("saving"):
+                note += ". The save may or may not have been written (R-RT-2): load it again"
         raise store._wrap(error, doing, lost=lost, note=note)
 
     def _close_for_store(self, deadline: float) -> None:
