@@ -5,9 +5,9 @@ from __future__ import annotations
 import threading
 import time
 
-import durable_postgresstore.store as store_module
 import pytest
 
+import durable_postgresstore.store as store_module
 from durable_core import (
     AcquireTimeoutError,
     BusyError,

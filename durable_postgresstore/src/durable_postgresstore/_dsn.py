@@ -12,8 +12,9 @@ import re
 import urllib.parse
 
 import psycopg
-from durable_core.errors import ConfigError
 from psycopg.conninfo import conninfo_to_dict
+
+from durable_core.errors import ConfigError
 
 __all__ = ["REDACTED", "Dsn"]
 

@@ -18,9 +18,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from durable_core.errors import ConfigError
-
 from durable_core import hookimpl
+from durable_core.errors import ConfigError
 
 __all__ = ["create_store"]
 

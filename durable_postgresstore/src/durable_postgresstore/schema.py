@@ -22,8 +22,8 @@ from __future__ import annotations
 import re
 
 import psycopg
-from durable_core.errors import SchemaError
 
+from durable_core.errors import SchemaError
 from durable_postgresstore.keys import SCHEMA_INIT_KEY
 
 __all__ = ["SCHEMA", "SCHEMA_VERSION", "ensure_schema"]

@@ -28,6 +28,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 import psycopg
+
 from durable_core.errors import (
     AcquireTimeoutError,
     BusyError,
@@ -39,7 +40,6 @@ from durable_core.errors import (
 from durable_core.recordjson import record_from_json, record_to_json
 from durable_core.records import RunRecord
 from durable_core.store import MAX_REVISION, RunSummary
-
 from durable_postgresstore._connections import (
     Closed,
     Connections,
