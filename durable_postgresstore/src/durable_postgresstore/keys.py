@@ -8,7 +8,8 @@ Two different run ids can share a key (probability about n²/2⁶⁵ for n runs 
 collision can only make ``acquire`` of the second run raise a false ``BusyError`` while the
 first is held; it can never give two sessions the same run, because ownership of a run id
 always needs its key's lock. Other applications using bigint advisory locks in the same
-database share this key space too; the prefix makes a clash with their keys as unlikely.
+database share this key space too; the prefix makes a clash with theirs as unlikely as any
+other collision.
 
 To find the owner of a run (E-1)::
 
