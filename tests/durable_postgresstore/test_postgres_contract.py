@@ -209,20 +209,35 @@ def test_an_invalid_timeout_is_refused(store):
             store.acquire("t", timeout=bad)
 
 
-# covers: R-STORE-1
-def test_list_runs_gives_metadata_sorted_by_run_id(store, admin):
+# covers: R-STORE-1, E-1
+def test_list_runs_gives_metadata_and_lists_unreadable_rows_with_their_error(store, admin):
     for run_id, revisions in (("b", 2), ("a", 1), ("é", 3)):
         with store.acquire(run_id) as session:
             for revision in range(1, revisions + 1):
                 session.save(record(run_id, revision), revision - 1)
     put_row(admin, "legacy", 7, record_to_json(record("legacy", 7, format=1)), fmt=1)
-    assert [(s.run_id, s.format, s.revision) for s in store.list_runs()] == [
+    put_row(admin, "broken", 1, b"not json")
+    put_row(admin, "moved", 1, record_to_json(record("elsewhere", 1)))
+    admin.execute(
+        "INSERT INTO pulse_durable.runs VALUES ('\\xff'::bytea, 1, 2, %s)",
+        [record_to_json(record("x", 1))],
+    )
+    with store.acquire("a"):  # an owned run is listed too
+        summaries = store.list_runs()
+    assert all(isinstance(s, RunSummary) for s in summaries)
+    assert [(s.run_id, s.format, s.revision) for s in summaries if s.ok] == [
         ("a", 2, 1),
         ("b", 2, 2),
         ("legacy", 1, 7),
         ("é", 2, 3),
     ]
-    assert all(isinstance(s, RunSummary) for s in store.list_runs())
+    bad = {s.run_id: s for s in summaries if not s.ok}
+    assert sorted(bad) == ["", "broken", "moved"]
+    assert bad["broken"].error.startswith("CorruptRecordError")
+    assert "elsewhere" in bad["moved"].error
+    assert "pulse_durable.runs" in bad["broken"].location
+    assert "ff" in bad[""].location and "UTF-8" in bad[""].error
+    assert summaries[-3:] == [s for s in summaries if not s.ok]  # readable ones first
 
 
 # covers: R-STORE-4

@@ -39,7 +39,14 @@ from durable_core.errors import (
 )
 from durable_core.recordjson import record_from_json, record_to_json
 from durable_core.records import RunRecord
-from durable_core.store import MAX_REVISION, RunSummary
+from durable_core.store import (
+    RunSummary,
+    sort_summaries,
+    validate_loaded,
+    validate_run_id,
+    validate_save,
+    validate_timeout,
+)
 from durable_postgresstore._connections import (
     Closed,
     Connections,
@@ -88,7 +95,7 @@ _UPDATE = (
     "WHERE run_id = %s AND revision = %s::numeric"
 )
 _REVISION = f"SELECT revision FROM {SCHEMA}.runs WHERE run_id = %s"
-_LIST = f"SELECT run_id, format, revision FROM {SCHEMA}.runs"
+_LIST = f"SELECT run_id, revision, record FROM {SCHEMA}.runs"
 _LOCK = "SELECT pg_catalog.pg_try_advisory_lock(%s::bigint)"
 _UNLOCK = "SELECT pg_catalog.pg_advisory_unlock(%s::bigint)"
 
@@ -104,68 +111,13 @@ def _positive_seconds(name: str, value: object, *, allow_none: bool = False) -> 
     return seconds
 
 
-def _check_run_id(run_id: object) -> str:
-    if not isinstance(run_id, str):
+def _decode(run_id: str, revision: int, data: bytes, location: str) -> RunRecord:
+    """Decode a row's record and check it belongs there (R-STORE-2, E-1)."""
+    record = validate_loaded(run_id, record_from_json(data), location)
+    if record.revision != revision:
         raise CorruptRecordError(
-            f"a run id must be a str, found {type(run_id).__name__} ({run_id!r}); pass the "
-            "run's business identity as text"
-        )
-    if not run_id:
-        raise CorruptRecordError(
-            "a run id must be a non-empty string, found ''; pass the run's business identity"
-        )
-    try:
-        run_id.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        raise CorruptRecordError(
-            f"run id {run_id!r} is not valid Unicode (a lone surrogate at character "
-            f"{exc.start}); run ids are stored as UTF-8 (R-REC-4)"
-        ) from None
-    return run_id
-
-
-def _check_timeout(timeout: object) -> float | None:
-    if timeout is None:
-        return None
-    if isinstance(timeout, bool) or not isinstance(timeout, int | float):
-        raise ValueError(f"timeout must be seconds (a number) or None, found {timeout!r}")
-    value = float(timeout)
-    if math.isnan(value) or value < 0:
-        raise ValueError(f"timeout must be a non-negative number of seconds, found {timeout!r}")
-    return value
-
-
-def _check_save(run_id: str, record: object, expected_revision: object) -> RunRecord:
-    if not isinstance(record, RunRecord):
-        raise CorruptRecordError(
-            f"save expects a RunRecord, found {type(record).__name__}; nothing was written"
-        )
-    if isinstance(expected_revision, bool) or not isinstance(expected_revision, int):
-        raise ConflictError(
-            f"expected_revision must be an int (0 for the first save), found "
-            f"{expected_revision!r}; the stored record is unchanged"
-        )
-    if not 0 <= expected_revision < MAX_REVISION:
-        raise ConflictError(
-            f"expected_revision must be between 0 and {MAX_REVISION - 1} (a save after "
-            f"{MAX_REVISION} would overflow the uint64 revision), found {expected_revision}; "
-            "the stored record is unchanged (R-STORE-3)"
-        )
-    revision = record.revision
-    if isinstance(revision, bool) or not isinstance(revision, int):
-        raise ConflictError(
-            f"record.revision must be an int, found {revision!r}; the stored record is unchanged"
-        )
-    if revision != expected_revision + 1:
-        raise ConflictError(
-            f"record.revision must be expected_revision + 1 = {expected_revision + 1}, found "
-            f"{revision}; set the record's revision to the stored one plus one (R-STORE-3). "
-            "The stored record is unchanged"
-        )
-    if record.run_id != run_id:
-        raise ConflictError(
-            f"record.run_id is {record.run_id!r} but this session owns run {run_id!r}; a "
-            "session saves only its own run (R-STORE-3). The stored record is unchanged"
+            f"the {location} has revision {revision} in its column but {record.revision} in "
+            "its record; it was edited outside Durable. Keep it as evidence (E-1)"
         )
     return record
 
@@ -288,8 +240,8 @@ class PostgresStore:
             CorruptRecordError: ``run_id`` is not a valid run id.
             ValueError: ``timeout`` is negative or not a number.
         """
-        _check_run_id(run_id)
-        requested = _check_timeout(timeout)
+        validate_run_id(run_id)
+        requested = validate_timeout(timeout)
         budget = self.acquire_timeout if requested is None else min(requested, self.acquire_timeout)
         deadline = time.monotonic() + budget
         attempt = _Acquiring()
@@ -314,35 +266,31 @@ class PostgresStore:
             raise
 
     def list_runs(self) -> list[RunSummary]:
-        """Summaries of every stored run, sorted by run id, without taking ownership.
+        """Summaries of every stored run, without taking ownership (RunLister).
 
-        Reads only the ``run_id``, ``format`` and ``revision`` columns (no record is decoded).
+        Each record is decoded (rows are streamed, not held all at once). A row whose record
+        cannot be decoded, names another run, or disagrees with its revision column, is listed
+        with ``error`` set, never skipped; readable runs come first, sorted by run id.
 
         Raises:
             AcquireTimeoutError: no connection came free within ``acquire_timeout``.
-            PostgresStoreError: the query failed.
-            CorruptRecordError: a stored run id is not valid UTF-8.
+            PostgresStoreError: the table cannot be read.
             SessionClosedError: the store was closed.
         """
-        rows = self._on_link(
+
+        def scan(conn: psycopg.Connection[Any]) -> list[RunSummary]:
+            summaries = []
+            for raw_id, revision, data in conn.cursor().stream(_LIST):
+                summaries.append(self._summary(bytes(raw_id), int(revision), bytes(data)))
+            return summaries
+
+        summaries = self._on_link(
             "listing runs",
-            lambda conn: conn.execute(_LIST).fetchall(),
+            scan,
             capacity_timeout=self.acquire_timeout,
             operation_timeout=self._operation_timeout,
         )
-        summaries = []
-        for raw_id, fmt, revision in rows:
-            try:
-                run_id = bytes(raw_id).decode("utf-8")
-            except UnicodeDecodeError:
-                raise CorruptRecordError(
-                    f"{SCHEMA}.runs holds a run_id that is not valid UTF-8 "
-                    f"(hex {bytes(raw_id).hex()}); it was written outside Durable. Keep the row "
-                    "as evidence and fix it by hand (E-1)"
-                ) from None
-            summaries.append(RunSummary(run_id=run_id, format=int(fmt), revision=int(revision)))
-        summaries.sort(key=lambda s: s.run_id)
-        return summaries
+        return sort_summaries(summaries)
 
     def close(self) -> None:
         """Close the store: cancel pending acquires, close open sessions, close connections.
@@ -392,6 +340,36 @@ class PostgresStore:
         if self._dsn.get("application_name") is None and self._application_name:
             options["application_name"] = self._application_name
         return psycopg.Connection.connect(self._dsn.conninfo, **options)
+
+    def _location(self, run_id: str) -> str:
+        return f"{SCHEMA}.runs row of run {run_id!r} ({self._dsn.describe()})"
+
+    def _summary(self, raw_id: bytes, revision: int, data: bytes) -> RunSummary:
+        try:
+            run_id = raw_id.decode("utf-8")
+        except UnicodeDecodeError:
+            return RunSummary(
+                run_id="",
+                format=0,
+                revision=0,
+                location=f"{SCHEMA}.runs row with run_id bytes {raw_id.hex()}",
+                error="CorruptRecordError: the run_id column is not valid UTF-8; the row was "
+                "written outside Durable",
+            )
+        location = self._location(run_id)
+        try:
+            record = _decode(run_id, revision, data, location)
+        except CorruptRecordError as exc:
+            return RunSummary(
+                run_id=run_id,
+                format=0,
+                revision=0,
+                location=location,
+                error=f"{type(exc).__name__}: {exc}",
+            )
+        return RunSummary(
+            run_id=run_id, format=record.format, revision=record.revision, location=location
+        )
 
     def _wrap(
         self, error: BaseException, doing: str, *, lost: bool = False, note: str = ""
@@ -600,20 +578,9 @@ class PostgresSession:
                 f"({self._store._dsn.describe()}); check the database and the run id. A missing "
                 "record never means the run finished (R-RT-3)"
             )
-        stored_revision, data = int(row[0]), bytes(row[1])
-        record = record_from_json(data)
-        where = f"{SCHEMA}.runs row of run {self._run_id!r}"
-        if record.run_id != self._run_id:
-            raise CorruptRecordError(
-                f"the {where} holds a record of run {record.run_id!r}; it was copied or edited "
-                "outside Durable. Keep it as evidence and restore the right record (E-1)"
-            )
-        if record.revision != stored_revision:
-            raise CorruptRecordError(
-                f"the {where} has revision {stored_revision} but its record says "
-                f"{record.revision}; it was edited outside Durable. Keep it as evidence (E-1)"
-            )
-        return record
+        return _decode(
+            self._run_id, int(row[0]), bytes(row[1]), self._store._location(self._run_id)
+        )
 
     def save(self, record: RunRecord, expected_revision: int) -> None:
         """Replace the record if the stored revision is ``expected_revision`` (R-STORE-3).
@@ -631,7 +598,7 @@ class PostgresSession:
                 (R-RT-2). With ``connection_lost`` the run is lost: load again after acquiring.
             SessionClosedError: the session was closed.
         """
-        _check_save(self._run_id, record, expected_revision)
+        validate_save(self._run_id, record, expected_revision)
         data = record_to_json(record)
         revision = record.revision
         fmt = record.format
