@@ -8,7 +8,7 @@ Version 1 of the schema holds two tables::
 ``runs.run_id`` is the run id's UTF-8 bytes (BYTEA, so that any Unicode run id fits, NUL
 included); read it with ``convert_from(run_id, 'UTF8')``. ``runs.revision`` is NUMERIC(20,0)
 with a CHECK keeping it within 1 … 2⁶⁴-1 (uint64). ``runs.format`` repeats the record's format
-so that runs can be listed without decoding records.
+for inspection in SQL.
 
 :func:`ensure_schema` creates the schema when it is absent (or present and empty) and then
 checks that the schema holds exactly these objects: any other table, column, index, view,
