@@ -870,7 +870,8 @@ class _ScopeRun:
         error = CorruptRecordError(
             f"checkpoint {what} of node {nr.path!r} do not match the graph definition: "
             f"{problem}. The record and the graph disagree; resume with the graph the run "
-            "was started with"
+            "was started with",
+            rule="S-10" if what == "staged values" else "R-NODE-1",
         )
         self.run.abort(error)
         return _RunAborted()
