@@ -20,6 +20,7 @@ import concurrent.futures
 import contextlib
 import contextvars
 import enum
+import inspect
 import logging
 import threading
 from collections.abc import Callable, Iterable, Mapping
@@ -377,7 +378,7 @@ class _Run:
             raise
         self.jobs.add(job)
         try:
-            await asyncio.wrap_future(job)
+            returned = await asyncio.wrap_future(job)
         except asyncio.CancelledError:
             # A plain body cannot be interrupted (a Timeout, a canceled run): it keeps its slot
             # and worker until its thread returns.
@@ -387,6 +388,14 @@ class _Run:
             self._release_job(job)
             raise
         self._release_job(job)
+        if inspect.isawaitable(returned):
+            if inspect.iscoroutine(returned):
+                returned.close()
+            raise GraphError(
+                f"node {rc.path!r}: its plain body returned an awaitable ({returned!r}); the "
+                "engine runs plain bodies in worker threads and never awaits what they return. "
+                "Declare the body with async def"
+            )
 
     def _job_done(self, job: concurrent.futures.Future[Any]) -> None:
         with contextlib.suppress(RuntimeError):  # a closed loop has nothing left to release
