@@ -716,6 +716,7 @@ class _ScopeRun:
         outcome = "canceled"
         restored = False
         error: NodeFailedError | None = None
+        failure: BaseException | None = None
         try:
             attempt = await run.begin_node(self.handle, nr.node, nr)
             nr.attempt = attempt
@@ -731,19 +732,21 @@ class _ScopeRun:
             for stream in nr.streams.values():
                 stream.end()
             outcome = str(outputs.reason)
-        except (_RunAborted, asyncio.CancelledError):
+        except _RunAborted:
             pass
+        except asyncio.CancelledError as exc:
+            task = asyncio.current_task()
+            if not (self.cancel_done or run.aborted or (task is not None and task.cancelling())):
+                # Nobody canceled this node: a CancelledError leaked out of its body (an
+                # awaited future canceled elsewhere). Ending "canceled" would leave its
+                # consumers waiting forever, so it is a failure.
+                failure = exc
         except Exception as exc:
-            outcome = "failed"
-            error = NodeFailedError(f"node {nr.path!r} failed: {_describe(exc)}", nr.path)
-            error.__cause__ = exc
-            # Readers of this node's streams see the failure before the others are canceled.
-            for stream in nr.streams.values():
-                stream.fail(f"stream producer {nr.path!r} failed: {_describe(exc)}", nr.path, exc)
-            self.node_failed(error)
-            if nr.attempt is not None:
-                with contextlib.suppress(_RunAborted, asyncio.CancelledError):
-                    await run.fail_attempt(nr.attempt, exc, nr)
+            failure = exc
+        try:
+            if failure is not None:
+                outcome = "failed"
+                error = await self._node_failure(nr, failure)
         finally:
             if outcome != "canceled":
                 self._detach_reader(nr)
@@ -752,6 +755,18 @@ class _ScopeRun:
                     "node_finished",
                     self._node_event(nr, outcome=outcome, restored=restored, error=error),
                 )
+
+    async def _node_failure(self, nr: _NodeRun, exc: BaseException) -> NodeFailedError:
+        error = NodeFailedError(f"node {nr.path!r} failed: {_describe(exc)}", nr.path)
+        error.__cause__ = exc
+        # Readers of this node's streams see the failure before the others are canceled.
+        for stream in nr.streams.values():
+            stream.fail(f"stream producer {nr.path!r} failed: {_describe(exc)}", nr.path, exc)
+        self.node_failed(error)
+        if nr.attempt is not None:
+            with contextlib.suppress(_RunAborted, asyncio.CancelledError):
+                await self.run.fail_attempt(nr.attempt, exc, nr)
+        return error
 
     async def _run_node(self, nr: _NodeRun, attempt: Attempt) -> NodeOutputs:
         chain = self.plan.chain(nr.index)
