@@ -313,7 +313,7 @@ def build_graph() -> Graph:
     graph.sub(
         "report",
         build_report_graph(),
-        binds=[
+        bindings=[
             In(TOTALS, R_TOTALS),
             In(ROOT, R_ROOT),
             In(OUT_DIR, R_OUT_DIR),
