@@ -384,7 +384,7 @@ def list_command(args: tuple[str, ...], store_url: str | None, as_json: bool) ->
     }
     lines = [header] + [
         {
-            "run_id": r["run_id"],
+            "run_id": r["run_id"] or f"? ({r['location']})",
             "status": r["status"],
             "revision": str(r["revision"]),
             "format": str(r["format"]),
@@ -410,7 +410,13 @@ def _list_row(store: Any, summary: Any, graph: Any) -> dict[str, Any]:
         "status": "",
         "root_nodes_confirmed": None,
         "root_nodes_total": None,
+        "location": getattr(summary, "location", ""),
     }
+    error = getattr(summary, "error", None)
+    if error is not None:
+        # listed, never skipped: keep the evidence and say where it is (E-1)
+        row["status"] = f"unreadable ({error})"
+        return row
     try:
         session = store.acquire(summary.run_id)
     except BusyError:

@@ -115,7 +115,7 @@ class RunInfo:
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict of every field."""
-        return attrs.asdict(self, recurse=True, retain_collection_types=False)
+        return attrs.asdict(self, recurse=True)
 
 
 def _root_node_ids(graph: Any) -> list[str] | None:

@@ -1,0 +1,325 @@
+"""``durable inspect`` and ``durable list`` against real stores (files on disk, SQLite).
+
+Records are written through real sessions; a run is held busy by another process.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+from click.testing import CliRunner
+
+from durable_core.cli import ExitCode, cli
+from durable_core.config import parse_store_url
+from durable_core.records import (
+    AttemptRecord,
+    AttemptState,
+    NodeRecord,
+    RunRecord,
+    ScopeRecord,
+    StreamRecord,
+    ValueRecord,
+)
+
+SECRET = "SECRET-BUSINESS-VALUE"
+ROOT = "a" * 32
+CHILD = "c" * 32  # a child scope's id is its parent node's attempt id (R-SCOPE-2)
+
+
+def _value(name: str, text: str) -> ValueRecord:
+    import hashlib
+
+    data = json.dumps(text).encode()
+    return ValueRecord(
+        name=name,
+        type_id="json:str",
+        version="1",
+        digest=hashlib.sha256(data).hexdigest(),
+        data=data,
+    )
+
+
+def make_record(run_id: str, *, shard_state: AttemptState | None, merge_done: bool) -> RunRecord:
+    """A record of a 3-node root graph (list -> shard -> merge) plus a Sub scope under merge.
+
+    ``shard_state`` None: shard confirmed; else its root attempt has that state (with two Retry
+    tries under it, the first failed).
+    """
+    nodes = {"list": NodeRecord("list", "1" * 32, outputs=[_value("files", SECRET)])}
+    attempts = {"1" * 32: AttemptRecord(ROOT, "list", state=AttemptState.CONFIRMED)}
+    if shard_state is None:
+        nodes["shard"] = NodeRecord("shard", "2" * 32, outputs=[_value("part", SECRET)])
+        attempts["2" * 32] = AttemptRecord(ROOT, "shard", state=AttemptState.CONFIRMED)
+    else:
+        attempts["2" * 32] = AttemptRecord(ROOT, "shard", state=shard_state)
+        attempts["3" * 32] = AttemptRecord(
+            "2" * 32, "shard", boundary="0", index=1, limit=3, state=AttemptState.FAILED
+        )
+        attempts["4" * 32] = AttemptRecord(
+            "2" * 32, "shard", boundary="0", index=2, limit=3, state=shard_state
+        )
+    scopes = {ROOT: ScopeRecord(graph="demo", path="", inputs="e" * 64, nodes=nodes)}
+    if merge_done:
+        nodes["merge"] = NodeRecord("merge", CHILD, outputs=[_value("total", SECRET)])
+        attempts[CHILD] = AttemptRecord(ROOT, "merge", state=AttemptState.CONFIRMED)
+        attempts["5" * 32] = AttemptRecord(CHILD, "render", state=AttemptState.CONFIRMED)
+        scopes[CHILD] = ScopeRecord(
+            graph="report",
+            path="merge",
+            inputs="f" * 64,
+            nodes={"render": NodeRecord("render", "5" * 32, outputs=[_value("md", SECRET)])},
+            bindings=True,
+        )
+    return RunRecord(
+        run_id=run_id,
+        revision=1,
+        version="v7",
+        definition="d" * 64,
+        inputs="e" * 64,
+        root_scope=ROOT,
+        scopes=scopes,
+        attempts=attempts,
+        streams={
+            "s1": StreamRecord(
+                scope=ROOT,
+                node_id="list",
+                key="lines",
+                group="g",
+                generation=2,
+                last_sequence=5,
+                acked_through=3,
+            )
+        },
+    )
+
+
+STORES = ["file", "sqlite"]
+
+
+@pytest.fixture(params=STORES)
+def store_url(request, tmp_path):
+    if request.param == "file":
+        return f"file://{tmp_path / 'runs'}"
+    return f"sqlite://{tmp_path / 'db' / 'runs.sqlite'}"
+
+
+def save(store_url: str, record: RunRecord) -> None:
+    store = parse_store_url(store_url).open()
+    try:
+        with store.acquire(record.run_id) as session:
+            session.save(record, 0)
+    finally:
+        store.close()
+
+
+@pytest.fixture
+def runner() -> CliRunner:
+    return CliRunner()
+
+
+def invoke(runner: CliRunner, *args: str):
+    return runner.invoke(cli, list(args), catch_exceptions=False)
+
+
+# covers: E-2
+def test_inspect_shows_metadata_and_never_a_business_value(runner, store_url):
+    save(store_url, make_record("run-1", shard_state=AttemptState.ACTIVE, merge_done=False))
+    result = invoke(runner, "inspect", "--store", store_url, "run-1")
+    assert result.exit_code == 0, result.output
+    out = result.stdout
+    assert "run        run-1" in out
+    assert "revision   1" in out
+    assert "version    v7" in out
+    assert "status     incomplete" in out
+    assert "confirmed 1: list" in out
+    assert "active    shard  root 1/1" in out
+    assert "failed    shard  retry at 0 1/3" in out
+    assert "lines group 'g': generation 2, sent 5, acked through 3" in out
+    for secret in (SECRET, base64.b64encode(json.dumps(SECRET).encode()).decode()):
+        assert secret not in out
+
+
+# covers: E-2
+def test_inspect_json(runner, store_url):
+    save(store_url, make_record("run-1", shard_state=None, merge_done=True))
+    result = invoke(runner, "inspect", "--store", store_url, "run-1", "--json")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["run_id"] == "run-1"
+    assert (data["format"], data["revision"], data["version"]) == (2, 1, "v7")
+    assert data["attempts"] == {"active": 0, "failed": 0, "confirmed": 4}
+    assert data["status"] == "settled"  # no graph given: completed or between two nodes
+    assert [(s["path"], s["confirmed"]) for s in data["scopes"]] == [
+        ("", ["list", "merge", "shard"]),
+        ("merge", ["render"]),
+    ]
+    assert data["nodes_confirmed"] == 4
+    assert SECRET not in result.stdout
+
+
+# covers: E-2
+def test_inspect_never_saves(runner, store_url, tmp_path):
+    save(store_url, make_record("run-1", shard_state=AttemptState.ACTIVE, merge_done=False))
+    before = sorted((p.name, p.read_bytes()) for p in tmp_path.rglob("*.json"))
+    for _ in range(2):
+        assert invoke(runner, "inspect", "--store", store_url, "run-1").exit_code == 0
+    after = sorted((p.name, p.read_bytes()) for p in tmp_path.rglob("*.json"))
+    assert before == after
+    store = parse_store_url(store_url).open()
+    try:
+        with store.acquire("run-1") as session:
+            assert session.load().revision == 1
+    finally:
+        store.close()
+
+
+# covers: E-2, R-STORE-2
+def test_inspect_of_a_missing_run_says_not_found(runner, store_url):
+    save(store_url, make_record("run-1", shard_state=None, merge_done=True))
+    result = invoke(runner, "inspect", "--store", store_url, "run-2")
+    assert result.exit_code == ExitCode.NOT_FOUND
+    assert "no record of run 'run-2'" in result.stderr
+    assert "check the store location and the run id" in result.stderr
+    assert "does not mean the run finished" in result.stderr
+
+
+HOLDER = """
+import sys, time
+from durable_core.config import parse_store_url
+store = parse_store_url(sys.argv[1]).open()
+session = store.acquire(sys.argv[2])
+print("held", flush=True)
+sys.stdin.readline()
+"""
+
+
+@pytest.fixture
+def hold(tmp_path):
+    """Hold a run's session in another process until the test ends."""
+    procs = []
+
+    def start(url: str, run_id: str) -> None:
+        proc = subprocess.Popen(
+            [sys.executable, "-c", HOLDER, url, run_id],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        procs.append(proc)
+        assert proc.stdout.readline().strip() == "held"
+
+    yield start
+    for proc in procs:
+        proc.stdin.close()
+        proc.wait(timeout=30)
+
+
+# covers: E-2, R-STORE-1
+def test_inspect_of_a_run_owned_elsewhere_is_busy_at_once(runner, store_url, hold):
+    save(store_url, make_record("run-1", shard_state=None, merge_done=True))
+    hold(store_url, "run-1")
+    started = time.monotonic()
+    result = invoke(runner, "inspect", "--store", store_url, "run-1")
+    assert time.monotonic() - started < 5
+    assert result.exit_code == ExitCode.BUSY
+    assert "owned by another session" in result.stderr
+    assert "never delete lock files" in result.stderr
+
+
+def test_list_shows_each_run_with_its_status(runner, store_url, hold):
+    save(store_url, make_record("a-active", shard_state=AttemptState.ACTIVE, merge_done=False))
+    save(store_url, make_record("b-failed", shard_state=AttemptState.FAILED, merge_done=False))
+    save(store_url, make_record("c-done", shard_state=None, merge_done=True))
+    save(store_url, make_record("d-held", shard_state=None, merge_done=True))
+    hold(store_url, "d-held")
+    result = invoke(runner, "list", "--store", store_url, "--json")
+    assert result.exit_code == 0, result.output
+    rows = {r["run_id"]: r for r in json.loads(result.stdout)}
+    assert {k: r["status"] for k, r in rows.items()} == {
+        "a-active": "incomplete",
+        "b-failed": "failed",
+        "c-done": "settled",
+        "d-held": "running",
+    }
+    assert rows["c-done"]["revision"] == 1
+    text = invoke(runner, "list", "--store", store_url)
+    assert text.exit_code == 0
+    lines = text.stdout.splitlines()
+    assert lines[0].split() == ["RUN", "ID", "STATUS", "REVISION", "FORMAT", "CONFIRMED"]
+    assert lines[1].split() == ["a-active", "incomplete", "1", "2", "1"]
+
+
+GRAPH = """
+from durable_core.graph import Graph, Key
+A, B, C = Key("files", str), Key("part", str), Key("total", str)
+graph = Graph("demo")
+graph.add_node("list", lambda rc: rc.set(A, "x"), provides=[A])
+graph.add_node("shard", lambda rc: rc.set(B, "x"), requires=[A], provides=[B])
+graph.add_node("merge", lambda rc: rc.set(C, "x"), requires=[B], provides=[C])
+"""
+
+
+def test_list_with_a_config_judges_completion_against_the_graph(runner, tmp_path, monkeypatch):
+    (tmp_path / "listgraph_mod.py").write_text(textwrap.dedent(GRAPH))
+    config = tmp_path / "run.toml"
+    config.write_text(
+        'graph = "listgraph_mod:graph"\nrun_id = "c-done"\nversion = "v7"\n'
+        '[store]\nbackend = "file"\ndirectory = "runs"\n'
+    )
+    url = f"file://{tmp_path / 'runs'}"
+    save(url, make_record("a-between", shard_state=None, merge_done=False))
+    save(url, make_record("c-done", shard_state=None, merge_done=True))
+    monkeypatch.chdir("/")
+    try:
+        result = invoke(runner, "list", str(config), "--json")
+        assert result.exit_code == 0, result.output
+        rows = {r["run_id"]: r for r in json.loads(result.stdout)}
+        assert rows["a-between"]["status"] == "incomplete"
+        assert (
+            rows["a-between"]["root_nodes_confirmed"],
+            rows["a-between"]["root_nodes_total"],
+        ) == (2, 3)
+        assert rows["c-done"]["status"] == "completed"
+        inspected = invoke(runner, "inspect", str(config))  # the config's run id
+        assert inspected.exit_code == 0, inspected.output
+        assert "status     completed (3 of 3 root nodes confirmed)" in inspected.stdout
+    finally:
+        sys.modules.pop("listgraph_mod", None)
+
+
+def test_list_of_an_empty_store(runner, tmp_path):
+    result = invoke(runner, "list", "--store", f"file://{tmp_path / 'empty'}")
+    assert result.exit_code == 0
+    assert "no runs in the file store" in result.stdout
+
+
+def test_list_shows_an_unreadable_record_with_its_location(runner, tmp_path):
+    url = f"file://{tmp_path / 'runs'}"
+    save(url, make_record("ok-run", shard_state=None, merge_done=True))
+    record_file = next((tmp_path / "runs").glob("*.json"))
+    broken = record_file.with_name("0" * 64 + ".json")
+    broken.write_bytes(b"{not json")
+    result = invoke(runner, "list", "--store", url, "--json")
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.stdout)
+    bad = [r for r in rows if r["status"].startswith("unreadable")]
+    assert len(bad) == 1
+    assert bad[0]["location"] == str(broken)
+    assert broken.read_bytes() == b"{not json"  # evidence kept
+
+
+def test_default_store_honours_durable_home(runner, tmp_path, monkeypatch):
+    monkeypatch.setenv("DURABLE_HOME", str(tmp_path))
+    save(f"file://{tmp_path / 'runs'}", make_record("home-run", shard_state=None, merge_done=True))
+    result = invoke(runner, "list", "--json")
+    assert result.exit_code == 0, result.output
+    assert [r["run_id"] for r in json.loads(result.stdout)] == ["home-run"]
+    result = invoke(runner, "inspect", "home-run")
+    assert result.exit_code == 0, result.output
+    assert "run        home-run" in result.stdout
