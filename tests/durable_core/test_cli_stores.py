@@ -273,22 +273,31 @@ def test_list_with_a_config_judges_completion_against_the_graph(runner, tmp_path
         '[store]\nbackend = "file"\ndirectory = "runs"\n'
     )
     url = f"file://{tmp_path / 'runs'}"
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import listgraph_mod
+
     save(url, make_record("a-between", shard_state=None, merge_done=False))
-    save(url, make_record("c-done", shard_state=None, merge_done=True))
+    done = make_record("c-done", shard_state=None, merge_done=True)
+    done.definition = listgraph_mod.graph.fingerprint()
+    save(url, done)
     monkeypatch.chdir("/")
     try:
         result = invoke(runner, "list", str(config), "--json")
         assert result.exit_code == 0, result.output
         rows = {r["run_id"]: r for r in json.loads(result.stdout)}
         assert rows["a-between"]["status"] == "incomplete"
-        assert (
-            rows["a-between"]["root_nodes_confirmed"],
-            rows["a-between"]["root_nodes_total"],
-        ) == (2, 3)
+        assert rows["a-between"]["root_nodes_confirmed"] == 2
+        assert rows["a-between"]["root_nodes_total"] == 3
+        assert rows["a-between"]["definition_matches"] is False
+        assert rows["c-done"]["definition_matches"] is True
         assert rows["c-done"]["status"] == "completed"
         inspected = invoke(runner, "inspect", str(config))  # the config's run id
         assert inspected.exit_code == 0, inspected.output
         assert "status     completed (3 of 3 root nodes confirmed)" in inspected.stdout
+        assert "(matches the graph)" in inspected.stdout
+        table = invoke(runner, "list", str(config)).stdout.splitlines()
+        assert table[0].split()[-1] == "DEFINITION"
+        assert table[1].split() == ["a-between", "incomplete", "1", "2", "2/3", "differs"]
     finally:
         sys.modules.pop("listgraph_mod", None)
 

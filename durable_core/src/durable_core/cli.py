@@ -302,7 +302,8 @@ def _print_info(info: RunInfo, store: StoreConfig) -> None:
     if info.root_nodes_total is not None:
         status += f" ({info.root_nodes_confirmed} of {info.root_nodes_total} root nodes confirmed)"
     row("status", status)
-    row("definition", info.definition or "(empty)")
+    match = {None: "", True: "  (matches the graph)", False: "  (differs from the graph)"}
+    row("definition", (info.definition or "(empty)") + match[info.definition_matches])
     row("inputs", info.inputs or "(empty)")
     a = info.attempts
     row(
@@ -351,7 +352,8 @@ def list_command(args: tuple[str, ...], store_url: str | None, as_json: bool) ->
     """List the runs of a store, with their status and revision.
 
     The store is the CONFIG's, the one given by --store URL, or the default file store.
-    With a CONFIG, each status is judged against its graph (completed, failed, incomplete).
+    With a CONFIG, each status is judged against its graph (completed, failed, incomplete)
+    and each run's definition is compared with the graph's (matches, differs).
     Each run is read through a short exclusive session; a run owned by a running process is
     shown as running.
     """
@@ -382,6 +384,8 @@ def list_command(args: tuple[str, ...], store_url: str | None, as_json: bool) ->
         "format": "FORMAT",
         "confirmed": "CONFIRMED",
     }
+    if graph is not None:
+        header["definition"] = "DEFINITION"
     lines = [header] + [
         {
             "run_id": r["run_id"] or f"? ({r['location']})",
@@ -394,6 +398,7 @@ def list_command(args: tuple[str, ...], store_url: str | None, as_json: bool) ->
                 else f"{r['root_nodes_confirmed']}"
                 + (f"/{r['root_nodes_total']}" if r["root_nodes_total"] is not None else "")
             ),
+            "definition": {None: "-", True: "matches", False: "differs"}[r["definition_matches"]],
         }
         for r in rows
     ]
@@ -410,6 +415,7 @@ def _list_row(store: Any, summary: Any, graph: Any) -> dict[str, Any]:
         "status": "",
         "root_nodes_confirmed": None,
         "root_nodes_total": None,
+        "definition_matches": None,
         "location": getattr(summary, "location", ""),
     }
     error = getattr(summary, "error", None)
@@ -441,6 +447,7 @@ def _list_row(store: Any, summary: Any, graph: Any) -> dict[str, Any]:
         status=info.status,
         root_nodes_confirmed=info.root_nodes_confirmed,
         root_nodes_total=info.root_nodes_total,
+        definition_matches=info.definition_matches,
     )
     return row
 

@@ -100,6 +100,8 @@ class RunInfo:
     definition: str
     inputs: str
     status: str
+    definition_matches: bool | None
+    """Whether the record's definition is the given graph's fingerprint (None: no graph)."""
     root_nodes_confirmed: int
     root_nodes_total: int | None
     nodes_confirmed: int
@@ -257,6 +259,7 @@ def describe_record(record: RunRecord, graph: Any = None) -> RunInfo:
         definition=record.definition,
         inputs=record.inputs,
         status=str(run_status(record, node_ids)),
+        definition_matches=None if graph is None else record.definition == graph.fingerprint(),
         root_nodes_confirmed=root_confirmed,
         root_nodes_total=len(node_ids) if node_ids is not None else None,
         nodes_confirmed=sum(len(s.nodes) for s in record.scopes.values()),
