@@ -143,3 +143,12 @@ def test_bad_store_url_is_a_config_error(runner):
 def test_usage_errors(runner, args):
     result = runner.invoke(cli, args)
     assert result.exit_code == ExitCode.USAGE, result.output
+
+
+def test_cli_reference_documents_every_exit_code():
+    doc = (pathlib.Path(__file__).resolve().parents[2] / "docs" / "cli.md").read_text()
+    section = doc.split("## Exit codes", 1)[1].split("\n## ", 1)[0]
+    documented = {
+        int(line.split("|")[1]) for line in section.splitlines() if line[:3].strip("| ").isdigit()
+    }
+    assert documented == {code.value for code in ExitCode}
