@@ -24,6 +24,7 @@ import pathlib
 import sys
 import sysconfig
 import tempfile
+import threading
 import zlib
 
 import attrs
@@ -35,6 +36,12 @@ SHARDS = 16
 TOP = 10
 STDLIB = "stdlib"
 """The ``source`` input that means "the running interpreter's standard library"."""
+
+# CPython 3.11's ast keeps its recursion-depth counter per interpreter, not per thread, so
+# ast.parse calls running at once in worker threads can fail with a spurious "SystemError: AST
+# constructor recursion depth mismatch" (CPython issues 106905 and 95185). Parsing holds the GIL
+# anyway: serializing it costs nothing.
+_PARSE_LOCK = threading.Lock()
 
 # -- values -----------------------------------------------------------------------------------
 
@@ -141,7 +148,8 @@ def audit_file(root: pathlib.Path, path: str, into: dict) -> None:
     package = path.split("/", 1)[0].removesuffix(".py")
     into["packages"][package] = into["packages"].get(package, 0) + lines
     try:
-        tree = ast.parse(source, filename=path)
+        with _PARSE_LOCK:
+            tree = ast.parse(source, filename=path)
     except (SyntaxError, ValueError) as exc:
         line = getattr(exc, "lineno", 0) or 0
         message = getattr(exc, "msg", None) or str(exc)
