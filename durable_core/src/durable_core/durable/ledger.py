@@ -80,6 +80,7 @@ class Ledger:
         self._error: CheckpointError | None = None
         self._pending: list[tuple[Mutation, asyncio.Future[Any]]] = []
         self._flusher: asyncio.Task[None] | None = None
+        self._deferred: list[Mutation] = []
         self.saves = 0
         """Number of successful saves made through this ledger."""
 
@@ -114,8 +115,18 @@ class Ledger:
             proposed.revision = 1
             self._save(proposed, 0)
 
+    def defer(self, mutation: Mutation) -> None:
+        """Apply ``mutation`` first in the next save, without saving now.
+
+        For changes that only matter together with a later one (a new Sub scope is saved with
+        the first attempt inside it), so that they cost no save of their own.
+        """
+        with self._lock:
+            self._deferred.append(mutation)
+
     def commit(self, *mutations: Mutation) -> list[Any]:
-        """Apply ``mutations`` in order to a copy of the record and save it once.
+        """Apply deferred mutations, then ``mutations`` in order, to a copy of the record, and
+        save it once. Format-1 records are written back as format 2 (R-REC-1).
 
         Returns:
             The mutations' return values, in order.
@@ -126,8 +137,12 @@ class Ledger:
         with self._lock:
             self._raise_if_stopped()
             proposed = _copy(self.record)
+            proposed.format = RECORD_FORMAT
+            for mutation in self._deferred:
+                mutation(proposed)
             results = [mutation(proposed) for mutation in mutations]
             self._save(proposed, self.record.revision)
+            self._deferred.clear()
             return results
 
     async def commit_async(self, mutation: Mutation) -> Any:
