@@ -24,6 +24,7 @@ from durable_core.errors import (
     VersionMismatchError,
 )
 from durable_core.hookspecs import hookimpl
+from durable_core.integrity import GraphShapes, validate_record
 from durable_core.plugins import make_plugin_manager
 from durable_core.recordjson import record_from_json, record_to_json
 from durable_core.records import (
@@ -42,6 +43,7 @@ from durable_core.records import (
     StreamTerminal,
     ValueRecord,
     ValueState,
+    copy_record,
 )
 from durable_core.store import MAX_REVISION, RunLister, RunSummary, Session, Store
 
@@ -60,6 +62,7 @@ __all__ = [
     "DefinitionMismatchError",
     "DurableError",
     "GraphError",
+    "GraphShapes",
     "InputsMismatchError",
     "ManagedRecord",
     "MessageAttemptRecord",
@@ -84,8 +87,10 @@ __all__ = [
     "ValueRecord",
     "ValueState",
     "VersionMismatchError",
+    "copy_record",
     "hookimpl",
     "make_plugin_manager",
     "record_from_json",
     "record_to_json",
+    "validate_record",
 ]

@@ -74,7 +74,22 @@ class CorruptRecordError(DurableError, ValueError):
 
     The message names the JSON or record path of the first violation and the rule. Nothing is
     written to "repair" it: keep the evidence and fix the cause (E-1).
+
+    Args:
+        message: the full explanation (what was expected, what was found, what to do).
+        path: the JSON path of the violation (``$.Scopes["…"].Nodes["split"].Outputs[0]``),
+            or ``None`` when the problem has no place in the record (e.g. unparsable bytes).
+        rule: the SPEC rule that was broken (``"R-ATT-3"``), when one is known.
+
+    Attributes:
+        path: as given; ``None`` when unknown.
+        rule: as given; ``None`` when unknown.
     """
+
+    def __init__(self, message: str, *, path: str | None = None, rule: str | None = None) -> None:
+        super().__init__(message)
+        self.path = path
+        self.rule = rule
 
 
 class SchemaError(DurableError):

@@ -8,6 +8,10 @@ Identity conventions (R-REC-3): ``RunRecord.root_scope`` and every attempt id ar
 in lowercase hex (32 characters). A child scope's id is the id of its parent node's deepest
 current attempt (R-SCOPE-2), so ``RunRecord.scopes`` is keyed by scope id and
 ``RunRecord.attempts`` by attempt id.
+
+The JSON layout is :mod:`durable_core.recordjson`, the structural rules are
+:mod:`durable_core.integrity`, and :func:`copy_record` (below) is the fast deep copy the runtime
+changes for every save (R-RT-1). See ``docs/data-model.md``.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ __all__ = [
     "StreamTerminal",
     "ValueRecord",
     "ValueState",
+    "copy_record",
 ]
 
 RECORD_FORMAT = 2
@@ -291,3 +296,134 @@ class RunRecord:
     streams: dict[str, StreamRecord] = attrs.Factory(dict)
     messages: dict[str, MessageAttemptRecord] = attrs.Factory(dict)
     managed: dict[str, ManagedRecord] = attrs.Factory(dict)
+
+
+# -- Copying ---------------------------------------------------------------------------------------
+# Written out per class (no generic walk, no JSON): the runtime copies the whole record for every
+# proposed change (R-RT-1). Strings and bytes are immutable and shared; every record object, list
+# and dict is new. A field added to a class above must be added here too (the tests build every
+# field with a non-default value and compare the copy).
+
+
+def _copy_descriptor(d: StreamDescriptorRecord) -> StreamDescriptorRecord:
+    return StreamDescriptorRecord(
+        source_id=d.source_id,
+        scope=d.scope,
+        node_id=d.node_id,
+        key=d.key,
+        attempt=d.attempt,
+        capacity=d.capacity,
+        terminal=d.terminal,
+    )
+
+
+def _copy_value(v: ValueRecord) -> ValueRecord:
+    return ValueRecord(
+        name=v.name,
+        type_id=v.type_id,
+        version=v.version,
+        state=v.state,
+        digest=v.digest,
+        data=v.data,
+        stream=None if v.stream is None else _copy_descriptor(v.stream),
+    )
+
+
+def _copy_node(n: NodeRecord) -> NodeRecord:
+    return NodeRecord(
+        node_id=n.node_id,
+        attempt=n.attempt,
+        reason=n.reason,
+        outputs=[_copy_value(v) for v in n.outputs],
+    )
+
+
+def _copy_scope(s: ScopeRecord) -> ScopeRecord:
+    return ScopeRecord(
+        graph=s.graph,
+        path=s.path,
+        inputs=s.inputs,
+        nodes={k: _copy_node(n) for k, n in s.nodes.items()},
+        bindings=s.bindings,
+    )
+
+
+def _copy_attempt(a: AttemptRecord) -> AttemptRecord:
+    return AttemptRecord(
+        parent=a.parent,
+        node_id=a.node_id,
+        boundary=a.boundary,
+        index=a.index,
+        limit=a.limit,
+        state=a.state,
+    )
+
+
+def _copy_stream(s: StreamRecord) -> StreamRecord:
+    return StreamRecord(
+        scope=s.scope,
+        node_id=s.node_id,
+        key=s.key,
+        group=s.group,
+        generation=s.generation,
+        source_id=s.source_id,
+        resumable=s.resumable,
+        last_sequence=s.last_sequence,
+        acked_through=s.acked_through,
+        pending=[PendingMessageRecord(p.sequence, p.data, p.digest) for p in s.pending],
+        cursor=s.cursor,
+        terminal=s.terminal,
+    )
+
+
+def _copy_message(m: MessageAttemptRecord) -> MessageAttemptRecord:
+    return MessageAttemptRecord(
+        stream=m.stream,
+        group=m.group,
+        sequence=m.sequence,
+        parent=m.parent,
+        node_id=m.node_id,
+        index=m.index,
+        limit=m.limit,
+        state=m.state,
+    )
+
+
+def _copy_managed(m: ManagedRecord) -> ManagedRecord:
+    return ManagedRecord(
+        scope=m.scope,
+        parent=m.parent,
+        node_id=m.node_id,
+        state=None if m.state is None else _copy_value(m.state),
+        values=[_copy_value(v) for v in m.values],
+    )
+
+
+def copy_record(record: RunRecord) -> RunRecord:
+    """Return a deep copy of ``record`` that shares no mutable object with it (R-RT-1).
+
+    The runtime applies every change to such a copy (the proposed record) and adopts it only
+    when the save succeeds. Much faster than a JSON round trip: no encoding, no base64, no
+    checks (the copy is exactly as valid as the original).
+
+    Args:
+        record: the record to copy; it is not modified.
+
+    Returns:
+        An equal record whose record objects, lists and dicts are all new (strings and bytes,
+        being immutable, are shared).
+    """
+    return RunRecord(
+        run_id=record.run_id,
+        format=record.format,
+        revision=record.revision,
+        version=record.version,
+        definition=record.definition,
+        inputs=record.inputs,
+        root_scope=record.root_scope,
+        scopes={k: _copy_scope(s) for k, s in record.scopes.items()},
+        attempts={k: _copy_attempt(a) for k, a in record.attempts.items()},
+        streams={k: _copy_stream(s) for k, s in record.streams.items()},
+        messages={k: _copy_message(m) for k, m in record.messages.items()},
+        managed={k: _copy_managed(m) for k, m in record.managed.items()},
+    )
