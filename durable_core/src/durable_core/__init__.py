@@ -3,6 +3,7 @@
 The public API is re-exported here; submodules are implementation detail unless documented.
 """
 
+from durable_core.codecs import Codec, Codecs, EncodedValue, JSONCodec, digest_of
 from durable_core.errors import (
     AcquireTimeoutError,
     BusyError,
@@ -55,15 +56,19 @@ __all__ = [
     "AttemptState",
     "BusyError",
     "CheckpointError",
+    "Codec",
     "CodecError",
+    "Codecs",
     "ConfigError",
     "ConflictError",
     "CorruptRecordError",
     "DefinitionMismatchError",
     "DurableError",
+    "EncodedValue",
     "GraphError",
     "GraphShapes",
     "InputsMismatchError",
+    "JSONCodec",
     "ManagedRecord",
     "MessageAttemptRecord",
     "MismatchError",
@@ -88,6 +93,7 @@ __all__ = [
     "ValueState",
     "VersionMismatchError",
     "copy_record",
+    "digest_of",
     "hookimpl",
     "make_plugin_manager",
     "record_from_json",

@@ -1,26 +1,658 @@
-"""Codecs: encoding business values to bytes, with digests (SPEC section C).
+"""Codecs: business values to bytes and back, with digests (SPEC section C, R-VAL-1…3).
 
-Placeholder of the registry's shape; the full implementation follows.
+A :class:`Codec` turns values of one Python type into bytes and back. A :class:`Codecs`
+registry holds codecs keyed by type; :meth:`Codecs.lookup` also builds codecs for container
+forms of registered types (``T | None``, ``list[T]``, ``dict[str, T]``, ``tuple[...]``).
+
+The durable runtime stores every ready output as a ``ValueRecord`` through two calls:
+
+- :meth:`Codecs.encode_value` — ``(key_type, value) -> EncodedValue(codec_id, version, data,
+  digest)``: refuses values that can never be persisted (C-3), picks the codec of the value's
+  actual type (R-VAL-1), and hashes the bytes (SHA-256 hex).
+- :meth:`Codecs.decode_value` — ``(key_type, codec_id, version, data, digest) -> value``: checks
+  the digest (a mismatch is :class:`~durable_core.errors.CorruptRecordError`), the codec id and
+  version (a change is :class:`~durable_core.errors.CodecError`), decodes, and checks that the
+  value is an instance of the declared type (R-VAL-3).
+
+See ``docs/codecs.md`` for the built-in ids, ``register_json``, custom codecs and plugins.
 """
 
 from __future__ import annotations
 
+import hashlib
+import re
+import threading
+import typing
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, runtime_checkable
+
+from durable_core._codecjson import (
+    JSONCodec,
+    ResolveProblem,
+    Resolver,
+    compose_version,
+    default_class_id,
+    default_json_codecs,
+    make_converter,
+    serves_as_class,
+)
+from durable_core._persistable import find_unpersistable
+from durable_core._typeforms import (
+    InstanceMismatch,
+    admits,
+    check_instance,
+    describe_value,
+    format_path,
+    normalize,
+    type_name,
+)
+from durable_core.errors import CodecError, ConflictError, CorruptRecordError, PluginError
+
+if TYPE_CHECKING:
+    import pluggy
+
+__all__ = [
+    "Codec",
+    "Codecs",
+    "EncodedValue",
+    "JSONCodec",
+    "digest_of",
+    "register_builtin_codecs",
+]
+
+_TOKEN = re.compile(r"\S+")
+_DIGEST = re.compile(r"[0-9a-f]{64}")
+
+
+@runtime_checkable
+class Codec(Protocol):
+    """The codec contract (SPEC C-1; seed 000 "Codec 契约").
+
+    ``encode``/``decode`` are synchronous and thread-safe, never mutate the value, encode equal
+    values to equal bytes, and ``decode`` returns an instance of ``type``. Raise
+    :class:`~durable_core.errors.CodecError` (or ``ValueError``/``TypeError``) with a message
+    naming the problem on bad input. A codec may return zero bytes; the digest of those bytes
+    is still stored and checked (R-VAL-2).
+
+    Attributes:
+        type: the Python type (or type form, such as ``list[numpy.ndarray]``) served; the
+            registry is keyed by it.
+        id: a stable, non-empty id without whitespace, stored as ``ValueRecord.TypeID``
+            (``json:int``, ``numpy:ndarray``).
+        version: the version of the encoding contract, stored as ``ValueRecord.Version``
+            (``"1"``); change it whenever the bytes of a value change.
+    """
+
+    type: Any
+    id: str
+    version: str
+
+    def encode(self, value: Any) -> bytes:
+        """Encode ``value`` to bytes."""
+        ...
+
+    def decode(self, data: bytes) -> Any:
+        """Rebuild a value from bytes written by :meth:`encode`."""
+        ...
+
+
+class EncodedValue(NamedTuple):
+    """The stored form of a ready value: what goes into a ``ValueRecord`` (R-VAL-1, R-VAL-2)."""
+
+    codec_id: str
+    """The codec id (``ValueRecord.TypeID``)."""
+    version: str
+    """The codec version (``ValueRecord.Version``)."""
+    data: bytes
+    """The encoded bytes (``ValueRecord.Data``); may be empty."""
+    digest: str
+    """SHA-256 of ``data``, 64 lowercase hex characters (``ValueRecord.Digest``)."""
+
+
+def digest_of(data: bytes) -> str:
+    """The digest of encoded bytes: SHA-256, 64 lowercase hex characters (R-VAL-1).
+
+    Args:
+        data: the encoded bytes (may be empty: the digest of zero bytes is stored too).
+
+    Returns:
+        The hex digest.
+    """
+    return hashlib.sha256(data).hexdigest()
+
+
+def _subject(declared: Any, name: str | None) -> str:
+    if name is not None:
+        return f"the value of key {name!r} (declared type {type_name(declared)})"
+    return f"a value of declared type {type_name(declared)}"
 
 
 class Codecs:
-    """A registry of codecs keyed by Python type (C-2)."""
+    """A registry of codecs keyed by Python type (SPEC C-2).
+
+    ``Codecs()`` starts empty and accepts custom entries; :meth:`default` adds the built-in
+    JSON codecs; :meth:`from_plugins` adds what every loaded plugin registers. Iterating yields
+    the registered codecs in registration order (codecs built for container forms by
+    :meth:`lookup` are not registered and not listed).
+
+    The registry is thread-safe. Register codecs before the runtime uses it: a codec already
+    used to write a run must stay registered (same id and version) to resume that run.
+    """
 
     def __init__(self) -> None:
+        self._lock = threading.RLock()
         self._by_type: dict[Any, Any] = {}
+        self._by_id: dict[str, Any] = {}
+        self._built: dict[Any, Any] = {}
+        self._converter = make_converter()
 
-    def register(self, codec: Any) -> None:
-        self._by_type[codec.type] = codec
+    # --- construction ------------------------------------------------------------------------
+
+    @classmethod
+    def default(cls) -> Codecs:
+        """A registry with the built-in JSON codecs (C-2): ``bool``, ``int``, ``float``,
+        ``str``, ``bytes`` and ``None``; their ``T | None``, ``list``, ``dict[str, …]`` and
+        ``tuple`` forms are served by :meth:`lookup`.
+
+        Returns:
+            A new registry; add your own codecs to it.
+        """
+        codecs = cls()
+        register_builtin_codecs(codecs)
+        return codecs
+
+    @classmethod
+    def from_plugins(cls, pm: pluggy.PluginManager | None = None) -> Codecs:
+        """A registry filled through the ``durable_register_codecs`` hook of every plugin.
+
+        The core's built-in plugin (``memory``) registers the built-in JSON codecs first; then
+        every other plugin, in the order the plugin manager loaded them.
+
+        Args:
+            pm: the plugin manager; ``None`` builds one with
+                :func:`~durable_core.plugins.make_plugin_manager`.
+
+        Returns:
+            A new registry.
+
+        Raises:
+            ConflictError: two plugins register a codec for the same type or with the same id;
+                the message names the plugin.
+            CodecError: a plugin registers something that is not a valid codec.
+            PluginError: a plugin's hook raised another error.
+        """
+        if pm is None:
+            from durable_core.plugins import make_plugin_manager
+
+            pm = make_plugin_manager()
+        codecs = cls()
+        # Registration order (built-ins first), so the first registration of a type is kept.
+        for impl in pm.hook.durable_register_codecs.get_hookimpls():
+            args = {"codecs": codecs}
+            try:
+                impl.function(*(args[a] for a in impl.argnames))
+            except (ConflictError, CodecError) as exc:
+                raise type(exc)(
+                    f"while plugin {impl.plugin_name!r} registered its codecs: {exc}"
+                ) from exc
+            except Exception as exc:
+                raise PluginError(
+                    f"plugin {impl.plugin_name!r} failed while registering its codecs: "
+                    f"{type(exc).__name__}: {exc}; fix or reinstall it, or block it with "
+                    f"DURABLE_BLOCK_PLUGINS={impl.plugin_name}"
+                ) from exc
+        return codecs
+
+    # --- registration ------------------------------------------------------------------------
+
+    def register(self, codec: Any) -> Any:
+        """Register a codec under its type and id (C-2).
+
+        Args:
+            codec: an object with ``type``, ``id``, ``version``, ``encode`` and ``decode``
+                (see :class:`Codec`).
+
+        Returns:
+            ``codec``, so the call can wrap a definition.
+
+        Raises:
+            CodecError: the codec's type, id or version is empty, the id or version contains
+                whitespace, or ``encode``/``decode`` is missing.
+            ConflictError: the type or the id is already registered; the first entry is kept.
+        """
+        cid = getattr(codec, "id", None)
+        shown = repr(cid) if cid else repr(codec)
+        for attr in ("encode", "decode"):
+            if not callable(getattr(codec, attr, None)):
+                raise CodecError(
+                    f"codec {shown} has no callable {attr}(); a codec needs type, id, version, "
+                    "encode(value) -> bytes and decode(bytes) -> value"
+                )
+        tp = getattr(codec, "type", None)
+        if tp is None or tp == "":
+            raise CodecError(
+                f"codec {shown} has an empty type; set codec.type to the Python type it serves"
+            )
+        for attr in ("id", "version"):
+            text = getattr(codec, attr, None)
+            if not isinstance(text, str) or not _TOKEN.fullmatch(text):
+                raise CodecError(
+                    f"codec {shown} for {type_name(tp)} has an invalid {attr} {text!r}: expected "
+                    f"a non-empty string without whitespace (such as 'json:int' / '1')"
+                )
+        key = normalize(tp)
+        if not (isinstance(key, type) or typing.get_origin(key) is not None):
+            raise CodecError(
+                f"codec {shown} has the type {tp!r}, which is not a class or a type form; set "
+                "codec.type to a class such as myapp.Money, or a form such as list[int]"
+            )
+        with self._lock:
+            old = self._by_type.get(key)
+            if old is not None:
+                raise ConflictError(
+                    f"type {type_name(key)} already has the codec {old.id} version {old.version}; "
+                    f"the codec {cid} version {codec.version} was not registered (the first "
+                    "entry is kept). Register one codec per type"
+                )
+            old = self._by_id.get(cid)
+            if old is not None:
+                raise ConflictError(
+                    f"codec id {cid!r} is already registered for type {type_name(old.type)}; "
+                    f"the codec for {type_name(key)} was not registered (the first entry is "
+                    "kept). Give every codec its own id"
+                )
+            self._by_type[key] = codec
+            self._by_id[cid] = codec
+            self._built.clear()
+        return codec
+
+    def register_json(self, tp: Any, *, id: str | None = None, version: str = "1") -> JSONCodec:
+        """Register a JSON codec for an attrs class, a dataclass or an enum (C-4).
+
+        Fields are encoded by their declared types, recursively: scalars, ``bytes``, registered
+        types, nested attrs classes/dataclasses/enums (served as part of this codec unless they
+        have their own codec), and ``T | None``, ``list[T]``, ``dict[str, T]``, ``tuple[...]``
+        of them. Only ``__init__`` fields are stored. Decoding refuses unknown and missing
+        fields. Container forms (``list[Invoice]``) need no registration: :meth:`lookup` builds
+        them from the class codec.
+
+        Args:
+            tp: the class (or a container form of classes) to serve.
+            id: the codec id; default ``json:<module>.<qualname>``.
+            version: the contract version (default ``"1"``); change it when the class's fields
+                change in a way old data does not fit. The stored version also lists the
+                versions other than ``"1"`` of codecs the class contains
+                (``1+myapp.Address@2``).
+
+        Returns:
+            The registered codec.
+
+        Raises:
+            CodecError: a field's type cannot be served by JSON (``Any``, ``object``, an
+                abstract class, a union of classes, a type without codec); the message names
+                the field and says that a custom codec is needed.
+            ConflictError: the type or the id is already registered.
+        """
+        key = normalize(tp)
+        resolver = Resolver(self._registered, self._converter, serve_classes=True)
+        try:
+            with self._lock:
+                if serves_as_class(key):
+                    codec = resolver.build_class(key, id or default_class_id(key), version)
+                elif isinstance(key, type):
+                    raise ResolveProblem(
+                        f"register_json serves attrs classes, dataclasses, enums and containers "
+                        f"of them; {type_name(key)} is none of these: a custom codec is needed "
+                        "(see docs/codecs.md)"
+                    )
+                else:
+                    codec = resolver.build(key)
+                    if id is not None:
+                        codec.id = id
+                    codec._base_version = version
+                    codec.version = compose_version(version, codec._dep_pins)
+        except ResolveProblem as problem:
+            head = f"cannot register a JSON codec for {type_name(key)}"
+            raise CodecError(_resolve_message(head, problem)) from None
+        return self.register(codec)
+
+    # --- lookup ------------------------------------------------------------------------------
+
+    def _registered(self, key: Any) -> Any:
+        return self._by_type.get(key)
+
+    def lookup(self, key_type: Any) -> Any:
+        """The codec for a declared key type.
+
+        A registered codec is returned as is. For ``T | None`` / ``Optional[T]``, unions of
+        types with distinct JSON forms (``int | str``), ``list[T]``, ``dict[str, T]``,
+        ``tuple[A, B]``, ``tuple[T, ...]`` a JSON codec is built from the codecs of the parts
+        (a non-JSON part, such as a numpy array, is embedded as base64) and cached.
+
+        Args:
+            key_type: a declared type; spellings are normalised (``typing.List[int]`` is
+                ``list[int]``, ``Annotated`` and ``NewType`` are unwrapped).
+
+        Returns:
+            The codec; its ``id``/``version`` are what a value of this exact type stores.
+
+        Raises:
+            CodecError: nothing serves the type; the message says which part and what to do
+                (register a codec, call ``register_json``, declare element types).
+        """
+        key = normalize(key_type)
+        with self._lock:
+            codec = self._by_type.get(key)
+            if codec is not None:
+                return codec
+            codec = self._built.get(key)
+            if codec is not None:
+                return codec
+            resolver = Resolver(self._registered, self._converter, serve_classes=False)
+            try:
+                codec = resolver.build(key)
+            except ResolveProblem as problem:
+                head = f"no codec for {type_name(key)}"
+                raise CodecError(_resolve_message(head, problem)) from None
+            self._built[key] = codec
+            return codec
+
+    def by_id(self, codec_id: str) -> Any:
+        """The registered codec with id ``codec_id``.
+
+        Raises:
+            CodecError: no registered codec has that id; the message lists the registered ids.
+        """
+        with self._lock:
+            codec = self._by_id.get(codec_id)
+            if codec is None:
+                known = ", ".join(sorted(self._by_id)) or "none"
+                raise CodecError(
+                    f"no codec with id {codec_id!r} is registered (registered: {known}); "
+                    "install or register the codec that wrote the value"
+                )
+            return codec
 
     def __iter__(self) -> Iterator[Any]:
-        return iter(list(self._by_type.values()))
+        with self._lock:
+            return iter(list(self._by_type.values()))
+
+    def __len__(self) -> int:
+        return len(self._by_type)
+
+    def __contains__(self, tp: object) -> bool:
+        try:
+            return normalize(tp) in self._by_type
+        except TypeError:
+            return False
+
+    def __repr__(self) -> str:
+        return f"<Codecs {', '.join(f'{c.id}@{c.version}' for c in self)}>"
+
+    # --- values ------------------------------------------------------------------------------
+
+    def encode_value(self, key_type: Any, value: Any, *, name: str | None = None) -> EncodedValue:
+        """Encode a ready value of a key for a ``ValueRecord`` (R-VAL-1, R-VAL-2, C-1, C-3).
+
+        The codec is the one of the value's actual type (R-VAL-1): the declared type's codec
+        when the value is exactly of that type; otherwise — a value behind a broader declared
+        type such as ``object``, ``Any``, a base class or a union of classes — the registered
+        codec of ``type(value)``, after checking that the value is an instance of the declared
+        type. ``None`` for an Optional key, ``0``, ``""``, ``b""``, ``[]``, ``{}`` are ready
+        values like any other.
+
+        Args:
+            key_type: the key's declared type.
+            value: the value to store; it is not modified.
+            name: the key's name, used in error messages.
+
+        Returns:
+            ``EncodedValue(codec_id, version, data, digest)``; ``digest`` is the SHA-256 hex of
+            ``data``.
+
+        Raises:
+            CodecError: the value (or a part of it, at any depth) can never be persisted — a
+                callable, generator, coroutine, lock, open file, socket, module or a reference
+                cycle (C-3); it does not fit the declared type; no codec serves it; or the
+                codec refuses it (a lone surrogate, NaN/±Infinity, an object dtype …). The
+                message names the type, the codec id/version and the path inside the value.
+        """
+        declared = normalize(key_type)
+        bad = find_unpersistable(value)
+        if bad is not None:
+            raise CodecError(
+                f"cannot encode {_subject(declared, name)}: at {format_path(bad.path)}: "
+                f"{bad.kind} ({describe_value(bad.obj)}) cannot be persisted; {bad.advice}"
+            )
+        codec = self._codec_for_value(declared, value, name)
+        try:
+            data = codec.encode(value)
+        except CodecError as exc:
+            if name is None:
+                raise
+            raise CodecError(f"key {name!r}: {exc}") from exc
+        except Exception as exc:
+            raise CodecError(
+                f"cannot encode {_subject(declared, name)} with codec {codec.id} version "
+                f"{codec.version}: {type(exc).__name__}: {exc}"
+            ) from exc
+        if not isinstance(data, bytes):
+            raise CodecError(
+                f"codec {codec.id} version {codec.version} returned {type_name(type(data))} "
+                f"instead of bytes while encoding {_subject(declared, name)}; fix the codec"
+            )
+        return EncodedValue(codec.id, codec.version, data, digest_of(data))
+
+    def _codec_for_value(self, declared: Any, value: Any, name: str | None) -> Any:
+        static = None
+        static_problem = ""
+        try:
+            static = self.lookup(declared)
+        except CodecError as exc:
+            static_problem = str(exc)
+        if static is not None and _serves(static, value):
+            return static
+        actual = type(value)
+        dynamic = None
+        dynamic_problem = ""
+        if actual is not declared:
+            try:
+                dynamic = self.lookup(actual)
+            except CodecError as exc:
+                dynamic_problem = str(exc)
+        if dynamic is not None:
+            try:
+                check_instance(value, declared)
+            except InstanceMismatch as exc:
+                raise CodecError(
+                    f"cannot encode {_subject(declared, name)}: at {format_path(exc.path)}: "
+                    f"{exc.problem}"
+                ) from None
+            return dynamic
+        if static is not None and dynamic_problem and isinstance(value, _class_of(declared)):
+            raise CodecError(
+                f"cannot encode {_subject(declared, name)}: the value is a {type_name(actual)}, "
+                f"a subclass, and a value is stored with the codec of its own class: "
+                f"{dynamic_problem}"
+            )
+        if static is not None:
+            if isinstance(static, JSONCodec):
+                return static  # its encode names the exact mismatch and path
+            raise CodecError(
+                f"cannot encode {_subject(declared, name)} with codec {static.id} version "
+                f"{static.version}: expected {type_name(static.type)}, found "
+                f"{describe_value(value)}"
+            )
+        detail = static_problem
+        if dynamic_problem:
+            detail += f"; and for the value's actual type: {dynamic_problem}"
+        raise CodecError(f"cannot encode {_subject(declared, name)}: {detail}")
+
+    def decode_value(
+        self,
+        key_type: Any,
+        codec_id: str,
+        version: str,
+        data: bytes,
+        digest: str,
+        *,
+        name: str | None = None,
+    ) -> Any:
+        """Decode a stored ready value and check it (R-VAL-3, C-1, C-4).
+
+        Checks, in order: the digest's format (64 lowercase hex) and that it equals the
+        SHA-256 of ``data``; that the codec id and version are the ones the registry has for
+        the declared type (or, for a value stored with the codec of its actual type, that
+        that codec is registered and serves a type the declared type admits); then decodes
+        and checks that the value is an instance of the declared type.
+
+        Args:
+            key_type: the key's declared type.
+            codec_id: the stored ``ValueRecord.TypeID``.
+            version: the stored ``ValueRecord.Version``.
+            data: the stored ``ValueRecord.Data`` (may be empty).
+            digest: the stored ``ValueRecord.Digest``.
+            name: the key's name, used in error messages.
+
+        Returns:
+            The decoded value.
+
+        Raises:
+            CorruptRecordError: the digest is malformed or does not match the bytes, or the
+                codec id/version is empty: the stored data was lost or damaged.
+            CodecError: the codec changed (another id or version than the stored one), no
+                registered codec has the stored id, the bytes do not decode (invalid UTF-8,
+                trailing content, unknown field, wrong JSON type, ``null`` for a non-Optional
+                type …), or the decoded value is not an instance of the declared type.
+        """
+        declared = normalize(key_type)
+        subject = _subject(declared, name)
+        if not isinstance(data, bytes | bytearray | memoryview):
+            raise CodecError(
+                f"cannot decode {subject}: expected the stored bytes, found {type_name(type(data))}"
+            )
+        data = bytes(data)
+        if not isinstance(digest, str) or not _DIGEST.fullmatch(digest):
+            raise CorruptRecordError(
+                f"cannot decode {subject}: the stored digest {digest!r} is not a SHA-256 hex "
+                "digest (64 lowercase hex characters); the record is damaged: keep it as "
+                "evidence and restore the run from a copy"
+            )
+        actual = digest_of(data)
+        if actual != digest:
+            raise CorruptRecordError(
+                f"cannot decode {subject}: the stored data ({len(data)} bytes) has SHA-256 "
+                f"{actual}, but the record says {digest}; the data was lost or damaged: keep "
+                "the record as evidence and restore the run from a copy"
+            )
+        for label, text in (("codec id", codec_id), ("codec version", version)):
+            if not isinstance(text, str) or not text:
+                raise CorruptRecordError(
+                    f"cannot decode {subject}: the stored {label} is {text!r}; a ready value "
+                    "always names its codec: the record is damaged"
+                )
+        codec = self._codec_for_stored(declared, codec_id, version, subject)
+        try:
+            value = codec.decode(data)
+        except CodecError as exc:
+            if name is None:
+                raise
+            raise CodecError(f"key {name!r}: {exc}") from exc
+        except Exception as exc:
+            raise CodecError(
+                f"cannot decode {subject} with codec {codec.id} version {codec.version}: "
+                f"{type(exc).__name__}: {exc}"
+            ) from exc
+        try:
+            check_instance(value, declared)
+        except InstanceMismatch as exc:
+            raise CodecError(
+                f"cannot decode {subject}: codec {codec.id} version {codec.version} returned a "
+                f"value that is not an instance of the declared type: at "
+                f"{format_path(exc.path)}: {exc.problem}; fix the codec"
+            ) from None
+        return value
+
+    def _codec_for_stored(self, declared: Any, codec_id: str, version: str, subject: str) -> Any:
+        static = None
+        static_problem = ""
+        try:
+            static = self.lookup(declared)
+        except CodecError as exc:
+            static_problem = str(exc)
+        codec = None
+        if static is not None and static.id == codec_id:
+            codec = static
+        else:
+            with self._lock:
+                by_id = self._by_id.get(codec_id)
+            if by_id is not None and admits(declared, normalize(by_id.type)):
+                codec = by_id
+            elif by_id is not None:
+                raise CodecError(
+                    f"cannot decode {subject}: it was stored with codec {codec_id} version "
+                    f"{version}, which serves {type_name(by_id.type)}, not the declared type "
+                    f"{type_name(declared)}: the key's declared type or the codec changed "
+                    "since the run was written; resume with the original definition or start "
+                    "a new run"
+                )
+            elif static is not None:
+                raise CodecError(
+                    f"cannot decode {subject}: it was stored with codec {codec_id} version "
+                    f"{version}, but {type_name(declared)} now uses codec {static.id} version "
+                    f"{static.version}: the codec changed. Resume with the codec that wrote "
+                    "the run registered, or start a new run"
+                )
+            else:
+                raise CodecError(
+                    f"cannot decode {subject}: it was stored with codec {codec_id} version "
+                    f"{version}, and no registered codec has that id ({static_problem}); "
+                    "install or register the codec that wrote the run"
+                )
+        if codec.version != version:
+            raise CodecError(
+                f"cannot decode {subject}: it was stored with codec {codec_id} version "
+                f"{version}, but the registered codec {codec.id} has version {codec.version}: "
+                "the codec changed. Resume with the codec version that wrote the run, or start "
+                "a new run"
+            )
+        return codec
+
+
+def _serves(codec: Any, value: Any) -> bool:
+    """True when ``codec`` is the codec of ``value``'s actual type."""
+    if isinstance(codec, JSONCodec):
+        return codec.accepts(value)
+    tp = normalize(codec.type)
+    if isinstance(tp, type):
+        return type(value) is tp
+    try:
+        check_instance(value, tp)
+    except InstanceMismatch:
+        return False
+    return True
+
+
+def _class_of(declared: Any) -> type | tuple[type, ...]:
+    """The class to test subclass values against (an empty tuple for type forms)."""
+    return declared if isinstance(declared, type) else ()
+
+
+def _resolve_message(head: str, problem: ResolveProblem) -> str:
+    where = " in ".join(reversed(problem.where))
+    return f"{head}: {where + ': ' if where else ''}{problem.problem}"
 
 
 def register_builtin_codecs(codecs: Codecs) -> None:
-    """Add the built-in JSON codecs to ``codecs``."""
+    """Add the built-in JSON codecs to ``codecs`` (C-2): ``json:bool``, ``json:int``,
+    ``json:float``, ``json:str``, ``json:bytes`` (standard base64) and ``json:none``, all at
+    version ``"1"``.
+
+    Used by :meth:`Codecs.default` and by the core's built-in plugin, so there is one
+    definition of the defaults.
+
+    Raises:
+        ConflictError: one of these types or ids is already registered in ``codecs``.
+    """
+    for codec in default_json_codecs():
+        codecs.register(codec)

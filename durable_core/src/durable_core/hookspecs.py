@@ -20,6 +20,7 @@ import pluggy
 if TYPE_CHECKING:
     import click
 
+    from durable_core.codecs import Codecs
     from durable_core.plugins import StoreRegistry
 
 PROJECT_NAME = "durable"
@@ -43,12 +44,14 @@ def durable_register_stores(register: StoreRegistry) -> None:
 
 
 @hookspec
-def durable_register_codecs(codecs: Any) -> None:
+def durable_register_codecs(codecs: Codecs) -> None:
     """Add codecs to a :class:`~durable_core.codecs.Codecs` registry.
 
-    Called by ``Codecs.from_plugins()`` (and so by the ``durable`` command) for every loaded
-    plugin. Call ``codecs.register(...)`` for each codec; a duplicate type or id raises
-    :class:`~durable_core.errors.ConflictError` and keeps the first entry (C-2).
+    Called by ``Codecs.from_plugins()`` (and so by the ``durable`` command) once per registry,
+    for every loaded plugin in load order: the core's built-in JSON codecs first. Call
+    ``codecs.register(codec)`` for each codec (or ``codecs.register_json(cls)``); a duplicate
+    type or id raises :class:`~durable_core.errors.ConflictError` naming the plugin, and keeps
+    the first entry (C-2). The return value is ignored. See ``docs/codecs.md``.
     """
 
 

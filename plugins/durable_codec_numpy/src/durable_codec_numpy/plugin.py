@@ -1,12 +1,12 @@
-"""Registers the numpy array codec with Durable (entry point group ``durable``)."""
+"""Registers the numpy array codec with Durable (entry point ``numpy`` of group ``durable``)."""
 
 from __future__ import annotations
 
-from typing import Any
-
-from durable_core import hookimpl
+from durable_codec_numpy.codec import NdarrayCodec
+from durable_core import Codecs, hookimpl
 
 
 @hookimpl
-def durable_register_codecs(codecs: Any) -> None:
-    """Placeholder: the numpy codec is registered here once implemented."""
+def durable_register_codecs(codecs: Codecs) -> None:
+    """Add :class:`~durable_codec_numpy.codec.NdarrayCodec` (``numpy:ndarray`` version 1)."""
+    codecs.register(NdarrayCodec())
