@@ -46,7 +46,14 @@ from durable_core.records import (
     ValueState,
     copy_record,
 )
-from durable_core.store import MAX_REVISION, RunLister, RunSummary, Session, Store
+from durable_core.store import (
+    MAX_REVISION,
+    MemoryStore,
+    RunLister,
+    RunSummary,
+    Session,
+    Store,
+)
 
 __all__ = [
     "MAX_REVISION",
@@ -70,6 +77,7 @@ __all__ = [
     "InputsMismatchError",
     "JSONCodec",
     "ManagedRecord",
+    "MemoryStore",
     "MessageAttemptRecord",
     "MismatchError",
     "NodeReason",

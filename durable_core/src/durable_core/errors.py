@@ -154,7 +154,10 @@ class UndeclaredKeyError(DurableError, KeyError):
 
 
 class SessionClosedError(DurableError):
-    """``load``/``save`` was called on a session after ``close()`` (R-STORE-4)."""
+    """``load``/``save`` was called on a session after ``close()`` (R-STORE-4).
+
+    Also raised by ``Store.acquire`` after ``Store.close()``.
+    """
 
 
 class AcquireTimeoutError(DurableError, TimeoutError):

@@ -5,18 +5,45 @@ the run's single :class:`~durable_core.records.RunRecord` by compare-and-swap on
 A backend that can only overwrite without CAS is not a Store (R-STORE-5).
 
 Stores that can enumerate their runs also implement :class:`RunLister` (``list_runs``).
+
+This module also holds :class:`MemoryStore` (B-MEM) and the checks every backend shares
+(:func:`validate_run_id`, :func:`validate_save`, :func:`validate_loaded`), so that all stores
+refuse the same inputs with the same errors. The conformance kit in :mod:`durable_core.testing`
+proves a backend keeps this contract.
 """
 
 from __future__ import annotations
 
+import math
+import threading
 from collections.abc import Iterable
 from typing import Protocol, runtime_checkable
 
 import attrs
 
+from durable_core.errors import (
+    BusyError,
+    ConflictError,
+    CorruptRecordError,
+    NotFoundError,
+    SessionClosedError,
+)
+from durable_core.recordjson import record_from_json, record_to_json
 from durable_core.records import RunRecord
 
-__all__ = ["MAX_REVISION", "RunLister", "RunSummary", "Session", "Store"]
+__all__ = [
+    "MAX_REVISION",
+    "MemoryStore",
+    "RunLister",
+    "RunSummary",
+    "Session",
+    "Store",
+    "sort_summaries",
+    "validate_loaded",
+    "validate_run_id",
+    "validate_save",
+    "validate_timeout",
+]
 
 MAX_REVISION = 2**64 - 1
 """Revisions are uint64 (R-STORE-3): a save that would pass this raises ``ConflictError``."""
@@ -86,6 +113,7 @@ class Store(Protocol):
         Raises:
             BusyError: the run is already owned (at once, never waiting for release).
             AcquireTimeoutError: ownership could not be decided in time.
+            SessionClosedError: the store was closed.
         """
         ...
 
@@ -96,11 +124,32 @@ class Store(Protocol):
 
 @attrs.frozen
 class RunSummary:
-    """One run found by :meth:`RunLister.list_runs`: identity and metadata only, no values."""
+    """One run found by :meth:`RunLister.list_runs`: identity and metadata only, no values.
+
+    A stored record that cannot be read is listed too, never skipped: its ``error`` says why
+    (corrupt JSON, invalid UTF-8, permission denied …), ``location`` says where it is,
+    ``format``/``revision`` are ``0``, and ``run_id`` is ``""`` unless the backend knows it
+    without the record (e.g. a database column).
+
+    Attributes:
+        run_id: the run id stored inside the record.
+        format: the record format (R-REC-1).
+        revision: the stored revision (R-STORE-3).
+        location: where the backend keeps the record (a file path, a database row); for
+            messages only, not a stable identity.
+        error: ``None`` for a readable record, else what is wrong with it.
+    """
 
     run_id: str
     format: int
     revision: int
+    location: str = ""
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        """True when the record was read without error."""
+        return self.error is None
 
 
 @runtime_checkable
@@ -108,5 +157,314 @@ class RunLister(Protocol):
     """Optional capability of stores that can enumerate their runs."""
 
     def list_runs(self) -> Iterable[RunSummary]:
-        """Return a summary of every stored run, sorted by run id, without taking ownership."""
+        """Return a summary of every stored run, sorted by run id, without taking ownership.
+
+        Records that cannot be read are included with ``error`` set (sorted by ``location``
+        after the readable ones); only a failure to enumerate at all raises.
+        """
         ...
+
+
+def _sort_key(summary: RunSummary) -> tuple[bool, str, str]:
+    return (summary.error is not None, summary.run_id, summary.location)
+
+
+def sort_summaries(summaries: Iterable[RunSummary]) -> list[RunSummary]:
+    """Sort summaries as :meth:`RunLister.list_runs` promises: readable ones by run id first."""
+    return sorted(summaries, key=_sort_key)
+
+
+# ---------------------------------------------------------------------------------------------
+# Checks shared by every backend
+# ---------------------------------------------------------------------------------------------
+
+
+def validate_run_id(run_id: object) -> str:
+    """Check a run id given to ``Store.acquire`` and return it.
+
+    A run id is the record's ``RunID`` (R-REC-2): a non-empty string that is valid Unicode, so
+    that it can be stored as UTF-8 (R-REC-4, B-FILE-5).
+
+    Raises:
+        CorruptRecordError: ``run_id`` is not a string, is empty, or holds a lone surrogate.
+    """
+    if not isinstance(run_id, str):
+        raise CorruptRecordError(
+            f"a run id must be a str, found {type(run_id).__name__} ({run_id!r}); pass the "
+            "run's business identity as text"
+        )
+    if not run_id:
+        raise CorruptRecordError(
+            "a run id must be a non-empty string, found ''; pass the run's business identity"
+        )
+    try:
+        run_id.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise CorruptRecordError(
+            f"run id {run_id!r} is not valid Unicode (a lone surrogate at character "
+            f"{exc.start}); run ids are stored as UTF-8 (R-REC-4)"
+        ) from None
+    return run_id
+
+
+def validate_timeout(timeout: object) -> float | None:
+    """Check an ``acquire`` timeout (seconds) and return it as a float, or ``None``.
+
+    Raises:
+        ValueError: ``timeout`` is negative, NaN or not a number.
+    """
+    if timeout is None:
+        return None
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float):
+        raise ValueError(f"timeout must be seconds (a number) or None, found {timeout!r}")
+    value = float(timeout)
+    if math.isnan(value) or value < 0:
+        raise ValueError(f"timeout must be a non-negative number of seconds, found {timeout!r}")
+    return value
+
+
+def validate_save(run_id: str, record: object, expected_revision: object) -> None:
+    """The checks of ``Session.save`` that need no storage (R-STORE-3).
+
+    Call it first in every ``save``; then compare ``expected_revision`` with the stored
+    revision under the backend's own atomicity.
+
+    Args:
+        run_id: the session's run id.
+        record: the proposed record.
+        expected_revision: the revision the caller believes is stored (0: no record yet).
+
+    Raises:
+        CorruptRecordError: ``record`` is not a :class:`RunRecord`.
+        ConflictError: ``expected_revision`` is not an int in ``0 … MAX_REVISION - 1`` (a save
+            after ``MAX_REVISION`` would overflow uint64), ``record.revision`` is not
+            ``expected_revision + 1``, or ``record.run_id`` is not the session's run id.
+    """
+    if not isinstance(record, RunRecord):
+        raise CorruptRecordError(
+            f"save expects a RunRecord, found {type(record).__name__}; nothing was written"
+        )
+    if isinstance(expected_revision, bool) or not isinstance(expected_revision, int):
+        raise ConflictError(
+            f"expected_revision must be an int (0 for the first save), found "
+            f"{expected_revision!r}; the stored record is unchanged"
+        )
+    if expected_revision < 0 or expected_revision > MAX_REVISION:
+        raise ConflictError(
+            f"expected_revision must be between 0 and {MAX_REVISION} (uint64), found "
+            f"{expected_revision}; the stored record is unchanged"
+        )
+    if expected_revision == MAX_REVISION:
+        raise ConflictError(
+            f"run {run_id!r} is at revision {MAX_REVISION}, the largest uint64: one more save "
+            "would overflow the revision (R-STORE-3); the stored record is unchanged. Start a "
+            "new run id"
+        )
+    revision = record.revision
+    if isinstance(revision, bool) or not isinstance(revision, int):
+        raise ConflictError(
+            f"record.revision must be an int, found {revision!r}; the stored record is unchanged"
+        )
+    if revision != expected_revision + 1:
+        raise ConflictError(
+            f"record.revision must be expected_revision + 1 = {expected_revision + 1}, found "
+            f"{revision}; set the record's revision to the stored one plus one (R-STORE-3). "
+            "The stored record is unchanged"
+        )
+    if record.run_id != run_id:
+        raise ConflictError(
+            f"record.run_id is {record.run_id!r} but this session owns run {run_id!r}; a "
+            "session saves only its own run (R-STORE-3). The stored record is unchanged"
+        )
+
+
+def validate_loaded(run_id: str, record: RunRecord, location: str) -> RunRecord:
+    """Check a record read back from storage belongs to ``run_id`` and has a stored revision.
+
+    Args:
+        run_id: the session's run id.
+        record: the decoded record.
+        location: where it was read from (for the message).
+
+    Returns:
+        ``record``.
+
+    Raises:
+        CorruptRecordError: the record names another run, or its revision is not in
+            ``1 … MAX_REVISION``. Nothing is changed in storage.
+    """
+    if record.run_id != run_id:
+        raise CorruptRecordError(
+            f"the record at {location} names run {record.run_id!r}, but it is stored for run "
+            f"{run_id!r}; it was copied or edited by hand. Keep the file as evidence and restore "
+            "the right record (E-1)"
+        )
+    if not 1 <= record.revision <= MAX_REVISION:
+        raise CorruptRecordError(
+            f"the record of run {run_id!r} at {location} has revision {record.revision}; a "
+            f"stored revision is between 1 and {MAX_REVISION} (R-REC-2)"
+        )
+    return record
+
+
+# ---------------------------------------------------------------------------------------------
+# MemoryStore (B-MEM)
+# ---------------------------------------------------------------------------------------------
+
+
+class MemoryStore:
+    """A store that keeps records in this process's memory (B-MEM; seed 000 "内置 Store").
+
+    Usable without arguments. ``load`` and ``save`` copy the record (it is kept as its canonical
+    JSON bytes, so the UTF-8 rules of B-FILE-5 apply here too). It offers in-process exclusive
+    sessions and compare-and-swap only: no cross-process ownership, and nothing survives the
+    process. Meant for examples, unit tests and checking the protocol.
+
+    Thread-safe: any thread may acquire, load, save and close.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._records: dict[str, tuple[int, bytes]] = {}
+        self._owners: dict[str, _MemorySession] = {}
+        self._closed = False
+
+    def acquire(self, run_id: str, timeout: float | None = None) -> Session:
+        """Take exclusive ownership of ``run_id`` in this store (R-STORE-1).
+
+        Args:
+            run_id: the run's id (a non-empty string of valid Unicode).
+            timeout: accepted for the protocol; a memory store never waits.
+
+        Returns:
+            The run's session.
+
+        Raises:
+            BusyError: a session of this store already owns ``run_id`` (at once).
+            SessionClosedError: the store was closed.
+            CorruptRecordError: ``run_id`` is not a valid run id.
+        """
+        validate_run_id(run_id)
+        validate_timeout(timeout)
+        with self._lock:
+            if self._closed:
+                raise SessionClosedError("this MemoryStore was closed; create a new store")
+            if run_id in self._owners:
+                raise BusyError(
+                    f"run {run_id!r} is already owned by another session of this MemoryStore; "
+                    "close that session first (R-STORE-1)"
+                )
+            session = _MemorySession(self, run_id)
+            self._owners[run_id] = session
+            return session
+
+    def close(self) -> None:
+        """Close every open session; later ``acquire`` calls raise. Records are kept. Idempotent."""
+        with self._lock:
+            self._closed = True
+            sessions = list(self._owners.values())
+        for session in sessions:
+            session.close()
+
+    def list_runs(self) -> list[RunSummary]:
+        """Summaries of every stored run, sorted by run id (:class:`RunLister`)."""
+        with self._lock:
+            items = list(self._records.items())
+        summaries = []
+        for run_id, (_, data) in items:
+            record = record_from_json(data)
+            summaries.append(
+                RunSummary(
+                    run_id=run_id,
+                    format=record.format,
+                    revision=record.revision,
+                    location=f"memory:{run_id}",
+                )
+            )
+        return sort_summaries(summaries)
+
+    def __enter__(self) -> MemoryStore:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    # Called by sessions. Ownership is checked under the store's lock, so a session closed by
+    # another thread (or by Store.close) can never load or save after its run was released.
+    def _check_owner(self, session: _MemorySession) -> None:
+        if self._owners.get(session.run_id) is not session:
+            raise SessionClosedError(
+                f"the session of run {session.run_id!r} is closed; acquire the run again"
+            )
+
+    def _load(self, session: _MemorySession) -> RunRecord:
+        run_id = session.run_id
+        with self._lock:
+            self._check_owner(session)
+            stored = self._records.get(run_id)
+        if stored is None:
+            raise NotFoundError(f"no record is stored for run {run_id!r} in this MemoryStore")
+        return validate_loaded(run_id, record_from_json(stored[1]), f"memory:{run_id}")
+
+    def _save(self, session: _MemorySession, record: RunRecord, expected_revision: int) -> None:
+        run_id = session.run_id
+        validate_save(run_id, record, expected_revision)
+        data = record_to_json(record)
+        with self._lock:
+            self._check_owner(session)
+            stored = self._records.get(run_id)
+            current = stored[0] if stored is not None else 0
+            if current != expected_revision:
+                raise ConflictError(
+                    f"run {run_id!r} is stored at revision {current}, not at the expected "
+                    f"revision {expected_revision}; load the record again (R-STORE-3). The "
+                    "stored record is unchanged"
+                )
+            self._records[run_id] = (record.revision, data)
+
+    def _release(self, session: _MemorySession) -> None:
+        with self._lock:
+            if self._owners.get(session.run_id) is session:
+                del self._owners[session.run_id]
+
+
+class _MemorySession:
+    """A session of :class:`MemoryStore`."""
+
+    def __init__(self, store: MemoryStore, run_id: str) -> None:
+        self._store = store
+        self._run_id = run_id
+        self._closed = False
+
+    @property
+    def run_id(self) -> str:
+        return self._run_id
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise SessionClosedError(
+                f"the session of run {self._run_id!r} is closed; acquire the run again"
+            )
+
+    def load(self) -> RunRecord:
+        self._check_open()
+        return self._store._load(self)
+
+    def save(self, record: RunRecord, expected_revision: int) -> None:
+        self._check_open()
+        self._store._save(self, record, expected_revision)
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self._store._release(self)
+
+    def __enter__(self) -> _MemorySession:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else "open"
+        return f"<MemoryStore session of run {self._run_id!r} ({state})>"

@@ -1,4 +1,7 @@
-"""Registers the ``file`` store backend with Durable (entry point group ``durable``)."""
+"""Registers the ``file`` store backend with Durable (entry point group ``durable``).
+
+Options of a config's ``[store]`` table: ``directory`` (the checkpoint directory).
+"""
 
 from __future__ import annotations
 
@@ -8,9 +11,9 @@ from durable_core import hookimpl
 
 
 def _factory(**options: Any) -> Any:
-    from durable_core.errors import PluginError
+    from durable_filestore.store import file_store_factory
 
-    raise PluginError("the file store backend is not available yet in this version")
+    return file_store_factory(**options)
 
 
 @hookimpl

@@ -1,4 +1,8 @@
-"""Registers the ``sqlite`` store backend with Durable (entry point group ``durable``)."""
+"""Registers the ``sqlite`` store backend with Durable (entry point group ``durable``).
+
+Options of a config's ``[store]`` table: ``path`` (the database file), ``timeout`` (seconds to
+wait for another process initialising the same database).
+"""
 
 from __future__ import annotations
 
@@ -8,9 +12,9 @@ from durable_core import hookimpl
 
 
 def _factory(**options: Any) -> Any:
-    from durable_core.errors import PluginError
+    from durable_sqlitestore.store import sqlite_store_factory
 
-    raise PluginError("the sqlite store backend is not available yet in this version")
+    return sqlite_store_factory(**options)
 
 
 @hookimpl

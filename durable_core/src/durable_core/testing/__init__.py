@@ -1,1 +1,62 @@
-"""Store conformance kit (a pytest plugin for Store backends)."""
+"""The Store conformance kit: prove that a backend keeps the Store/Session contract.
+
+Every clause of the contract (seed 000 "Store 与 Session", seed 001 §4; SPEC R-STORE-1…5,
+B-FILE-5) is one test method of :class:`StoreConformance`. A backend — Durable's own or a third
+party's — runs the whole kit by subclassing it in a test module and giving ONE fixture,
+``durable_store_factory``, that returns a zero-argument callable making a store over a fresh,
+empty storage::
+
+    # tests/test_my_store.py
+    import functools
+
+    import pytest
+
+    from durable_core.testing import StoreConformance
+    from my_package import MyStore
+
+
+    class TestMyStore(StoreConformance):
+        @pytest.fixture
+        def durable_store_factory(self, tmp_path):
+            return functools.partial(MyStore, path=str(tmp_path / "runs.db"))
+
+Rules for the factory:
+
+- Each test gets a fresh storage (build it from ``tmp_path``, a new database or schema …).
+- Every call returns a Store over the *same* storage: the kit calls it again to "reopen" the
+  store and to have two store objects compete for one run.
+- The kit re-creates the store in child processes (real ``subprocess`` children, killed with
+  SIGKILL in some clauses), so the factory must be picklable: a module-level function or class,
+  or ``functools.partial`` of one, with picklable arguments. The child gets the parent's
+  ``sys.path``, so a factory defined in a test module or ``conftest.py`` works.
+- A store that is in-process only returns ``StoreSpec(factory, cross_process=False,
+  reason=...)`` instead: the cross-process clauses (and only those) are skipped with that
+  reason. ``StoreSpec.release_timeout`` bounds how long a store may take to notice that a killed
+  owner process is gone (default 10 s).
+
+The kit needs pytest. Stores that implement :class:`~durable_core.store.RunLister` also get
+their ``list_runs`` checked. Backend-specific tests can reuse :func:`sample_record` (a record
+using every field) and :class:`StoreProcess` (drive a store from a child process).
+"""
+
+import pytest
+
+# Plain asserts in the kit report their values like the user's own tests do.
+pytest.register_assert_rewrite("durable_core.testing.conformance")
+
+from durable_core.testing.conformance import (  # noqa: E402
+    BUSY_LIMIT,
+    StoreConformance,
+    StoreSpec,
+)
+from durable_core.testing.process import ChildReply, StoreProcess  # noqa: E402
+from durable_core.testing.records import sample_record  # noqa: E402
+
+__all__ = [
+    "BUSY_LIMIT",
+    "ChildReply",
+    "StoreConformance",
+    "StoreProcess",
+    "StoreSpec",
+    "sample_record",
+]

@@ -1,0 +1,649 @@
+"""The SQLite store: many runs in one dedicated local database (B-SQL-1, B-SQL-2; seed 001 §1).
+
+Files, all in the database's directory:
+
+- the database file (mode 0600) with its ``-wal`` and ``-shm`` companions (WAL mode);
+- ``.init.lock``: serializes construction (pragmas, schema creation and checks); it stays;
+- ``.runlocks/<sha256(run id)>.lock``: the per-run ownership locks (:mod:`durable_filestore.locks`);
+  they stay.
+
+Schema v1 (``PRAGMA user_version = 1``) is one table, :data:`SCHEMA_V1`. The database is
+dedicated to Durable: any other table, index, view or trigger is refused.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sqlite3
+import stat
+import threading
+from typing import Any
+
+from durable_core.errors import (
+    ConfigError,
+    ConflictError,
+    CorruptRecordError,
+    DurableError,
+    NotFoundError,
+    SchemaError,
+    SessionClosedError,
+)
+from durable_core.recordjson import record_from_json, record_to_json
+from durable_core.records import RunRecord
+from durable_core.store import (
+    MAX_REVISION,
+    RunSummary,
+    sort_summaries,
+    validate_loaded,
+    validate_run_id,
+    validate_save,
+    validate_timeout,
+)
+from durable_filestore.locks import RunLock, acquire_run_lock, make_private_directory
+
+__all__ = [
+    "BUSY_TIMEOUT_MS",
+    "SCHEMA_V1",
+    "SCHEMA_VERSION",
+    "SQLiteSession",
+    "SQLiteStore",
+    "sqlite_store_factory",
+]
+
+SCHEMA_VERSION = 1
+"""``PRAGMA user_version`` of a Durable database with schema v1."""
+
+SCHEMA_V1 = (
+    "CREATE TABLE durable_runs ("
+    "run_id TEXT NOT NULL PRIMARY KEY CHECK (typeof(run_id) = 'text' AND run_id <> ''), "
+    "revision TEXT NOT NULL CHECK (typeof(revision) = 'text' AND length(revision) <= 20 "
+    "AND revision GLOB '[1-9]*' AND revision NOT GLOB '*[^0-9]*'), "
+    "record BLOB NOT NULL CHECK (typeof(record) = 'blob')"
+    ") WITHOUT ROWID"
+)
+"""The v1 DDL: the run id, the complete record as JSON bytes (BLOB), the revision as decimal
+TEXT (uint64-safe, no leading zeros). ``sqlite_master`` must hold exactly this statement."""
+
+_TABLE = "durable_runs"
+
+BUSY_TIMEOUT_MS = 5000
+"""SQLite's busy timeout on every connection, in milliseconds (B-SQL-1)."""
+
+_SYNCHRONOUS_FULL = 2
+_INIT_LOCK = ".init.lock"
+_RUN_LOCKS = ".runlocks"
+_O_BINARY = getattr(os, "O_BINARY", 0)
+_O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+
+
+class SQLiteStore:
+    """Runs saved in one dedicated local SQLite database (B-SQL-1, B-SQL-2; seed 001 §1).
+
+    Construction creates the parent directories (0700), the database file (0600) and
+    ``.runlocks/`` beside it, sets and reads back ``journal_mode=WAL``, ``synchronous=FULL`` and
+    ``busy_timeout=5000``, and creates or strictly checks schema v1 — all under the
+    ``.init.lock`` file lock, so that processes opening the same database at once take turns.
+
+    Ownership of a run is an OS file lock on ``.runlocks/<sha256(run id)>.lock``: BusyError at
+    once, within this process or from another one, released on close or process exit. A save is
+    one short ``BEGIN IMMEDIATE`` transaction doing the revision compare-and-swap; no
+    transaction stays open between calls, so nothing is held while a run executes. Each session
+    has its own connection.
+
+    Thread-safe. Only for local file systems with OS file locks (not network shares).
+
+    Args:
+        path: the database file (``str`` or path-like); not a directory.
+        timeout: seconds to wait at most for another process's construction of the same
+            database (the ``.init.lock``); ``None`` waits as long as it takes. Statements wait
+            for SQLite's own locks up to the busy timeout (5 s).
+
+    Raises:
+        ConfigError: the path is empty, names a directory, or is ``:memory:``/a URI.
+        AcquireTimeoutError: the initialisation lock was not free within ``timeout``.
+        SchemaError: the database holds anything but Durable's schema v1.
+        DurableError: a pragma did not take, or the file is not a regular file.
+        OSError / sqlite3.Error: the database cannot be created or opened.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], timeout: float | None = None) -> None:
+        self._path = _database_path(path)
+        wait = validate_timeout(timeout)
+        self._directory = os.path.dirname(self._path)
+        self._runlocks = os.path.join(self._directory, _RUN_LOCKS)
+        self._lock = threading.Lock()
+        self._sessions: set[SQLiteSession] = set()
+        self._closed = False
+        make_private_directory(self._directory)
+        init_lock = RunLock.acquire(
+            os.path.join(self._directory, _INIT_LOCK),
+            description=f"the initialisation of the SQLite database {self._path}",
+            wait=wait,
+        )
+        try:
+            _create_database_file(self._path)
+            self._connection = self._connect(configure=False)
+            try:
+                # Look before touching anything: a foreign database is refused unchanged (not
+                # even switched to WAL).
+                _check_existing_schema(self._connection, self._path)
+                _configure(self._connection, self._path)
+                _ensure_schema(self._connection, self._path)
+            except BaseException:
+                self._connection.close()
+                raise
+            make_private_directory(self._runlocks)
+        finally:
+            init_lock.release()  # the file stays
+
+    @property
+    def path(self) -> str:
+        """The absolute path of the database file."""
+        return self._path
+
+    def settings(self) -> dict[str, Any]:
+        """Read back the pragmas of the store's connection (journal mode, sync, busy timeout).
+
+        Returns:
+            ``{"journal_mode": "wal", "synchronous": 2, "busy_timeout": 5000}`` when healthy.
+        """
+        with self._lock:
+            self._check_open()
+            return _read_settings(self._connection)
+
+    def acquire(self, run_id: str, timeout: float | None = None) -> SQLiteSession:
+        """Take exclusive ownership of ``run_id`` (R-STORE-1, B-SQL-2).
+
+        Locks ``.runlocks/<sha256(run_id)>.lock`` without waiting, then opens the session's
+        own connection (which may wait up to the busy timeout for SQLite's locks).
+
+        Args:
+            run_id: the run's id (a non-empty string of valid Unicode).
+            timeout: accepted for the protocol; ownership is never waited for.
+
+        Returns:
+            The run's :class:`SQLiteSession`.
+
+        Raises:
+            BusyError: the run is owned by another session or process (at once).
+            SessionClosedError: the store was closed.
+            CorruptRecordError: ``run_id`` is not a valid run id.
+            DurableError: a pragma did not take on the new connection.
+            OSError / sqlite3.Error: the lock file or the database cannot be opened.
+        """
+        validate_run_id(run_id)
+        validate_timeout(timeout)
+        self._check_open()
+        make_private_directory(self._runlocks)
+        lock = acquire_run_lock(self._runlocks, run_id)
+        try:
+            connection = self._connect()
+            session = SQLiteSession(self, run_id, lock, connection)
+            with self._lock:
+                if self._closed:
+                    connection.close()
+                    raise SessionClosedError("this SQLiteStore was closed; create a new store")
+                self._sessions.add(session)
+        except BaseException:
+            lock.release()
+            raise
+        return session
+
+    def close(self) -> None:
+        """Close every open session and the store's connection. Idempotent."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            sessions = list(self._sessions)
+        for session in sessions:
+            session.close()
+        with self._lock:
+            self._connection.close()
+
+    def list_runs(self) -> list[RunSummary]:
+        """Summaries of every stored run, without taking ownership (RunLister).
+
+        A row whose record cannot be decoded, or whose revision column disagrees with the
+        record, is listed with ``error`` set (``run_id`` from the row), never skipped.
+
+        Raises:
+            SessionClosedError: the store was closed.
+            sqlite3.Error: the table cannot be read.
+        """
+        with self._lock:
+            self._check_open()
+            rows = self._connection.execute(
+                f"SELECT run_id, revision, record FROM {_TABLE} ORDER BY run_id"
+            ).fetchall()
+        summaries = []
+        for run_id, revision, blob in rows:
+            location = f"{self._path} (run_id {run_id!r})"
+            try:
+                record = _decode(run_id, revision, blob, location)
+            except DurableError as exc:
+                summaries.append(
+                    RunSummary(
+                        run_id=run_id,
+                        format=0,
+                        revision=0,
+                        location=location,
+                        error=f"{type(exc).__name__}: {exc}",
+                    )
+                )
+                continue
+            summaries.append(
+                RunSummary(
+                    run_id=run_id,
+                    format=record.format,
+                    revision=record.revision,
+                    location=location,
+                )
+            )
+        return sort_summaries(summaries)
+
+    def __enter__(self) -> SQLiteStore:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"SQLiteStore({self._path!r})"
+
+    # -- internals -----------------------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise SessionClosedError("this SQLiteStore was closed; create a new store")
+
+    def _forget(self, session: SQLiteSession) -> None:
+        with self._lock:
+            self._sessions.discard(session)
+
+    def _connect(self, *, configure: bool = True) -> sqlite3.Connection:
+        connection = sqlite3.connect(
+            self._path,
+            timeout=BUSY_TIMEOUT_MS / 1000,
+            isolation_level=None,  # autocommit: transactions only where this module opens one
+            check_same_thread=False,  # guarded by the store's or the session's lock
+        )
+        try:
+            connection.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            if configure:
+                _configure(connection, self._path)
+        except BaseException:
+            connection.close()
+            raise
+        return connection
+
+
+class SQLiteSession:
+    """Exclusive session of one run of an :class:`SQLiteStore` (R-STORE-2…4, B-SQL-2).
+
+    Holds the run's OS lock and its own connection until :meth:`close`.
+    """
+
+    def __init__(
+        self, store: SQLiteStore, run_id: str, lock: Any, connection: sqlite3.Connection
+    ) -> None:
+        self._store = store
+        self._run_id = run_id
+        self._lock = lock
+        self._connection = connection
+        self._mutex = threading.Lock()
+        self._closed = False
+        self._location = f"{store.path} (run_id {run_id!r})"
+        # The revision this session last loaded or saved, so known to hold a valid record.
+        self._verified = 0
+
+    @property
+    def run_id(self) -> str:
+        """The run id this session owns."""
+        return self._run_id
+
+    def load(self) -> RunRecord:
+        """Read the run's record (a fresh copy on every call; R-STORE-2).
+
+        Raises:
+            NotFoundError: the table has no row for the run (and only then).
+            CorruptRecordError: the stored JSON is not a valid record of this run, or its
+                revision disagrees with the revision column; nothing is changed.
+            SessionClosedError: the session was closed.
+            sqlite3.Error: the read failed.
+        """
+        with self._mutex:
+            self._check_open()
+            row = self._connection.execute(
+                f"SELECT revision, record FROM {_TABLE} WHERE run_id = ?", (self._run_id,)
+            ).fetchone()
+            if row is None:
+                raise NotFoundError(
+                    f"no record of run {self._run_id!r} in {self._store.path}; check the "
+                    "database path and the run id — a missing record never means the run "
+                    "finished (E-1)"
+                )
+            record = _decode(self._run_id, row[0], row[1], self._location)
+            self._verified = record.revision
+            return record
+
+    def save(self, record: RunRecord, expected_revision: int) -> None:
+        """Replace the record if the stored revision is ``expected_revision`` (R-STORE-3).
+
+        The record is encoded first (invalid UTF-8 metadata is refused before the database is
+        touched); then one short ``BEGIN IMMEDIATE`` transaction compares the revision and
+        writes the complete record (B-SQL-2).
+
+        Raises:
+            ConflictError: the stored revision is not ``expected_revision``, or the record's
+                revision/run id is wrong, or the revision would overflow uint64; nothing is
+                written.
+            CorruptRecordError: the record holds invalid UTF-8 metadata, or the stored record
+                is corrupt (never overwritten); nothing is written.
+            SessionClosedError: the session was closed.
+            DurableError: the database failed. Before ``COMMIT`` the transaction is rolled
+                back and the stored record is unchanged; a failing ``COMMIT`` leaves the result
+                uncertain (load again before continuing, R-RT-2). The message says which.
+        """
+        with self._mutex:
+            self._check_open()
+            validate_save(self._run_id, record, expected_revision)
+            data = record_to_json(record)
+            connection = self._connection
+            try:
+                connection.execute("BEGIN IMMEDIATE")
+            except sqlite3.Error as exc:
+                raise DurableError(
+                    f"could not start the save of run {self._run_id!r} in {self._store.path}: "
+                    f"{exc}. Nothing was written: the stored record is unchanged"
+                ) from exc
+            try:
+                self._compare(expected_revision)
+                if expected_revision == 0:
+                    connection.execute(
+                        f"INSERT INTO {_TABLE} (run_id, revision, record) VALUES (?, ?, ?)",
+                        (self._run_id, str(record.revision), data),
+                    )
+                else:
+                    cursor = connection.execute(
+                        f"UPDATE {_TABLE} SET revision = ?, record = ? "
+                        "WHERE run_id = ? AND revision = ?",
+                        (str(record.revision), data, self._run_id, str(expected_revision)),
+                    )
+                    if cursor.rowcount != 1:
+                        raise DurableError(
+                            f"the revision update of run {self._run_id!r} changed "
+                            f"{cursor.rowcount} rows inside its own transaction"
+                        )
+            except BaseException as exc:
+                with contextlib.suppress(sqlite3.Error):
+                    connection.execute("ROLLBACK")
+                if isinstance(exc, sqlite3.Error):
+                    raise DurableError(
+                        f"could not save revision {record.revision} of run {self._run_id!r} "
+                        f"in {self._store.path}: {exc}. The transaction was rolled back: the "
+                        "stored record is unchanged"
+                    ) from exc
+                raise
+            try:
+                connection.execute("COMMIT")
+            except sqlite3.Error as exc:
+                with contextlib.suppress(sqlite3.Error):
+                    if connection.in_transaction:
+                        connection.execute("ROLLBACK")
+                raise DurableError(
+                    f"committing revision {record.revision} of run {self._run_id!r} in "
+                    f"{self._store.path} failed: {exc}. The save is uncertain: it may or may "
+                    "not have been committed. Stop, fix the cause, and load the record again "
+                    "before continuing; never retry with the old revision (R-RT-2)"
+                ) from exc
+            self._verified = record.revision
+
+    def close(self) -> None:
+        """Close the connection and release the run's OS lock. Idempotent (R-STORE-4)."""
+        with self._mutex:
+            if self._closed:
+                return
+            self._closed = True
+            try:
+                self._connection.close()
+            finally:
+                self._lock.release()
+        self._store._forget(self)
+
+    def __enter__(self) -> SQLiteSession:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else "open"
+        return f"<SQLiteSession of run {self._run_id!r} in {self._store.path} ({state})>"
+
+    # -- internals (called with self._mutex held, inside the save transaction) ------------------
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise SessionClosedError(
+                f"the session of run {self._run_id!r} is closed; acquire the run again"
+            )
+
+    def _compare(self, expected_revision: int) -> None:
+        row = self._connection.execute(
+            f"SELECT revision FROM {_TABLE} WHERE run_id = ?", (self._run_id,)
+        ).fetchone()
+        current = 0 if row is None else _revision(row[0], self._location)
+        if current != expected_revision:
+            raise ConflictError(
+                f"run {self._run_id!r} is stored at revision {current}, not at the expected "
+                f"revision {expected_revision}; load the record again (R-STORE-3). The stored "
+                "record is unchanged"
+            )
+        if current and current != self._verified:
+            # A record this session has not read yet: never overwrite one that is corrupt.
+            blob = self._connection.execute(
+                f"SELECT record FROM {_TABLE} WHERE run_id = ?", (self._run_id,)
+            ).fetchone()[0]
+            _decode(self._run_id, row[0], blob, self._location)
+
+
+# -- helpers ------------------------------------------------------------------------------------
+
+
+def _database_path(path: object) -> str:
+    if isinstance(path, bytes) or not isinstance(path, str | os.PathLike):
+        raise ConfigError(
+            f"SQLiteStore path must be a str or path-like naming a database file, found "
+            f"{type(path).__name__} ({path!r})"
+        )
+    raw = os.fspath(path)
+    if not isinstance(raw, str) or raw == "":
+        raise ConfigError(
+            "SQLiteStore path must name a database file, e.g. './durable.sqlite'; found an "
+            "empty path (B-SQL-1)"
+        )
+    if raw == ":memory:" or raw.startswith("file:"):
+        raise ConfigError(
+            f"SQLiteStore path must name a database file on disk, found {raw!r}; in-memory "
+            "databases and URIs are not supported (use MemoryStore for tests)"
+        )
+    if raw.endswith(("/", os.sep)) or os.path.isdir(raw):
+        raise ConfigError(
+            f"SQLiteStore path {raw!r} is a directory; give the path of a database file "
+            f"inside it, e.g. {os.path.join(raw, 'durable.sqlite')!r} (B-SQL-1)"
+        )
+    return os.path.abspath(raw)
+
+
+def _create_database_file(path: str) -> None:
+    """Create the database file with mode 0600 when missing; refuse anything but a file."""
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | _O_BINARY, 0o600)
+    except FileExistsError:
+        st = os.stat(path)
+        if not stat.S_ISREG(st.st_mode):
+            raise ConfigError(
+                f"{path} exists and is not a regular file; the SQLite store needs a database "
+                "file there (B-SQL-1)"
+            ) from None
+        return
+    os.close(fd)
+
+
+def _read_settings(connection: sqlite3.Connection) -> dict[str, Any]:
+    return {
+        "journal_mode": str(connection.execute("PRAGMA journal_mode").fetchone()[0]).lower(),
+        "synchronous": int(connection.execute("PRAGMA synchronous").fetchone()[0]),
+        "busy_timeout": int(connection.execute("PRAGMA busy_timeout").fetchone()[0]),
+    }
+
+
+def _configure(connection: sqlite3.Connection, path: str) -> None:
+    """Set and read back WAL, synchronous=FULL and the busy timeout (B-SQL-1).
+
+    Raises:
+        DurableError: a setting did not take, or SQLite refused to apply it.
+    """
+    try:
+        connection.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        connection.execute("PRAGMA journal_mode = WAL").fetchall()
+        connection.execute(f"PRAGMA synchronous = {_SYNCHRONOUS_FULL}")
+        settings = _read_settings(connection)
+    except sqlite3.Error as exc:
+        raise DurableError(
+            f"could not apply Durable's settings (WAL, synchronous=FULL, busy_timeout="
+            f"{BUSY_TIMEOUT_MS}) to the SQLite database {path}: {exc}. The directory must be "
+            "writable (WAL creates -wal/-shm files beside the database) and on a local file "
+            "system (B-SQL-1)"
+        ) from exc
+    expected = {
+        "journal_mode": "wal",
+        "synchronous": _SYNCHRONOUS_FULL,
+        "busy_timeout": BUSY_TIMEOUT_MS,
+    }
+    wrong = {k: v for k, v in settings.items() if v != expected[k]}
+    if wrong:
+        found = ", ".join(f"{k}={v!r} (expected {expected[k]!r})" for k, v in wrong.items())
+        raise DurableError(
+            f"the SQLite database {path} refused Durable's settings: {found}. WAL needs a local "
+            "file system with shared memory and no other connection holding the database in "
+            "another journal mode; the store does not start without them (B-SQL-1)"
+        )
+
+
+def _check_existing_schema(connection: sqlite3.Connection, path: str) -> None:
+    """Refuse a database that is not empty and not Durable's schema v1, changing nothing."""
+    try:
+        objects = connection.execute(
+            "SELECT type, name, sql FROM sqlite_master ORDER BY type, name"
+        ).fetchall()
+        version = int(connection.execute("PRAGMA user_version").fetchone()[0])
+    except sqlite3.OperationalError:
+        raise
+    except sqlite3.DatabaseError as exc:
+        raise SchemaError(
+            f"{path} is not an SQLite database ({exc}); the SQLite store needs a database file "
+            "of its own. Point it at a new file"
+        ) from exc
+    if objects or version != 0:
+        _check_schema(objects, version, path)
+
+
+def _ensure_schema(connection: sqlite3.Connection, path: str) -> None:
+    """Create schema v1 in an empty database, or check that it is exactly there (B-SQL-1)."""
+    connection.execute("BEGIN IMMEDIATE")
+    try:
+        objects = connection.execute(
+            "SELECT type, name, sql FROM sqlite_master ORDER BY type, name"
+        ).fetchall()
+        version = int(connection.execute("PRAGMA user_version").fetchone()[0])
+        if not objects and version == 0:
+            connection.execute(SCHEMA_V1)
+            connection.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        else:
+            _check_schema(objects, version, path)
+        connection.execute("COMMIT")
+    except BaseException:
+        with contextlib.suppress(sqlite3.Error):
+            connection.execute("ROLLBACK")
+        raise
+
+
+def _check_schema(objects: list[tuple[str, str, str | None]], version: int, path: str) -> None:
+    advice = (
+        "The SQLite store needs a database of its own: point it at a new file, or remove what "
+        "was added"
+    )
+    for kind, name, sql in objects:
+        if kind == "table" and name == _TABLE:
+            if sql != SCHEMA_V1:
+                raise SchemaError(
+                    f"table {name!r} in {path} does not match Durable's schema v1: found "
+                    f"{sql!r}, expected {SCHEMA_V1!r}. Durable never alters a schema; restore "
+                    "the table or use a new database"
+                )
+            continue
+        raise SchemaError(f"unexpected {kind} {name!r} in {path}: {sql or ''}. {advice}")
+    if not any(kind == "table" and name == _TABLE for kind, name, _ in objects):
+        raise SchemaError(
+            f"{path} has user_version {version} but no table {_TABLE!r}; it is not a Durable "
+            f"database. {advice}"
+        )
+    if version != SCHEMA_VERSION:
+        raise SchemaError(
+            f"{path} has schema version (PRAGMA user_version) {version}; this Durable reads "
+            f"version {SCHEMA_VERSION}. Use the Durable release that wrote it"
+        )
+
+
+def _revision(text: object, location: str) -> int:
+    if isinstance(text, str) and text.isascii() and text.isdigit() and not text.startswith("0"):
+        value = int(text)
+        if value <= MAX_REVISION:
+            return value
+    raise CorruptRecordError(
+        f"the revision column of {location} holds {text!r}; a stored revision is a decimal "
+        f"between 1 and {MAX_REVISION} without leading zeros. It was left untouched (E-1)"
+    )
+
+
+def _decode(run_id: str, revision: object, blob: object, location: str) -> RunRecord:
+    column = _revision(revision, location)
+    if not isinstance(blob, bytes):
+        raise CorruptRecordError(
+            f"the record of {location} is stored as {type(blob).__name__}, not as JSON bytes "
+            "(BLOB); it was left untouched (E-1)"
+        )
+    try:
+        record = record_from_json(blob)
+    except CorruptRecordError as exc:
+        raise CorruptRecordError(
+            f"the record of {location} is not a valid run record: {exc}. It was left "
+            "untouched; keep it as evidence and fix the cause (E-1)"
+        ) from exc
+    validate_loaded(run_id, record, location)
+    if record.revision != column:
+        raise CorruptRecordError(
+            f"the record of {location} has revision {record.revision} but its revision column "
+            f"says {column}; the row was edited by hand. It was left untouched (E-1)"
+        )
+    return record
+
+
+def sqlite_store_factory(**options: Any) -> SQLiteStore:
+    """Build an :class:`SQLiteStore` from a config's ``[store]`` options (``path``, ``timeout``).
+
+    Raises:
+        ConfigError: an unknown option is given, or ``path`` is missing.
+    """
+    unknown = sorted(set(options) - {"path", "timeout"})
+    if unknown:
+        raise ConfigError(
+            f"unknown option(s) {', '.join(unknown)} for the sqlite store; it accepts 'path' "
+            "and 'timeout'"
+        )
+    if "path" not in options:
+        raise ConfigError("the sqlite store needs the option 'path' (a database file)")
+    return SQLiteStore(options["path"], timeout=options.get("timeout"))

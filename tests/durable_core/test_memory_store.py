@@ -1,0 +1,51 @@
+"""MemoryStore runs the whole conformance kit, plus its own promises (B-MEM)."""
+
+from __future__ import annotations
+
+import pytest
+
+from durable_core import BusyError, MemoryStore, NotFoundError, make_plugin_manager
+from durable_core.testing import StoreConformance, StoreSpec, sample_record
+
+
+class TestMemoryStoreConformance(StoreConformance):
+    @pytest.fixture
+    def durable_store_factory(self) -> StoreSpec:
+        store = MemoryStore()
+        # "Reopening" a memory store is using the same object: its records live in it.
+        return StoreSpec(
+            factory=lambda: store,
+            cross_process=False,
+            reason="MemoryStore keeps records and ownership in one process (B-MEM)",
+        )
+
+
+def test_usable_without_arguments() -> None:
+    # covers: B-MEM
+    store = MemoryStore()
+    with store.acquire("run") as session:
+        session.save(sample_record("run", 1), 0)
+        assert session.load() == sample_record("run", 1)
+
+
+def test_two_memory_stores_share_nothing() -> None:
+    # covers: B-MEM
+    first, second = MemoryStore(), MemoryStore()
+    with first.acquire("run") as session:
+        session.save(sample_record("run", 1), 0)
+        with second.acquire("run") as other, pytest.raises(NotFoundError):
+            other.load()
+
+
+def test_exclusive_within_one_store() -> None:
+    # covers: B-MEM, R-STORE-1
+    store = MemoryStore()
+    with store.acquire("run"), pytest.raises(BusyError):
+        store.acquire("run")
+
+
+def test_registered_as_memory_backend() -> None:
+    # covers: B-MEM
+    pm = make_plugin_manager(autoload=False)
+    store = pm.store_factory("memory")()
+    assert isinstance(store, MemoryStore)

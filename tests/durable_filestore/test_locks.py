@@ -1,0 +1,151 @@
+"""The per-run OS lock helper shared by the file and SQLite stores (B-FILE-2, B-SQL-2)."""
+
+from __future__ import annotations
+
+import errno
+import os
+import re
+import stat
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import filelock
+import pytest
+
+from durable_core import AcquireTimeoutError, BusyError, DurableError
+from durable_core.testing import BUSY_LIMIT
+from durable_filestore import RunLock, acquire_run_lock, make_private_directory, run_key
+
+
+def test_second_lock_of_the_same_file_is_busy_at_once(tmp_path: Path) -> None:
+    # covers: B-FILE-2, R-STORE-1
+    path = tmp_path / "x.lock"
+    with RunLock.acquire(path) as lock:
+        assert lock.held
+        started = time.monotonic()
+        with pytest.raises(BusyError, match="run 'x'"):
+            RunLock.acquire(path, description="run 'x'")
+        assert time.monotonic() - started < BUSY_LIMIT
+    assert not lock.held
+    RunLock.acquire(path).release()
+
+
+def test_release_is_idempotent_and_keeps_the_file(tmp_path: Path) -> None:
+    # covers: B-FILE-2
+    lock = RunLock.acquire(tmp_path / "x.lock")
+    lock.release()
+    lock.release()
+    assert (tmp_path / "x.lock").is_file()
+    if os.name == "posix":
+        assert stat.S_IMODE((tmp_path / "x.lock").stat().st_mode) == 0o600
+
+
+def test_a_dropped_lock_object_releases_the_lock(tmp_path: Path) -> None:
+    # covers: B-FILE-2
+    RunLock.acquire(tmp_path / "x.lock")  # not kept: garbage-collected at once
+    RunLock.acquire(tmp_path / "x.lock").release()
+
+
+def test_acquire_run_lock_names_the_file_by_sha256(tmp_path: Path) -> None:
+    # covers: B-FILE-2
+    with acquire_run_lock(tmp_path, "run/../ü") as lock:
+        assert lock.path == str(tmp_path / f"{run_key('run/../ü')}.lock")
+        with pytest.raises(BusyError, match=re.escape("run/../ü")):
+            acquire_run_lock(tmp_path, "run/../ü")
+        acquire_run_lock(tmp_path, "other").release()
+
+
+def test_missing_directory_is_an_os_error(tmp_path: Path) -> None:
+    # covers: B-FILE-2
+    with pytest.raises(FileNotFoundError):
+        acquire_run_lock(tmp_path / "missing", "run")
+
+
+_HOLDER = textwrap.dedent(
+    """
+    import sys, time
+    from durable_filestore import RunLock
+    lock = RunLock.acquire(sys.argv[1])
+    print("locked", flush=True)
+    time.sleep(600)
+    """
+)
+
+
+@pytest.mark.skipif(os.name != "posix", reason="SIGKILL")
+def test_lock_of_a_killed_process_is_released(tmp_path: Path) -> None:
+    # covers: B-FILE-2, R-STORE-1
+    path = tmp_path / "x.lock"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", _HOLDER, str(path)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
+        with pytest.raises(BusyError):
+            RunLock.acquire(path)
+    finally:
+        holder.kill()
+        holder.wait(30)
+        if holder.stdout is not None:
+            holder.stdout.close()
+    started = time.monotonic()
+    RunLock.acquire(path).release()
+    assert time.monotonic() - started < BUSY_LIMIT
+
+
+def test_no_os_lock_refuses_to_lock(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # covers: B-FILE-2
+    def unsupported(fd: int, *, blocking: bool = True) -> bool:
+        raise OSError(errno.ENOSYS, "Function not implemented")
+
+    monkeypatch.setattr(filelock, "lock_descriptor", unsupported)
+    with pytest.raises(DurableError, match="never runs a session unlocked"):
+        RunLock.acquire(tmp_path / "x.lock")
+
+
+def test_lock_file_replaced_while_locking_is_locked_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # covers: B-FILE-2
+    path = tmp_path / "x.lock"
+    real = filelock.lock_descriptor
+    calls: list[int] = []
+
+    def replace_then_lock(fd: int, *, blocking: bool = True) -> bool:
+        calls.append(fd)
+        if len(calls) == 1:  # another program swaps the file between our open and our lock
+            path.unlink()
+            path.write_bytes(b"")
+        return real(fd, blocking=blocking)
+
+    monkeypatch.setattr(filelock, "lock_descriptor", replace_then_lock)
+    with RunLock.acquire(path) as lock:
+        assert len(calls) == 2
+        assert os.path.samestat(os.fstat(lock._fd), path.stat())  # type: ignore[arg-type]
+
+
+def test_make_private_directory(tmp_path: Path) -> None:
+    # covers: B-FILE-1, B-SQL-1
+    created = make_private_directory(tmp_path / "a" / "b")
+    assert created == str(tmp_path / "a" / "b")
+    if os.name == "posix":
+        assert stat.S_IMODE((tmp_path / "a").stat().st_mode) == 0o700
+        assert stat.S_IMODE((tmp_path / "a" / "b").stat().st_mode) == 0o700
+    assert make_private_directory(tmp_path / "a" / "b") == created
+
+
+def test_waiting_lock_times_out_or_gets_the_lock(tmp_path: Path) -> None:
+    # covers: B-SQL-1
+    path = tmp_path / "init.lock"
+    holder = RunLock.acquire(path)
+    started = time.monotonic()
+    with pytest.raises(AcquireTimeoutError):
+        RunLock.acquire(path, wait=0.2)
+    assert time.monotonic() - started >= 0.2
+    threading.Timer(0.2, holder.release).start()
+    with RunLock.acquire(path, wait=None) as lock:
+        assert lock.held

@@ -1,0 +1,500 @@
+"""SQLiteStore's own rules (B-SQL-1, B-SQL-2): paths, pragmas, schema, locks, concurrency."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import sqlite3
+import stat
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from durable_core import (
+    MAX_REVISION,
+    AcquireTimeoutError,
+    BusyError,
+    ConfigError,
+    ConflictError,
+    CorruptRecordError,
+    DurableError,
+    NotFoundError,
+    SchemaError,
+    make_plugin_manager,
+    record_to_json,
+)
+from durable_core.testing import BUSY_LIMIT, sample_record
+from durable_filestore import RunLock
+from durable_sqlitestore import SCHEMA_V1, SCHEMA_VERSION, SQLiteStore
+from durable_sqlitestore.store import _configure
+
+POSIX = os.name == "posix"
+
+
+@pytest.fixture
+def db_path(tmp_path: Path) -> Path:
+    return tmp_path / "data" / "durable.sqlite"
+
+
+@pytest.fixture
+def store(db_path: Path) -> Iterator[SQLiteStore]:
+    with SQLiteStore(db_path) as opened:
+        yield opened
+
+
+def raw(path: Path) -> sqlite3.Connection:
+    """A plain connection, as an operator's tool would open it."""
+    return sqlite3.connect(path, isolation_level=None, timeout=5)
+
+
+def mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+# -- path and files (B-SQL-1) ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("bad", ["", ":memory:", "file:x.db?mode=memory", None, b"x.db"])
+def test_non_file_paths_are_refused(bad: object) -> None:
+    # covers: B-SQL-1
+    with pytest.raises(ConfigError):
+        SQLiteStore(bad)  # type: ignore[arg-type]
+
+
+def test_a_directory_path_is_refused(tmp_path: Path) -> None:
+    # covers: B-SQL-1
+    with pytest.raises(ConfigError, match="is a directory"):
+        SQLiteStore(tmp_path)
+    with pytest.raises(ConfigError, match="is a directory"):
+        SQLiteStore(str(tmp_path / "new") + os.sep)
+    assert not (tmp_path / "new").exists()
+
+
+@pytest.mark.skipif(not POSIX, reason="POSIX permissions")
+def test_directories_files_and_locks_are_created_private(store: SQLiteStore, db_path: Path) -> None:
+    # covers: B-SQL-1, B-SQL-2
+    with store.acquire("run") as session:
+        session.save(sample_record("run", 1), 0)
+        key = hashlib.sha256(b"run").hexdigest()
+        lock = db_path.parent / ".runlocks" / f"{key}.lock"
+        assert lock.is_file() and mode(lock) == 0o600
+        with pytest.raises(BusyError):
+            RunLock.acquire(lock)  # the run's ownership is exactly this OS lock
+    assert mode(db_path.parent) == 0o700
+    assert mode(db_path.parent / ".runlocks") == 0o700
+    assert mode(db_path) == 0o600
+    assert mode(db_path.parent / ".init.lock") == 0o600
+    assert lock.is_file()  # lock files stay
+
+
+def test_init_lock_guards_construction_with_a_timeout(db_path: Path) -> None:
+    # covers: B-SQL-1
+    SQLiteStore(db_path).close()
+    with RunLock.acquire(db_path.parent / ".init.lock"):
+        started = time.monotonic()
+        with pytest.raises(AcquireTimeoutError):
+            SQLiteStore(db_path, timeout=0.3)
+        assert 0.3 <= time.monotonic() - started < 3
+
+
+def test_construction_waits_for_the_init_lock(db_path: Path) -> None:
+    # covers: B-SQL-1
+    SQLiteStore(db_path).close()
+    init_lock = RunLock.acquire(db_path.parent / ".init.lock")
+    threading.Timer(0.3, init_lock.release).start()
+    started = time.monotonic()
+    with SQLiteStore(db_path, timeout=10) as store:
+        assert time.monotonic() - started >= 0.25
+        assert store.settings()["journal_mode"] == "wal"
+    assert (db_path.parent / ".init.lock").is_file()
+
+
+# -- pragmas (B-SQL-1) -----------------------------------------------------------------------
+
+
+def test_pragmas_are_set_and_read_back(store: SQLiteStore, db_path: Path) -> None:
+    # covers: B-SQL-1
+    assert store.settings() == {"journal_mode": "wal", "synchronous": 2, "busy_timeout": 5000}
+    with store.acquire("run") as session:
+        session.save(sample_record("run", 1), 0)
+        assert Path(str(db_path) + "-wal").exists()
+    connection = raw(db_path)
+    assert connection.execute("PRAGMA journal_mode").fetchone()[0] == "wal"  # persistent
+    connection.close()
+
+
+def test_a_pragma_that_does_not_take_refuses_to_start() -> None:
+    # covers: B-SQL-1
+    connection = sqlite3.connect(":memory:", isolation_level=None)  # cannot use WAL
+    with pytest.raises(DurableError, match="journal_mode='memory'"):
+        _configure(connection, ":memory:")
+
+
+@pytest.mark.skipif(not POSIX, reason="POSIX permissions")
+def test_a_database_that_cannot_use_wal_refuses_to_start(tmp_path: Path) -> None:
+    # covers: B-SQL-1
+    directory = tmp_path / "readonly"
+    directory.mkdir()
+    connection = raw(directory / "durable.sqlite")
+    connection.execute(SCHEMA_V1)
+    connection.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+    connection.close()
+    (directory / ".init.lock").touch()
+    (directory / ".init.lock").chmod(0o666)
+    (directory / "durable.sqlite").chmod(0o666)
+    directory.chmod(0o555)  # no -wal/-shm files can be created
+    code = textwrap.dedent(
+        """
+        import sys
+        from durable_sqlitestore import SQLiteStore
+        try:
+            SQLiteStore(sys.argv[1])
+        except BaseException as exc:
+            print(type(exc).__name__, exc)
+        """
+    )
+    command = [sys.executable, "-c", code, str(directory / "durable.sqlite")]
+    if os.geteuid() == 0:  # root writes anywhere: drop that capability in the child
+        setpriv = shutil.which("setpriv")
+        if setpriv is None:
+            pytest.skip("running as root and setpriv(1) is missing")
+        command = [setpriv, "--bounding-set", "-dac_override,-dac_read_search", "--", *command]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=60)
+    directory.chmod(0o755)
+    assert done.stdout.startswith("DurableError"), done.stdout + done.stderr
+    assert "WAL" in done.stdout
+
+
+# -- schema (B-SQL-1, B-SQL-2) ---------------------------------------------------------------
+
+
+def test_schema_v1_is_created_exactly(store: SQLiteStore, db_path: Path) -> None:
+    # covers: B-SQL-1
+    connection = raw(db_path)
+    objects = connection.execute("SELECT type, name, sql FROM sqlite_master").fetchall()
+    assert objects == [("table", "durable_runs", SCHEMA_V1)]
+    assert connection.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+    connection.close()
+    SQLiteStore(db_path).close()  # and is accepted when reopened
+
+
+@pytest.mark.parametrize(
+    ("change", "named"),
+    [
+        ("CREATE INDEX extra_revision ON durable_runs (revision)", "extra_revision"),
+        (
+            "CREATE TRIGGER extra_trigger AFTER UPDATE ON durable_runs BEGIN SELECT 1; END",
+            "extra_trigger",
+        ),
+        ("CREATE VIEW extra_view AS SELECT run_id FROM durable_runs", "extra_view"),
+        ("CREATE TABLE extra_table (x)", "extra_table"),
+        ("ALTER TABLE durable_runs ADD COLUMN note TEXT", "durable_runs"),
+        (
+            "DROP TABLE durable_runs; CREATE TABLE durable_runs (run_id TEXT PRIMARY KEY, "
+            "revision INTEGER NOT NULL, record BLOB NOT NULL) WITHOUT ROWID",
+            "durable_runs",
+        ),
+        ("DROP TABLE durable_runs", "durable_runs"),
+        ("PRAGMA user_version = 2", "user_version"),
+    ],
+)
+def test_schema_drift_is_refused(db_path: Path, change: str, named: str) -> None:
+    # covers: B-SQL-1
+    with SQLiteStore(db_path) as store, store.acquire("run") as session:
+        session.save(sample_record("run", 1), 0)
+    connection = raw(db_path)
+    connection.executescript(change)
+    connection.close()
+    with pytest.raises(SchemaError, match=named):
+        SQLiteStore(db_path)
+
+
+def test_a_foreign_database_is_refused_unchanged(tmp_path: Path) -> None:
+    # covers: B-SQL-1
+    path = tmp_path / "app.sqlite"
+    connection = raw(path)
+    connection.execute("CREATE TABLE customers (id INTEGER PRIMARY KEY, name TEXT)")
+    connection.execute("INSERT INTO customers (name) VALUES ('Ada')")
+    connection.close()
+    before = path.read_bytes()
+    with pytest.raises(SchemaError, match="customers"):
+        SQLiteStore(path)
+    assert path.read_bytes() == before  # not even switched to WAL
+    assert not Path(str(path) + "-wal").exists()
+
+
+def test_a_file_that_is_not_a_database_is_refused(tmp_path: Path) -> None:
+    # covers: B-SQL-1
+    path = tmp_path / "notes.sqlite"
+    path.write_bytes(b"these are my notes, not a database" * 100)
+    with pytest.raises(SchemaError, match="not an SQLite database"):
+        SQLiteStore(path)
+    assert path.read_bytes() == b"these are my notes, not a database" * 100
+
+
+# -- rows and transactions (B-SQL-2) ---------------------------------------------------------
+
+
+def test_row_holds_json_blob_and_decimal_text_revision(store: SQLiteStore, db_path: Path) -> None:
+    # covers: B-SQL-2
+    with store.acquire("run") as session:
+        session.save(sample_record("run", 1), 0)
+        session.save(sample_record("run", 2), 1)
+    connection = raw(db_path)
+    row = connection.execute(
+        "SELECT typeof(revision), revision, typeof(record), record FROM durable_runs"
+    ).fetchone()
+    connection.close()
+    assert row == ("text", "2", "blob", record_to_json(sample_record("run", 2)))
+
+
+def test_revisions_up_to_uint64_max_are_kept_exactly(store: SQLiteStore, db_path: Path) -> None:
+    # covers: B-SQL-2, R-STORE-3
+    near_max = sample_record("run", MAX_REVISION - 1)
+    connection = raw(db_path)
+    connection.execute(
+        "INSERT INTO durable_runs VALUES (?, ?, ?)",
+        ("run", str(MAX_REVISION - 1), record_to_json(near_max)),
+    )
+    connection.close()
+    with store.acquire("run") as session:
+        assert session.load().revision == MAX_REVISION - 1
+        session.save(sample_record("run", MAX_REVISION), MAX_REVISION - 1)
+        assert session.load().revision == MAX_REVISION
+        with pytest.raises(ConflictError, match="overflow"):
+            session.save(sample_record("run", MAX_REVISION + 1), MAX_REVISION)
+        assert session.load().revision == MAX_REVISION
+
+
+def test_no_transaction_is_held_between_calls(store: SQLiteStore, db_path: Path) -> None:
+    # covers: B-SQL-2
+    other = sqlite3.connect(db_path, isolation_level=None, timeout=0)
+    with store.acquire("run") as session:
+        session.save(sample_record("run", 1), 0)
+        session.load()
+        with pytest.raises(ConflictError):
+            session.save(sample_record("run", 3), 2)
+        # a writer elsewhere gets the write lock at once: the session holds no transaction
+        other.execute("BEGIN IMMEDIATE")
+        other.execute("ROLLBACK")
+        session.save(sample_record("run", 2), 1)
+        other.execute("BEGIN IMMEDIATE")
+        other.execute("ROLLBACK")
+    other.close()
+
+
+@pytest.mark.parametrize(
+    ("column", "value"),
+    [
+        ("record", b"{not json"),
+        ("record", record_to_json(sample_record("other", 1))),
+        ("record", record_to_json(sample_record("run", 1)).replace(b"v1", b"v\xff")),
+        ("revision", "7"),  # disagrees with the record's revision
+    ],
+)
+def test_corrupt_row_is_a_typed_error_and_untouched(
+    store: SQLiteStore, db_path: Path, column: str, value: object
+) -> None:
+    # covers: R-STORE-2, B-SQL-2, E-1
+    with store.acquire("run") as session:
+        session.save(sample_record("run", 1), 0)
+    connection = raw(db_path)
+    connection.execute(f"UPDATE durable_runs SET {column} = ?", (value,))
+    before = connection.execute("SELECT revision, record FROM durable_runs").fetchone()
+    with store.acquire("run") as session:
+        with pytest.raises(CorruptRecordError):
+            session.load()
+        revision = int(before[0])
+        with pytest.raises(CorruptRecordError):  # a corrupt record is never overwritten
+            session.save(sample_record("run", revision + 1), revision)
+    assert connection.execute("SELECT revision, record FROM durable_runs").fetchone() == before
+    connection.close()
+    (summary,) = store.list_runs()
+    assert summary.run_id == "run" and not summary.ok
+    assert "CorruptRecordError" in (summary.error or "")
+
+
+def test_uncertain_commit_is_reported_as_such(store: SQLiteStore) -> None:
+    # covers: R-RT-2, B-SQL-2
+    class FailingCommit:
+        def __init__(self, connection: sqlite3.Connection) -> None:
+            self._connection = connection
+
+        def __getattr__(self, name: str) -> object:
+            return getattr(self._connection, name)
+
+        def execute(self, sql: str, *args: object) -> sqlite3.Cursor:
+            if sql == "COMMIT":
+                raise sqlite3.OperationalError("disk I/O error")
+            return self._connection.execute(sql, *args)
+
+    with store.acquire("run") as session:
+        real = session._connection
+        session._connection = FailingCommit(real)  # type: ignore[assignment]
+        with pytest.raises(DurableError, match="uncertain"):
+            session.save(sample_record("run", 1), 0)
+        session._connection = real
+        with pytest.raises(NotFoundError):  # here the commit really did not happen
+            session.load()
+
+
+def test_list_runs_reads_rows(store: SQLiteStore) -> None:
+    # covers: B-SQL-2
+    for run_id in ("b", "a"):
+        with store.acquire(run_id) as session:
+            session.save(sample_record(run_id, 1), 0)
+            session.save(sample_record(run_id, 2), 1)
+    assert [(s.run_id, s.revision, s.ok) for s in store.list_runs()] == [
+        ("a", 2, True),
+        ("b", 2, True),
+    ]
+
+
+# -- the sqlite3 shell reads records (B-SQL-2) -----------------------------------------------
+
+
+def test_record_is_readable_as_json_with_the_sqlite3_shell(
+    store: SQLiteStore, db_path: Path
+) -> None:
+    # covers: B-SQL-2
+    shell = shutil.which("sqlite3")
+    if shell is None:
+        if os.environ.get("CI"):
+            pytest.fail("the sqlite3 command-line shell is required under CI")
+        pytest.skip("the sqlite3 command-line shell is not installed")
+    record = sample_record("run-ü", 3)
+    with store.acquire("run-ü") as session:
+        session.save(sample_record("run-ü", 1), 0)
+        session.save(sample_record("run-ü", 2), 1)
+        session.save(record, 2)
+    done = subprocess.run(
+        [
+            shell,
+            "-readonly",
+            str(db_path),
+            "SELECT revision, CAST(record AS TEXT) FROM durable_runs WHERE run_id = 'run-ü';",
+        ],
+        capture_output=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    revision, _, text = done.stdout.decode("utf-8").rstrip("\n").partition("|")
+    assert revision == "3"
+    assert json.loads(text) == json.loads(record_to_json(record))
+    assert json.loads(text)["RunID"] == "run-ü"
+
+
+# -- many processes on one database (B-SQL-1, B-SQL-2) ---------------------------------------
+
+_WORKER = textwrap.dedent(
+    """
+    import json, sys, time
+    from durable_core import ConflictError
+    from durable_core.testing import sample_record
+    from durable_sqlitestore import SQLiteStore
+
+    path, run_id, seconds = sys.argv[1], sys.argv[2], float(sys.argv[3])
+    result = {"saves": 0, "conflicts": 0, "errors": []}
+    try:
+        store = SQLiteStore(path)  # every worker also initialises the same database at once
+        session = store.acquire(run_id)
+        print("ready", flush=True)
+        sys.stdin.readline()  # all workers start saving together
+        deadline = time.monotonic() + seconds
+        revision = 0
+        while time.monotonic() < deadline:
+            try:
+                session.save(sample_record(run_id, revision + 1), revision)
+                revision += 1
+                result["saves"] += 1
+            except BaseException as exc:
+                result["errors"].append(f"{type(exc).__name__}: {exc}")
+                break
+            if revision % 7 == 0:  # a stale save must be a real CAS conflict
+                try:
+                    session.save(sample_record(run_id, revision), revision - 1)
+                    result["errors"].append("a stale save succeeded")
+                except ConflictError:
+                    result["conflicts"] += 1
+                except BaseException as exc:
+                    result["errors"].append(f"{type(exc).__name__}: {exc}")
+        session.close()
+        store.close()
+    except BaseException as exc:
+        result["errors"].append(f"{type(exc).__name__}: {exc}")
+    print(json.dumps(result))
+    """
+)
+
+
+def test_eight_processes_save_concurrently_without_lock_errors(db_path: Path) -> None:
+    # covers: B-SQL-1, B-SQL-2, R-STORE-1
+    workers = [
+        subprocess.Popen(
+            [sys.executable, "-c", _WORKER, str(db_path), f"run-{i}", "2"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for i in range(8)
+    ]
+    for worker in workers:
+        assert worker.stdout is not None
+        line = worker.stdout.readline()
+        assert line == "ready\n", line + (worker.stderr.read() if worker.stderr else "")
+    for worker in workers:
+        assert worker.stdin is not None
+        worker.stdin.write("go\n")
+        worker.stdin.flush()
+    results = []
+    for worker in workers:
+        out, err = worker.communicate(timeout=120)
+        assert worker.returncode == 0, err
+        results.append(json.loads(out))
+    errors = [e for r in results for e in r["errors"]]
+    assert errors == [], errors
+    assert all(r["saves"] > 0 for r in results), results
+    assert sum(r["conflicts"] for r in results) > 0
+    with SQLiteStore(db_path) as store:
+        for i, result in enumerate(results):
+            with store.acquire(f"run-{i}") as session:
+                assert session.load() == sample_record(f"run-{i}", result["saves"])
+
+
+# -- ownership -------------------------------------------------------------------------------
+
+
+def test_busy_is_immediate_between_stores_of_one_database(db_path: Path) -> None:
+    # covers: B-SQL-2, R-STORE-1
+    with SQLiteStore(db_path) as first, SQLiteStore(db_path) as second:
+        with first.acquire("run"):
+            started = time.monotonic()
+            with pytest.raises(BusyError):
+                second.acquire("run")
+            assert time.monotonic() - started < BUSY_LIMIT
+        second.acquire("run").close()
+
+
+# -- registration ----------------------------------------------------------------------------
+
+
+def test_registered_as_sqlite_backend(db_path: Path) -> None:
+    # covers: B-SQL-1
+    factory = make_plugin_manager().store_factory("sqlite")
+    store = factory(path=str(db_path), timeout=5)
+    assert isinstance(store, SQLiteStore)
+    assert store.path == str(db_path)
+    store.close()
+    with pytest.raises(ConfigError, match="path"):
+        factory()
+    with pytest.raises(ConfigError, match="directory"):
+        factory(path=str(db_path), directory="x")
