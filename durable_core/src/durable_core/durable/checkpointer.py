@@ -21,7 +21,8 @@ engine from what the record already holds:
   is confirmed together with the complete NodeRecord in one save (R-ATT-2, R-NODE-1); the
   engine publishes the outputs only after that save succeeded.
 
-Each successful save is reported to observers as a :class:`~durable_core.durable.events.RecoveryEvent`.
+Each successful save is reported to observers as a
+:class:`~durable_core.durable.events.RecoveryEvent`.
 """
 
 from __future__ import annotations

@@ -41,13 +41,13 @@ from durable_core.errors import (
     NotFoundError,
     VersionMismatchError,
 )
-from durable_core.graph import Graph, execute_async
+from durable_core.graph import CancelToken, Graph, execute_async
 from durable_core.graph.checkpoint import NodeOutputs
 from durable_core.integrity import validate_record
 from durable_core.records import RECORD_FORMAT, RunRecord, ScopeRecord, ValueRecord
 from durable_core.store import Store
 
-__all__ = ["RunResult", "Runtime"]
+__all__ = ["DurableResult", "Runtime"]
 
 log = logging.getLogger("durable_core.durable")
 
@@ -55,7 +55,7 @@ Observer = Callable[[RecoveryEvent], Any]
 
 
 @attrs.frozen
-class RunResult:
+class DurableResult:
     """The outcome of ``Runtime.run``/``resume``.
 
     Attributes:
@@ -132,7 +132,8 @@ class Runtime:
         inputs: Mapping[Any, Any],
         max_running: int | None = None,
         timeout: float | None = None,
-    ) -> RunResult:
+        cancel: CancelToken | None = None,
+    ) -> DurableResult:
         """Start a new run of ``graph`` and execute it (R-RT-3).
 
         Args:
@@ -142,9 +143,11 @@ class Runtime:
             inputs: the root inputs by key; ``resume`` must give the same again.
             max_running: at most this many bodies run at once (engine default when None).
             timeout: seconds to wait at most in ``store.acquire`` (capacity/network only).
+            cancel: a :class:`~durable_core.graph.CancelToken` to stop the run from outside
+                (Ctrl-C): running bodies are canceled, the record stays resumable.
 
         Returns:
-            The :class:`RunResult`; a business failure is ``status == "failed"``.
+            The :class:`DurableResult`; a business failure is ``status == "failed"``.
 
         Raises:
             BusyError: another session owns the run.
@@ -162,6 +165,7 @@ class Runtime:
                 inputs=inputs,
                 max_running=max_running,
                 timeout=timeout,
+                cancel=cancel,
             )
         )
 
@@ -174,7 +178,8 @@ class Runtime:
         inputs: Mapping[Any, Any],
         max_running: int | None = None,
         timeout: float | None = None,
-    ) -> RunResult:
+        cancel: CancelToken | None = None,
+    ) -> DurableResult:
         """Continue an existing run of ``graph`` from its record.
 
         Before any node runs: the record must exist (``NotFoundError`` is never turned into a
@@ -201,6 +206,7 @@ class Runtime:
                 inputs=inputs,
                 max_running=max_running,
                 timeout=timeout,
+                cancel=cancel,
             )
         )
 
@@ -213,7 +219,8 @@ class Runtime:
         inputs: Mapping[Any, Any],
         max_running: int | None = None,
         timeout: float | None = None,
-    ) -> RunResult:
+        cancel: CancelToken | None = None,
+    ) -> DurableResult:
         """The ``async`` form of :meth:`run` (same arguments, errors and result)."""
         graph.validate()
         values = self._encode_inputs(graph, inputs, run_id)
@@ -256,7 +263,7 @@ class Runtime:
                     total_nodes=count_nodes(graph),
                 )
             )
-            return await self._execute(graph, ledger, inputs, {}, max_running)
+            return await self._execute(graph, ledger, inputs, {}, max_running, cancel)
         finally:
             await asyncio.to_thread(session.close)
 
@@ -269,7 +276,8 @@ class Runtime:
         inputs: Mapping[Any, Any],
         max_running: int | None = None,
         timeout: float | None = None,
-    ) -> RunResult:
+        cancel: CancelToken | None = None,
+    ) -> DurableResult:
         """The ``async`` form of :meth:`resume` (same arguments, errors and result)."""
         graph.validate()
         session = await asyncio.to_thread(self.store.acquire, run_id, timeout)
@@ -285,7 +293,7 @@ class Runtime:
                     total_nodes=count_nodes(graph),
                 )
             )
-            return await self._execute(graph, ledger, inputs, restored, max_running)
+            return await self._execute(graph, ledger, inputs, restored, max_running, cancel)
         finally:
             await asyncio.to_thread(session.close)
 
@@ -385,7 +393,8 @@ class Runtime:
         inputs: Mapping[Any, Any],
         restored: dict[tuple[str, str], NodeOutputs],
         max_running: int | None,
-    ) -> RunResult:
+        cancel: CancelToken | None,
+    ) -> DurableResult:
         restored_count = 0
 
         def emit(event: RecoveryEvent) -> None:
@@ -395,7 +404,7 @@ class Runtime:
             self._emit(event)
 
         checkpointer = DurableCheckpointer(ledger, self.codecs, restored, emit)
-        options: dict[str, Any] = {"checkpointer": checkpointer}
+        options: dict[str, Any] = {"checkpointer": checkpointer, "cancel": cancel}
         if max_running is not None:
             options["max_running"] = max_running
         saves_before = ledger.saves
@@ -414,7 +423,7 @@ class Runtime:
         error = result.error
         if isinstance(error, (CheckpointError, CodecError, CorruptRecordError)):
             raise error
-        return RunResult(
+        return DurableResult(
             run_id=record.run_id,
             status=result.status,
             error=error,
