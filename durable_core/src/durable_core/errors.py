@@ -23,10 +23,13 @@ __all__ = [
     "GraphError",
     "InputsMismatchError",
     "MismatchError",
+    "NodeFailedError",
     "NotFoundError",
     "PluginError",
+    "RetryExhaustedError",
     "SchemaError",
     "SessionClosedError",
+    "SlotError",
     "UndeclaredKeyError",
     "VersionMismatchError",
 ]
@@ -151,6 +154,48 @@ class UndeclaredKeyError(DurableError, KeyError):
 
     def __str__(self) -> str:  # KeyError would otherwise print the message with quotes
         return str(self.args[0]) if self.args else ""
+
+
+class SlotError(DurableError, RuntimeError):
+    """A node body or caller broke a slot rule at run time (G-3, G-4, G-10).
+
+    Raised when a slot is written twice, a skipped or pending slot is read without a default, a
+    value is not an instance of its key's type, or a stream key is used like a value key (or the
+    other way round). The message names the node and the key. Inside a body it is a failure of
+    the node like any other exception.
+    """
+
+
+class NodeFailedError(DurableError):
+    """A node failed: the error of a failed run, of a failed Sub node, or of a failed stream (G-6).
+
+    The node's original exception is ``__cause__``; :attr:`original` follows the chain through
+    nested Sub nodes down to the first error that is not a ``NodeFailedError``.
+
+    Attributes:
+        path: the node's position, ``"split"`` in the root graph, ``"report/count"`` inside the
+            Sub node ``report``.
+    """
+
+    def __init__(self, message: str, path: str = "") -> None:
+        super().__init__(message)
+        self.path = path
+
+    @property
+    def original(self) -> BaseException | None:
+        """The first error in the ``__cause__`` chain that is not a ``NodeFailedError``."""
+        error: BaseException | None = self.__cause__
+        while isinstance(error, NodeFailedError):
+            error = error.__cause__
+        return error
+
+
+class RetryExhaustedError(DurableError):
+    """A Retry's budget was already spent before this process started (G-8, R-ATT-4).
+
+    Restarting never refills a budget: when the checkpoint says every try at a Retry boundary
+    has already failed, the node fails with this error without running its body again.
+    """
 
 
 class SessionClosedError(DurableError):

@@ -1,0 +1,64 @@
+"""The graph engine (SPEC section G): keys, graphs, aspects, Sub nodes, streams, the scheduler,
+observers and the checkpoint seam (G-12).
+
+The engine never imports the durable layer or any store; the durable layer plugs in through
+:class:`Checkpointer`.
+"""
+
+from durable_core.graph.aspects import Aspect, AspectCall, Retry, Timeout
+from durable_core.graph.checkpoint import Attempt, Checkpointer, NodeOutputs, Scope, Values
+from durable_core.graph.context import RunContext, SkipNode
+from durable_core.graph.definition import FINGERPRINT_FORMAT, Graph, In, Node, Out
+from durable_core.graph.engine import (
+    DEFAULT_MAX_RUNNING,
+    CancelToken,
+    RunResult,
+    RunStatus,
+    execute,
+    execute_async,
+)
+from durable_core.graph.keys import DEFAULT_STREAM_CAPACITY, Key, type_name
+from durable_core.graph.observer import GraphEvent, NodeEvent, Observer
+from durable_core.graph.streams import (
+    BlockingStreamReader,
+    BlockingStreamWriter,
+    Stream,
+    StreamReader,
+    StreamWriter,
+)
+
+__all__ = [
+    "DEFAULT_MAX_RUNNING",
+    "DEFAULT_STREAM_CAPACITY",
+    "FINGERPRINT_FORMAT",
+    "Aspect",
+    "AspectCall",
+    "Attempt",
+    "BlockingStreamReader",
+    "BlockingStreamWriter",
+    "CancelToken",
+    "Checkpointer",
+    "Graph",
+    "GraphEvent",
+    "In",
+    "Key",
+    "Node",
+    "NodeEvent",
+    "NodeOutputs",
+    "Observer",
+    "Out",
+    "Retry",
+    "RunContext",
+    "RunResult",
+    "RunStatus",
+    "Scope",
+    "SkipNode",
+    "Stream",
+    "StreamReader",
+    "StreamWriter",
+    "Timeout",
+    "Values",
+    "execute",
+    "execute_async",
+    "type_name",
+]

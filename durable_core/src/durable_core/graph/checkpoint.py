@@ -1,0 +1,277 @@
+"""The checkpoint seam between the engine and the durable layer (G-12).
+
+The engine knows nothing of storage. It tells a :class:`Checkpointer` what happens to scopes,
+attempts and outputs, at fixed points, and it accepts outputs restored from a checkpoint. The
+base class :class:`Checkpointer` does nothing (a plain in-memory engine); the durable layer
+subclasses it and overrides the methods. Every method is a coroutine run on the event loop's
+thread, and the engine awaits it before going on.
+
+Handles
+-------
+:class:`Scope` is one execution of a graph: the root graph, or a child graph of a Sub node run
+under one attempt of that node. :class:`Attempt` is a node's root attempt (``boundary == ""``,
+``index == limit == 1``) or one Retry try (``boundary`` = the Retry aspect's fixed position,
+``"graph:<i>"``/``"node:<i>"``). The checkpointer creates both (its methods return them) and puts
+its own identities in ``id`` (R-REC-3: 16 random bytes in hex, or an adopted id from the
+record) and anything else it needs in ``data``; the engine only passes them back.
+
+Calls, in the order the engine makes them
+------------------------------------------
+1. ``open_scope(graph, path, parent, inputs)`` when a graph run starts: once for the root graph
+   (``path=""``, ``parent=None``, ``inputs`` = the root inputs), and once each time a Sub node
+   runs its child graph (``path`` = the Sub node's path, ``parent`` = the Sub node's deepest
+   current attempt, whose id is the child scope's id by R-SCOPE-2; ``inputs`` = the values the
+   child's inputs received, skipped ones listed as skipped). It happens after the Sub node's
+   inputs have arrived, inside all of its aspects; a Retry on the Sub runs the child again under
+   a new try, hence in a new scope.
+2. ``begin_node(scope, node)`` for every node of the scope, as soon as the scope is open and
+   before the node waits for its inputs: it begins the node's root attempt. When the returned
+   attempt has ``restored`` set (the node was confirmed earlier: R-NODE-1), the engine publishes
+   those outputs, does not run the aspects or the body, and makes no further call for the node.
+   When it has ``staged`` set (S-10), those values count as already set by the body.
+3. ``begin_try(parent, boundary, index, limit)`` before each try of a Retry aspect, where
+   ``parent`` is the node's deepest current attempt (the root attempt, or the try of an outer
+   Retry). ``index`` is the try the engine means to run (1, then the previous returned index +
+   1) and ``limit`` the Retry's ``attempts``. The returned attempt's ``index`` is authoritative:
+   return a higher index to say that tries were already spent before a restart (adopting an
+   active try keeps its index; failed ones count as spent), and ``index > limit`` to say the
+   budget is spent: the engine then fails that Retry level with ``RetryExhaustedError`` without
+   running anything (R-ATT-4: a restart never refills a budget).
+4. ``open_stream(attempt, key, stream)`` when a body opens a stream it provides (first
+   ``send`` or ``open``), with the node's root attempt; before any reader can see the stream.
+5. ``fail_attempt(attempt, error)`` when an attempt really failed: a Retry try whose inner
+   chain raised (before the next ``begin_try`` at that boundary), and the root attempt when
+   the node fails (after the tries). ``error`` is the exception (the body's own exception, a
+   ``TimeoutError``, ``RetryExhaustedError``, or for a Sub node the child's
+   ``NodeFailedError``). Skips and cancellations are never failures and are never reported.
+6. ``commit_node(attempt, outputs)`` when the node finished with its root attempt (completed,
+   or skipped: by the body, or by the cascade when every input was skipped). The engine
+   publishes the outputs downstream only after this returns, so a confirmation is always
+   saved before anything depends on it; readers of a stream the node produced see its end only
+   after this returns. A Retry try that succeeded gets no call of its own (R-ATT-2).
+7. ``close_scope(scope, status)`` when every node of the scope has ended (``"completed"``,
+   ``"failed"`` or ``"canceled"``).
+
+Concurrency and errors
+----------------------
+Calls for different nodes may be in flight at the same time: several nodes finishing together
+await their ``commit_node`` concurrently, so an implementation may confirm them in one save
+(group commit) and resolve all of them when it succeeds. Calls for one node are sequential.
+The engine never cancels a checkpointer call in progress: when the run is canceled, it waits
+for the call to return. When a checkpointer method raises, the run stops with that exception
+as the run's error (``status == "failed"``; the durable layer raises ``CheckpointError``, R-RT-2):
+the engine cancels every body, reports nothing as failed, and makes no further checkpointer
+call. A canceled attempt gets no call: it stays active and may be adopted by a later run.
+
+Later extensions (streams' sends and acks, message attempts; SPEC S) add methods with a no-op
+default to this class, so existing checkpointers keep working.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from durable_core.records import NodeReason
+
+if TYPE_CHECKING:
+    from durable_core.graph.definition import Graph, Node
+    from durable_core.graph.keys import Key
+    from durable_core.graph.streams import Stream
+
+__all__ = ["Attempt", "Checkpointer", "NodeOutputs", "Scope", "Values"]
+
+_EMPTY: Mapping[str, Any] = MappingProxyType({})
+
+
+@attrs.frozen
+class Values:
+    """Slot values by key name: ready values and skipped keys (pending keys are absent).
+
+    Attributes:
+        ready: ready values by key name (a ready value may be ``None``, empty, zero).
+        skipped: names of skipped keys; never also in ``ready``.
+    """
+
+    ready: Mapping[str, Any] = _EMPTY
+    skipped: frozenset[str] = frozenset()
+
+
+@attrs.frozen
+class NodeOutputs:
+    """A node's complete outputs: committed, or restored from a checkpoint (R-NODE-1).
+
+    Every provided key is in exactly one of ``ready`` and ``skipped``.
+
+    Attributes:
+        reason: ``NodeReason.COMPLETED``, or ``NodeReason.SKIPPED`` when the whole node was
+            skipped (then ``ready`` is empty).
+        ready: ready values by key name; a stream key's value is its
+            :class:`~durable_core.graph.Stream`.
+        skipped: names of skipped keys.
+    """
+
+    reason: NodeReason
+    ready: Mapping[str, Any] = _EMPTY
+    skipped: frozenset[str] = frozenset()
+
+
+@attrs.frozen(eq=False)
+class Scope:
+    """One execution of a graph (R-SCOPE-1, R-SCOPE-2); created by
+    :meth:`Checkpointer.open_scope`.
+
+    Attributes:
+        id: the scope's identity (the run's root scope id; for a child scope, the id of the
+            Sub node's deepest attempt). ``""`` with the no-op checkpointer.
+        graph: the graph run in this scope.
+        path: the static mount position: ``""`` for the root, ``"report"``,
+            ``"report/inner"`` for Sub levels. Describes position only, never identity.
+        parent: the Sub node's attempt the scope runs under; None for the root scope.
+        data: free for the checkpointer's own bookkeeping; the engine never reads it.
+    """
+
+    id: str
+    graph: Graph
+    path: str = ""
+    parent: Attempt | None = None
+    data: Any = None
+
+
+@attrs.frozen(eq=False)
+class Attempt:
+    """A node's root attempt or one Retry try (R-ATT-1); created by
+    :meth:`Checkpointer.begin_node` and :meth:`Checkpointer.begin_try`.
+
+    Attributes:
+        id: the attempt's identity (16 random bytes in hex, or adopted from the record); ``""``
+            with the no-op checkpointer.
+        scope: the scope of the node.
+        node: the node.
+        parent: the outer attempt of a Retry try; None for a root attempt.
+        boundary: ``""`` for a root attempt; the Retry aspect's position otherwise.
+        index: 1-based try index under (parent, node, boundary); 1 for a root attempt.
+        limit: the budget under (parent, node, boundary); 1 for a root attempt.
+        restored: root attempts only: the node's confirmed outputs; when set, the body does
+            not run and these outputs are published.
+        staged: root attempts only: outputs adopted before the node completed (S-10); they
+            count as already set by the body and are committed with the node.
+        data: free for the checkpointer's own bookkeeping; the engine never reads it.
+    """
+
+    id: str
+    scope: Scope
+    node: Node
+    parent: Attempt | None = None
+    boundary: str = ""
+    index: int = 1
+    limit: int = 1
+    restored: NodeOutputs | None = None
+    staged: Values | None = None
+    data: Any = None
+
+    @property
+    def node_id(self) -> str:
+        """The node's id."""
+        return self.node.id
+
+    @property
+    def path(self) -> str:
+        """The node's path from the root graph (``"report/count"``)."""
+        return f"{self.scope.path}/{self.node.id}" if self.scope.path else self.node.id
+
+    @property
+    def root(self) -> Attempt:
+        """The node's root attempt (this attempt for a root attempt)."""
+        attempt = self
+        while attempt.parent is not None:
+            attempt = attempt.parent
+        return attempt
+
+
+class Checkpointer:
+    """The checkpoint interface the engine calls (G-12); this base class does nothing.
+
+    Subclass it and override what you need; see the module documentation for when each
+    method is called. Every method runs on the event loop thread.
+    """
+
+    async def open_scope(
+        self, graph: Graph, path: str, parent: Attempt | None, inputs: Values
+    ) -> Scope:
+        """Open the scope of a graph run (the root graph, or a Sub node's child graph).
+
+        Args:
+            graph: the graph about to run.
+            path: its mount position (``""`` for the root, else the Sub node's path).
+            parent: None for the root; the Sub node's deepest current attempt otherwise.
+            inputs: the values the graph's inputs receive (by child key name).
+
+        Returns:
+            The scope; the engine passes it to ``begin_node`` for each node of the graph.
+        """
+        return Scope(id="", graph=graph, path=path, parent=parent)
+
+    async def begin_node(self, scope: Scope, node: Node) -> Attempt:
+        """Begin a node's root attempt, or say it is already confirmed.
+
+        Args:
+            scope: the node's scope.
+            node: the node.
+
+        Returns:
+            The root attempt (``boundary=""``, ``index=limit=1``); with ``restored`` set when
+            the node's outputs are confirmed already (the body then does not run), with
+            ``staged`` set to adopt outputs (S-10).
+        """
+        return Attempt(id="", scope=scope, node=node)
+
+    async def begin_try(self, parent: Attempt, boundary: str, index: int, limit: int) -> Attempt:
+        """Begin one try of a Retry aspect.
+
+        Args:
+            parent: the node's deepest current attempt (root attempt or outer try).
+            boundary: the Retry aspect's fixed position (``"graph:0"``, ``"node:1"``).
+            index: the try the engine means to run (1-based).
+            limit: the Retry's budget (its ``attempts``).
+
+        Returns:
+            The try. Its ``index`` is authoritative (>= ``index``); ``index > limit`` means the
+            budget is spent and the engine fails this Retry level without running anything.
+        """
+        return Attempt(
+            id="",
+            scope=parent.scope,
+            node=parent.node,
+            parent=parent,
+            boundary=boundary,
+            index=index,
+            limit=limit,
+        )
+
+    async def fail_attempt(self, attempt: Attempt, error: BaseException) -> None:
+        """An attempt (a try, then the root attempt) really failed with ``error``."""
+
+    async def commit_node(self, attempt: Attempt, outputs: NodeOutputs) -> None:
+        """Confirm a node's complete outputs; the engine publishes them after this returns.
+
+        Args:
+            attempt: the node's root attempt.
+            outputs: every provided key, ready or skipped; ``reason`` says whether the node
+                completed or was skipped as a whole.
+        """
+
+    async def open_stream(self, attempt: Attempt, key: Key[Any], stream: Stream) -> None:
+        """A body opened the stream ``key`` it provides; readers see it after this returns.
+
+        Args:
+            attempt: the producing node's root attempt (streams belong to root attempts).
+            key: the stream key.
+            stream: the stream object (its ``sequence`` grows as elements are sent).
+        """
+
+    async def close_scope(self, scope: Scope, status: str) -> None:
+        """Every node of ``scope`` ended; ``status`` is completed, failed or canceled."""

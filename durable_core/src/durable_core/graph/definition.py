@@ -1,0 +1,737 @@
+"""Graph definitions: nodes, Sub nodes and their bindings, static checks, fingerprints.
+
+A :class:`Graph` has a name, root inputs (seeds) and nodes. Each node has an explicit id, the keys
+it ``requires`` and ``provides``, a body (``def`` or ``async def``) or a child graph (a Sub
+node), and an ordered list of aspects (G-2, G-8, G-9).
+
+Checks happen at two moments, always before any body runs (G-5):
+
+* when a node is added: its id (non-empty, no ``/``, unique), its keys (no key both required and
+  provided, no key listed twice, one key per name in a graph, one source per key), its aspects,
+  its body, and for a Sub node the direction and types of its bindings;
+* at :meth:`Graph.validate` (``execute`` calls it): every required key has a source, there is no
+  dependency cycle, every child graph is valid, and every ``Out`` binding reads a key the child
+  graph really produces. ``validate`` then freezes the graph (and its child graphs): nodes can no
+  longer be added, so its fingerprint cannot drift.
+
+Every problem raises :class:`~durable_core.errors.GraphError` naming the graph, the node and the
+key.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import json
+from collections.abc import Callable, Iterable, Mapping
+from types import MappingProxyType
+from typing import Any, TypeVar
+
+import attrs
+
+from durable_core.errors import GraphError
+from durable_core.graph.aspects import Aspect
+from durable_core.graph.keys import Key
+
+__all__ = ["FINGERPRINT_FORMAT", "Graph", "In", "Node", "Out"]
+
+FINGERPRINT_FORMAT = 1
+"""Version of the canonical description hashed by :meth:`Graph.fingerprint`."""
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+@attrs.frozen
+class In:
+    """Feed a parent slot into a child graph's input (G-9).
+
+    Args:
+        parent: a key of the parent graph; the Sub node requires it.
+        child: an input (seed) of the child graph, of the same type and kind.
+    """
+
+    parent: Key[Any]
+    child: Key[Any]
+
+
+@attrs.frozen
+class Out:
+    """Publish a child graph's result into the parent graph (G-9).
+
+    Args:
+        child: a key the child graph produces (a node's provides, or one of its inputs to pass
+            through), of the same type and kind as ``parent``.
+        parent: a key of the parent graph; the Sub node provides it.
+    """
+
+    child: Key[Any]
+    parent: Key[Any]
+
+
+@attrs.frozen(eq=False, repr=False)
+class Node:
+    """One node of a graph (G-2); built by :meth:`Graph.node`, :meth:`Graph.add_node` or
+    :meth:`Graph.sub`.
+
+    Attributes:
+        id: the node's id, unique in its graph.
+        requires: the keys it waits for, in declared order.
+        provides: the keys it produces, in declared order.
+        aspects: its own aspects, first = outermost (graph-wide aspects sit outside these).
+        body: the function run with a :class:`~durable_core.graph.RunContext`; None for a Sub.
+        child: the child graph of a Sub node; None for a plain node.
+        bindings: the ``In``/``Out`` bindings of a Sub node.
+        is_async: True when the body is an ``async def`` (runs on the event loop); plain
+            bodies run in worker threads.
+    """
+
+    id: str
+    requires: tuple[Key[Any], ...]
+    provides: tuple[Key[Any], ...]
+    aspects: tuple[Aspect, ...]
+    body: Callable[..., Any] | None = None
+    child: Graph | None = None
+    bindings: tuple[In | Out, ...] = ()
+    is_async: bool = False
+
+    @property
+    def is_sub(self) -> bool:
+        """True for a Sub node."""
+        return self.child is not None
+
+    def __repr__(self) -> str:
+        kind = f"Sub of {self.child.name!r}" if self.child is not None else "node"
+        return f"<{kind} {self.id!r} requires={list(self.requires)} provides={list(self.provides)}>"
+
+
+class Graph:
+    """A graph definition (G-2, G-5, G-8, G-9).
+
+    Args:
+        name: the graph's name (non-empty); it names the graph's scopes in run records and
+            must be unique among the graphs of one definition (a graph and its Sub children).
+        inputs: the root inputs (seeds): keys given by the caller of ``execute`` (or, for a
+            child graph, fed by the parent's ``In`` bindings).
+        aspects: graph-wide aspects, wrapped around every node of this graph, outside the
+            node's own aspects.
+
+    Raises:
+        GraphError: an empty name, a duplicate input, or an aspect that is not an
+            :class:`~durable_core.graph.Aspect`.
+
+    Example:
+        >>> TEXT, WORDS = Key("text", str), Key("words", list[str])
+        >>> g = Graph("wordcount", inputs=[TEXT])
+        >>> @g.node("split", requires=[TEXT], provides=[WORDS])
+        ... def split(rc):
+        ...     rc.set(WORDS, rc.get(TEXT).split())
+    """
+
+    def __init__(
+        self, name: str, inputs: Iterable[Key[Any]] = (), aspects: Iterable[Aspect] = ()
+    ) -> None:
+        if not isinstance(name, str) or not name:
+            raise GraphError(f"a graph name must be a non-empty string, got {name!r}")
+        self._name = name
+        self._keys: dict[str, Key[Any]] = {}
+        self._sources: dict[str, str | None] = {}  # key name -> node id; None for an input
+        self._nodes: dict[str, Node] = {}
+        self._aspects = _check_aspects(aspects, f"graph {name!r}")
+        self._plan: Any = None
+        self._fingerprint: str | None = None
+        self._frozen = False
+        inputs = tuple(inputs)
+        for key in inputs:
+            self._register_key(key, f"input of graph {name!r}")
+            if key.name in self._sources:
+                raise GraphError(f"graph {name!r}: input {key.name!r} is listed twice")
+            self._sources[key.name] = None
+        self._inputs = inputs
+
+    # -- read-only views -------------------------------------------------------------------
+
+    @property
+    def name(self) -> str:
+        """The graph's name."""
+        return self._name
+
+    @property
+    def inputs(self) -> tuple[Key[Any], ...]:
+        """The root inputs (seeds), in declared order."""
+        return self._inputs
+
+    @property
+    def aspects(self) -> tuple[Aspect, ...]:
+        """The graph-wide aspects, first = outermost."""
+        return self._aspects
+
+    @property
+    def nodes(self) -> Mapping[str, Node]:
+        """The nodes by id, in the order they were added (read-only)."""
+        return MappingProxyType(self._nodes)
+
+    @property
+    def keys(self) -> Mapping[str, Key[Any]]:
+        """Every key of the graph (inputs, requires, provides) by name (read-only)."""
+        return MappingProxyType(self._keys)
+
+    @property
+    def frozen(self) -> bool:
+        """True once :meth:`validate` succeeded; a frozen graph takes no more nodes."""
+        return self._frozen
+
+    def source_of(self, key: Key[Any] | str) -> str | None:
+        """The id of the node that provides ``key``, or None when it is a graph input.
+
+        Raises:
+            GraphError: the key has no source in this graph.
+        """
+        name = key if isinstance(key, str) else key.name
+        if name not in self._sources:
+            raise GraphError(f"graph {self._name!r}: key {name!r} has no source")
+        return self._sources[name]
+
+    def __repr__(self) -> str:
+        return f"<Graph {self._name!r}: {len(self._nodes)} nodes>"
+
+    # -- assembly ---------------------------------------------------------------------------
+
+    def node(
+        self,
+        id: str,
+        *,
+        requires: Iterable[Key[Any]] = (),
+        provides: Iterable[Key[Any]] = (),
+        aspects: Iterable[Aspect] = (),
+    ) -> Callable[[F], F]:
+        """Decorator adding the decorated function as a node; returns the function unchanged.
+
+        Args:
+            id: the node's id: non-empty, no ``/``, unique in this graph. Never generated:
+                checkpoint identity must not drift when code is refactored.
+            requires: keys the node waits for (AND gate).
+            provides: keys the node produces; each key has exactly one source in a graph.
+            aspects: the node's aspects, first = outermost.
+
+        Raises:
+            GraphError: see :meth:`add_node`.
+        """
+
+        def decorate(body: F) -> F:
+            self.add_node(id, body, requires=requires, provides=provides, aspects=aspects)
+            return body
+
+        return decorate
+
+    def add_node(
+        self,
+        id: str,
+        body: Callable[..., Any],
+        *,
+        requires: Iterable[Key[Any]] = (),
+        provides: Iterable[Key[Any]] = (),
+        aspects: Iterable[Aspect] = (),
+    ) -> Node:
+        """Add a node running ``body(rc)`` (G-2).
+
+        Args:
+            id: the node's id (see :meth:`node`).
+            body: a plain function (run in a worker thread) or an ``async def`` function (run
+                on the event loop), called with one argument, the run context.
+            requires: keys the node waits for.
+            provides: keys the node produces.
+            aspects: the node's aspects, first = outermost.
+
+        Returns:
+            The new node.
+
+        Raises:
+            GraphError: the graph is frozen; the id is empty, contains ``/`` or is taken; a key
+                is listed twice, both required and provided, already provided by another
+                source, or clashes by name with a different key of the graph; an aspect is not
+                an Aspect; the body is not callable or is a generator function.
+        """
+        self._check_open(id)
+        if not callable(body):
+            raise GraphError(
+                f"graph {self._name!r}, node {id!r}: expected a function as the body, got {body!r}"
+            )
+        if inspect.isasyncgenfunction(body) or inspect.isgeneratorfunction(body):
+            raise GraphError(
+                f"graph {self._name!r}, node {id!r}: the body is a generator function; write "
+                "a plain function or an async function that sets its outputs on the context"
+            )
+        node = Node(
+            id=id,
+            requires=tuple(requires),
+            provides=tuple(provides),
+            aspects=_check_aspects(aspects, f"graph {self._name!r}, node {id!r}"),
+            body=body,
+            is_async=inspect.iscoroutinefunction(body) or _is_async_callable(body),
+        )
+        self._add(node)
+        return node
+
+    def sub(
+        self,
+        id: str,
+        child: Graph,
+        *,
+        bindings: Iterable[In | Out],
+        aspects: Iterable[Aspect] = (),
+    ) -> Node:
+        """Add a Sub node running ``child`` as one node (G-9).
+
+        The node requires the parent keys of its ``In`` bindings and provides the parent keys
+        of its ``Out`` bindings. Every input of the child graph must be fed by exactly one
+        ``In``; skipped inputs enter the child as skipped.
+
+        Args:
+            id: the node's id (see :meth:`node`).
+            child: the child graph (validated with this graph).
+            bindings: ``In(parent_key, child_input)`` and ``Out(child_key, parent_key)``.
+            aspects: the node's aspects; they wrap the whole child run (a Retry re-runs the
+                child from scratch in a fresh scope).
+
+        Returns:
+            The new node.
+
+        Raises:
+            GraphError: as :meth:`add_node`; also a binding of the wrong direction (an ``In``
+                whose child key is not a child input), types or kinds that differ between the
+                two keys of a binding, a child input bound twice or not at all, or a child graph
+                that is this graph.
+        """
+        self._check_open(id)
+        where = f"graph {self._name!r}, Sub node {id!r}"
+        if not isinstance(child, Graph):
+            raise GraphError(f"{where}: expected a Graph as the child, got {child!r}")
+        if child is self:
+            raise GraphError(f"{where}: a graph cannot contain itself")
+        bindings = tuple(bindings)
+        child_inputs = {key.name: key for key in child.inputs}
+        fed: dict[str, In] = {}
+        requires: list[Key[Any]] = []
+        provides: list[Key[Any]] = []
+        for binding in bindings:
+            if isinstance(binding, In):
+                if binding.child.name not in child_inputs:
+                    direction = (
+                        " (it is produced inside the child: use Out(child_key, parent_key) to "
+                        "publish it)"
+                        if binding.child.name in child._sources
+                        else ""
+                    )
+                    raise GraphError(
+                        f"{where}: In({binding.parent.name!r}, {binding.child.name!r}) binds "
+                        f"a key that is not an input of child graph {child.name!r}{direction}"
+                    )
+                _check_same_type(where, binding.parent, child_inputs[binding.child.name])
+                if binding.child.name in fed:
+                    raise GraphError(
+                        f"{where}: child input {binding.child.name!r} is bound by two In bindings"
+                    )
+                fed[binding.child.name] = binding
+                if binding.parent not in requires:
+                    requires.append(binding.parent)
+            elif isinstance(binding, Out):
+                child_key = child._keys.get(binding.child.name)
+                if child_key is not None:
+                    _check_same_type(where, child_key, binding.child)
+                _check_same_type(where, binding.child, binding.parent)
+                if binding.parent in provides:
+                    raise GraphError(
+                        f"{where}: parent key {binding.parent.name!r} is the target of two Out "
+                        "bindings"
+                    )
+                provides.append(binding.parent)
+            else:
+                raise GraphError(
+                    f"{where}: expected In(parent_key, child_key) or Out(child_key, "
+                    f"parent_key) bindings, got {binding!r}"
+                )
+        unbound = [name for name in child_inputs if name not in fed]
+        if unbound:
+            raise GraphError(
+                f"{where}: input {unbound[0]!r} of child graph {child.name!r} is not bound; "
+                "add In(parent_key, child_key) for it"
+            )
+        node = Node(
+            id=id,
+            requires=tuple(requires),
+            provides=tuple(provides),
+            aspects=_check_aspects(aspects, where),
+            child=child,
+            bindings=bindings,
+            is_async=True,
+        )
+        self._add(node)
+        return node
+
+    def _check_open(self, id: object) -> None:
+        if self._frozen:
+            raise GraphError(
+                f"graph {self._name!r} is frozen (it was validated or run); build a new Graph "
+                f"to add node {id!r}"
+            )
+        if not isinstance(id, str) or not id:
+            raise GraphError(
+                f"graph {self._name!r}: a node id must be a non-empty string, got {id!r}"
+            )
+        if "/" in id:
+            raise GraphError(
+                f"graph {self._name!r}, node {id!r}: a node id may not contain '/' (it "
+                "separates Sub levels in paths)"
+            )
+        if id in self._nodes:
+            raise GraphError(f"graph {self._name!r}: node id {id!r} is used twice")
+
+    def _register_key(self, key: object, where: str) -> None:
+        if not isinstance(key, Key):
+            raise GraphError(f"{where}: expected a Key, got {key!r}")
+        known = self._keys.get(key.name)
+        if known is None:
+            self._keys[key.name] = key
+        elif known != key or known.capacity != key.capacity:
+            raise GraphError(
+                f"{where}: key {key!r} clashes with {known!r} of graph {self._name!r}: one "
+                "name, one key (same type, kind and capacity)"
+            )
+
+    def _add(self, node: Node) -> None:
+        where = f"graph {self._name!r}, node {node.id!r}"
+        for label, keys in (("requires", node.requires), ("provides", node.provides)):
+            seen: set[str] = set()
+            for key in keys:
+                self._register_key(key, where)
+                if key.name in seen:
+                    raise GraphError(f"{where}: {label} lists key {key.name!r} twice")
+                seen.add(key.name)
+        for key in node.requires:
+            if key in node.provides:
+                raise GraphError(
+                    f"{where}: key {key.name!r} is both required and provided; a node cannot "
+                    "feed itself"
+                )
+        for key in node.provides:
+            if key.name in self._sources:
+                source = self._sources[key.name]
+                other = "an input of the graph" if source is None else f"node {source!r}"
+                raise GraphError(
+                    f"{where}: key {key.name!r} already has a source ({other}); every key has "
+                    "exactly one source"
+                )
+        for key in node.provides:
+            self._sources[key.name] = node.id
+        self._nodes[node.id] = node
+
+    # -- validation -------------------------------------------------------------------------
+
+    def validate(self) -> None:
+        """Check the whole definition and freeze it (G-5, G-9).
+
+        Raises:
+            GraphError: a required key has no source; a dependency cycle; an ``Out`` binding
+                reads a key its child graph does not produce; two different graphs of the
+                definition share a name; a graph contains itself; any check of a child graph.
+        """
+        self._validate({}, [])
+
+    def _validate(self, names: dict[str, Graph], stack: list[Graph]) -> None:
+        if any(graph is self for graph in stack):
+            chain = " -> ".join(graph.name for graph in [*stack, self])
+            raise GraphError(f"graph {self._name!r} contains itself through Sub nodes: {chain}")
+        known = names.get(self._name)
+        if known is not None and known is not self:
+            raise GraphError(
+                f"two different graphs are named {self._name!r} in one definition; graph "
+                "names identify scopes in run records, so give each graph its own name"
+            )
+        names[self._name] = self
+        if self._plan is not None:  # already valid and frozen: only check names across graphs
+            for node in self._nodes.values():
+                if node.child is not None:
+                    node.child._validate(names, [*stack, self])
+            return
+        for node in self._nodes.values():
+            for key in node.requires:
+                if key.name not in self._sources:
+                    raise GraphError(
+                        f"graph {self._name!r}, node {node.id!r}: required key {key.name!r} "
+                        "has no source; add a node that provides it or declare it in the "
+                        "graph's inputs"
+                    )
+            if node.child is not None:
+                child = node.child
+                child._validate(names, [*stack, self])
+                for binding in node.bindings:
+                    if not isinstance(binding, Out):
+                        continue
+                    if binding.child.name not in child._sources:
+                        raise GraphError(
+                            f"graph {self._name!r}, Sub node {node.id!r}: Out("
+                            f"{binding.child.name!r}, {binding.parent.name!r}) reads a key "
+                            f"that child graph {child.name!r} does not produce"
+                        )
+                    _check_same_type(
+                        f"graph {self._name!r}, Sub node {node.id!r}",
+                        child._keys[binding.child.name],
+                        binding.child,
+                    )
+        plan = _Plan(self)
+        self._plan = plan
+        self._frozen = True
+
+    def _ensure_plan(self) -> _Plan:
+        if self._plan is None:
+            self.validate()
+        return self._plan
+
+    # -- fingerprints -----------------------------------------------------------------------
+
+    def describe(self) -> dict[str, Any]:
+        """The canonical JSON-ready description hashed by :meth:`fingerprint`.
+
+        It holds the graph's name, inputs, keys (name, type name, kind, capacity), graph-wide
+        aspects with their parameters in order, and every node (sorted by id) with its required
+        and provided key names, its aspects in order, and for a Sub node its bindings and its
+        child graph's description (recursively). Bodies are not part of it: changing what a
+        body does is a business version change, not a definition change.
+
+        Raises:
+            GraphError: the graph is not valid (it is validated first).
+        """
+        self._ensure_plan()
+        nodes = []
+        for node in sorted(self._nodes.values(), key=lambda n: n.id):
+            entry: dict[str, Any] = {
+                "id": node.id,
+                "requires": sorted(key.name for key in node.requires),
+                "provides": sorted(key.name for key in node.provides),
+                "aspects": [aspect.describe() for aspect in node.aspects],
+            }
+            if node.child is not None:
+                entry["graph"] = node.child.describe()
+                entry["bindings"] = sorted(
+                    ["in", b.parent.name, b.child.name]
+                    if isinstance(b, In)
+                    else ["out", b.child.name, b.parent.name]
+                    for b in node.bindings
+                )
+            nodes.append(entry)
+        return {
+            "format": FINGERPRINT_FORMAT,
+            "name": self._name,
+            "inputs": sorted(key.name for key in self._inputs),
+            "keys": [self._keys[name].describe() for name in sorted(self._keys)],
+            "aspects": [aspect.describe() for aspect in self._aspects],
+            "nodes": nodes,
+        }
+
+    def fingerprint(self) -> str:
+        """SHA-256 hex of the canonical description (the record's ``Definition``, R-REC-2).
+
+        Stable across processes, platforms and hash seeds; changes when any id, key (name,
+        type, kind, capacity), aspect (kind, parameters, order), binding or child graph
+        changes. The graph is validated (and frozen) first.
+
+        Raises:
+            GraphError: the graph is not valid.
+        """
+        if self._fingerprint is None:
+            text = json.dumps(
+                self.describe(), sort_keys=True, separators=(",", ":"), ensure_ascii=True
+            )
+            self._fingerprint = hashlib.sha256(text.encode("ascii")).hexdigest()
+        return self._fingerprint
+
+    def describe_provides(self) -> dict[str, dict[str, list[str]]]:
+        """For this graph and every child graph: each node's provided key names.
+
+        Returns:
+            ``{graph_name: {node_id: [provided key names in declared order]}}``, the shape the
+            record integrity checker takes (R-NODE-1: outputs cover exactly the provides).
+
+        Raises:
+            GraphError: the graph is not valid.
+        """
+        self._ensure_plan()
+        result: dict[str, dict[str, list[str]]] = {}
+        pending = [self]
+        while pending:
+            graph = pending.pop()
+            if graph._name in result:
+                continue
+            result[graph._name] = {
+                node.id: [key.name for key in node.provides] for node in graph._nodes.values()
+            }
+            pending.extend(n.child for n in graph._nodes.values() if n.child is not None)
+        return result
+
+    def graphs(self) -> dict[str, Graph]:
+        """This graph and every child graph, by name.
+
+        Raises:
+            GraphError: the graph is not valid.
+        """
+        self._ensure_plan()
+        result: dict[str, Graph] = {}
+        pending = [self]
+        while pending:
+            graph = pending.pop()
+            if graph._name not in result:
+                result[graph._name] = graph
+                pending.extend(n.child for n in graph._nodes.values() if n.child is not None)
+        return result
+
+
+def _is_async_callable(body: object) -> bool:
+    call = getattr(body, "__call__", None)  # noqa: B004 - instances with async __call__
+    func = getattr(body, "func", None)  # functools.partial
+    return inspect.iscoroutinefunction(call) or (
+        func is not None and inspect.iscoroutinefunction(func)
+    )
+
+
+def _check_aspects(aspects: Iterable[Aspect], where: str) -> tuple[Aspect, ...]:
+    aspects = tuple(aspects)
+    for aspect in aspects:
+        if not isinstance(aspect, Aspect):
+            raise GraphError(
+                f"{where}: expected Aspect instances such as Retry(3) or Timeout(30), "
+                f"got {aspect!r}"
+            )
+    return aspects
+
+
+def _check_same_type(where: str, a: Key[Any], b: Key[Any]) -> None:
+    if a.type != b.type or a.stream != b.stream:
+        raise GraphError(
+            f"{where}: binding connects key {a!r} with key {b!r}; both keys of a binding must "
+            "have the same type and kind"
+        )
+
+
+class _Plan:
+    """The validated, precomputed shape of a graph the scheduler runs (linear in its size)."""
+
+    __slots__ = (
+        "_chains",
+        "_readers",
+        "consumers",
+        "graph",
+        "index",
+        "nodes",
+        "out_of",
+        "prov_maps",
+        "provides",
+        "req_maps",
+        "requires",
+        "stream_keys",
+    )
+
+    def __init__(self, graph: Graph) -> None:
+        self.graph = graph
+        self.nodes: list[Node] = list(graph._nodes.values())
+        self.index = {node.id: i for i, node in enumerate(self.nodes)}
+        self.requires: list[tuple[str, ...]] = [
+            tuple(key.name for key in node.requires) for node in self.nodes
+        ]
+        self.provides: list[tuple[str, ...]] = [
+            tuple(key.name for key in node.provides) for node in self.nodes
+        ]
+        self.req_maps: list[dict[str, Key[Any]]] = [
+            {key.name: key for key in node.requires} for node in self.nodes
+        ]
+        self.prov_maps: list[dict[str, Key[Any]]] = [
+            {key.name: key for key in node.provides} for node in self.nodes
+        ]
+        consumers: dict[str, list[int]] = {}
+        for i, names in enumerate(self.requires):
+            for name in names:
+                consumers.setdefault(name, []).append(i)
+        self.consumers = consumers
+        self.stream_keys = frozenset(name for name, key in graph._keys.items() if key.stream)
+        # Out bindings of Sub nodes by child key name, for publishing child streams upward.
+        self.out_of: dict[int, dict[str, str]] = {}
+        for i, node in enumerate(self.nodes):
+            if node.child is not None:
+                self.out_of[i] = {
+                    b.child.name: b.parent.name for b in node.bindings if isinstance(b, Out)
+                }
+        self._readers: dict[str, tuple[str, ...]] = {}
+        graph_chain = [(aspect, f"graph:{k}") for k, aspect in enumerate(graph._aspects)]
+        self._chains: list[tuple[tuple[Aspect, str], ...]] = [
+            (*graph_chain, *((aspect, f"node:{k}") for k, aspect in enumerate(node.aspects)))
+            for node in self.nodes
+        ]
+        _check_acyclic(graph, self)
+
+    def chain(self, i: int) -> tuple[tuple[Aspect, str], ...]:
+        """The aspect chain of node ``i`` with each aspect's fixed position, outermost first."""
+        return self._chains[i]
+
+    def stream_readers(self, name: str) -> tuple[str, ...]:
+        """Paths (relative to this graph) of every node reading stream ``name``, through Subs."""
+        readers = self._readers.get(name)
+        if readers is None:
+            found: list[str] = []
+            for i in self.consumers.get(name, ()):
+                node = self.nodes[i]
+                if node.child is None:
+                    found.append(node.id)
+                    continue
+                child_plan = node.child._ensure_plan()
+                for binding in node.bindings:
+                    if isinstance(binding, In) and binding.parent.name == name:
+                        found.extend(
+                            f"{node.id}/{path}"
+                            for path in child_plan.stream_readers(binding.child.name)
+                        )
+            readers = tuple(found)
+            self._readers[name] = readers
+        return readers
+
+
+def _check_acyclic(graph: Graph, plan: _Plan) -> None:
+    """Kahn's algorithm over node -> consumer edges; raise naming a cycle if one exists."""
+    count = len(plan.nodes)
+    indegree = [0] * count
+    successors: list[list[int]] = [[] for _ in range(count)]
+    for i, names in enumerate(plan.requires):
+        for name in names:
+            source = graph._sources.get(name)
+            if source is not None:
+                j = plan.index[source]
+                successors[j].append(i)
+                indegree[i] += 1
+    queue = [i for i in range(count) if indegree[i] == 0]
+    done = 0
+    while queue:
+        j = queue.pop()
+        done += 1
+        for i in successors[j]:
+            indegree[i] -= 1
+            if indegree[i] == 0:
+                queue.append(i)
+    if done == count:
+        return
+    # Walk backwards along unfinished predecessors until a node repeats: that is a cycle.
+    start = next(i for i in range(count) if indegree[i] > 0)
+    seen: dict[int, int] = {}
+    path: list[int] = []
+    current = start
+    while current not in seen:
+        seen[current] = len(path)
+        path.append(current)
+        current = next(
+            plan.index[src]
+            for name in plan.requires[current]
+            if (src := graph._sources.get(name)) is not None and indegree[plan.index[src]] > 0
+        )
+    cycle = [plan.nodes[i].id for i in reversed(path[seen[current] :])]
+    cycle.append(cycle[0])
+    raise GraphError(
+        f"graph {graph.name!r}: dependency cycle {' -> '.join(repr(c) for c in cycle)}; a node "
+        "cannot (even indirectly) wait for its own outputs"
+    )

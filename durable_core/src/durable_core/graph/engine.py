@@ -1,0 +1,1024 @@
+"""The scheduler: runs a validated graph on asyncio (G-3, G-4, G-6, G-7, G-9, G-11, G-12).
+
+Every node of a scope gets one asyncio task when the scope starts. The task begins the node's
+root attempt through the checkpointer, then runs the aspect chain whose innermost step waits for
+the node's inputs (a future resolved when the last required slot arrives: the AND gate, linear
+in the number of edges) and runs the body. A successful node's outputs are committed through the
+checkpointer and only then published; publishing decrements the pending-input counters of the
+node's consumers. Nothing in the scheduler is quadratic: 10,000 nodes cost 10,000 tasks, one
+pass over the edges, and one cancel pass at most.
+
+``max_running`` is one semaphore for the whole run (the root graph and every Sub level): a body
+holds a slot while it runs, never while it waits for inputs. ``async def`` bodies run on the
+event loop; plain bodies run in one thread pool of ``max_running`` workers per run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import contextvars
+import enum
+import logging
+import threading
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, TypeVar
+
+from durable_core.errors import (
+    ConfigError,
+    CorruptRecordError,
+    GraphError,
+    NodeFailedError,
+    SlotError,
+    UndeclaredKeyError,
+)
+from durable_core.graph.aspects import Aspect
+from durable_core.graph.checkpoint import Attempt, Checkpointer, NodeOutputs, Scope, Values
+from durable_core.graph.context import RunContext, SkipNode
+from durable_core.graph.definition import Graph, In, Node, Out, _Plan
+from durable_core.graph.keys import Key
+from durable_core.graph.observer import GraphEvent, NodeEvent, Observer
+from durable_core.graph.streams import Stream
+from durable_core.records import NodeReason
+
+__all__ = [
+    "DEFAULT_MAX_RUNNING",
+    "CancelToken",
+    "RunResult",
+    "RunStatus",
+    "execute",
+    "execute_async",
+]
+
+_log = logging.getLogger("durable_core.graph")
+
+T = TypeVar("T")
+
+DEFAULT_MAX_RUNNING = 8
+"""Bodies running at once when ``max_running`` is not given."""
+
+_EMPTY: Mapping[str, Any] = Values().ready
+_MISSING: Any = object()
+
+
+class RunStatus(enum.StrEnum):
+    """How a run ended (G-6); compares equal to its string value."""
+
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELED = "canceled"
+
+
+class CancelToken:
+    """Cancels a run from outside, from any thread (G-6).
+
+    Pass it as ``execute(..., cancel=token)``; ``token.cancel()`` cancels every body
+    (cooperatively) and the run ends with status ``"canceled"``. A token may serve several runs;
+    once canceled it stays canceled, and a run given a canceled token ends canceled at once.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._canceled = False
+        self._callbacks: list[Callable[[], None]] = []
+
+    @property
+    def canceled(self) -> bool:
+        """True once :meth:`cancel` was called."""
+        return self._canceled
+
+    def cancel(self) -> None:
+        """Cancel every run using this token. Idempotent; safe from any thread."""
+        with self._lock:
+            if self._canceled:
+                return
+            self._canceled = True
+            callbacks, self._callbacks = self._callbacks, []
+        for callback in callbacks:
+            callback()
+
+    def _subscribe(self, callback: Callable[[], None]) -> Callable[[], None]:
+        with self._lock:
+            if not self._canceled:
+                self._callbacks.append(callback)
+                return lambda: self._unsubscribe(callback)
+        callback()
+        return lambda: None
+
+    def _unsubscribe(self, callback: Callable[[], None]) -> None:
+        with self._lock, contextlib.suppress(ValueError):
+            self._callbacks.remove(callback)
+
+
+class RunResult:
+    """The outcome of a run: its status, its error, and the root graph's slots (G-3, G-6).
+
+    Attributes:
+        graph: the graph that ran.
+        status: ``"completed"``, ``"failed"`` or ``"canceled"`` (a :class:`RunStatus`).
+        error: None when completed. When failed: a
+            :class:`~durable_core.errors.NodeFailedError` for the first node that failed (its
+            ``__cause__`` is the body's exception), or the exception a checkpointer raised
+            (the durable layer's ``CheckpointError``). None when canceled from outside.
+    """
+
+    __slots__ = ("_ready", "_skipped", "error", "graph", "status")
+
+    def __init__(
+        self,
+        graph: Graph,
+        status: RunStatus,
+        error: BaseException | None,
+        ready: dict[str, Any],
+        skipped: set[str],
+    ) -> None:
+        self.graph = graph
+        self.status = status
+        self.error = error
+        self._ready = ready
+        self._skipped = skipped
+
+    def __repr__(self) -> str:
+        return f"<RunResult {self.graph.name!r} {self.status}>"
+
+    def _name(self, key: Key[Any]) -> str:
+        known = self.graph.keys.get(getattr(key, "name", None))  # type: ignore[arg-type]
+        if known is None or known != key:
+            raise UndeclaredKeyError(
+                f"key {key!r} is not a key of graph {self.graph.name!r}; results hold the root "
+                "graph's keys"
+            )
+        return key.name
+
+    def __getitem__(self, key: Key[T]) -> T:
+        """The ready value of ``key``.
+
+        Raises:
+            UndeclaredKeyError: the key is not a key of the root graph.
+            SlotError: the key is skipped, or pending (not produced: the run failed or was
+                canceled first).
+        """
+        name = self._name(key)
+        if name in self._ready:
+            return self._ready[name]
+        if name in self._skipped:
+            raise SlotError(f"key {name!r} was skipped; check result.skipped(key)")
+        raise SlotError(f"key {name!r} is pending: the run ended {self.status} before it arrived")
+
+    def get(self, key: Key[T], default: Any = None) -> Any:
+        """The ready value of ``key``, or ``default`` when it is skipped or pending."""
+        name = self._name(key)
+        return self._ready.get(name, default)
+
+    def __contains__(self, key: Key[Any]) -> bool:
+        """True when ``key`` is ready."""
+        return self._name(key) in self._ready
+
+    def skipped(self, key: Key[Any]) -> bool:
+        """True when ``key`` was skipped."""
+        return self._name(key) in self._skipped
+
+    def pending(self, key: Key[Any]) -> bool:
+        """True when ``key`` never arrived (the run failed or was canceled first)."""
+        name = self._name(key)
+        return name not in self._ready and name not in self._skipped
+
+    @property
+    def values(self) -> dict[str, Any]:
+        """Every ready value of the root graph, by key name (a copy)."""
+        return dict(self._ready)
+
+
+class _RunAborted(BaseException):
+    """A checkpointer call failed: unwind without treating anything as a node failure."""
+
+
+class _CascadeSkip(SkipNode):
+    """Every required input was skipped: the node is skipped without running (G-4)."""
+
+
+async def _settle(future: asyncio.Future[Any]) -> None:
+    """Wait until ``future`` is done, whatever cancellations arrive meanwhile."""
+    while not future.done():
+        with contextlib.suppress(BaseException):
+            await asyncio.shield(future)
+
+
+class _Run:
+    """State shared by every scope of one run: checkpointer, observers, slots, thread pool."""
+
+    def __init__(
+        self,
+        checkpointer: Checkpointer | None,
+        observers: Iterable[Observer],
+        max_running: int,
+    ) -> None:
+        self.loop = asyncio.get_running_loop()
+        self.cp = checkpointer if checkpointer is not None else Checkpointer()
+        self.noop = type(self.cp) is Checkpointer
+        self.observers = tuple(observers)
+        self.max_running = max_running
+        self.sem = asyncio.Semaphore(max_running)
+        self.pool: concurrent.futures.ThreadPoolExecutor | None = None
+        self.jobs: set[concurrent.futures.Future[Any]] = set()
+        self.idle: asyncio.Future[None] | None = None
+        self.aborted = False
+        self.abort_error: BaseException | None = None
+        self.cancel_requested = False
+        self.root: _ScopeRun | None = None
+
+    # -- observers --------------------------------------------------------------------------
+
+    def emit(self, method: str, event: Any) -> None:
+        for observer in self.observers:
+            try:
+                getattr(observer, method)(event)
+            except Exception:
+                _log.exception("observer %r raised in %s; ignored", observer, method)
+
+    # -- cancellation -----------------------------------------------------------------------
+
+    def cancel(self) -> None:
+        """Cancel the run from outside (a CancelToken)."""
+        self.cancel_requested = True
+        if self.root is not None:
+            self.root.cancel(outside=True)
+
+    def abort(self, error: BaseException) -> None:
+        """A checkpointer call failed: stop the run with ``error``; no further calls."""
+        if self.aborted:
+            return
+        self.aborted = True
+        self.abort_error = error
+        if self.root is not None:
+            self.loop.call_soon(self.root.cancel_all)
+
+    # -- checkpointer calls -----------------------------------------------------------------
+
+    async def _call(self, coroutine: Any) -> Any:
+        if self.aborted:
+            coroutine.close()
+            raise _RunAborted
+        future = asyncio.ensure_future(coroutine)
+        try:
+            return await asyncio.shield(future)
+        except asyncio.CancelledError:
+            # Never cancel a checkpointer call in progress: let it finish, then stop.
+            await _settle(future)
+            if not future.cancelled() and future.exception() is not None:
+                self.abort(future.exception())  # type: ignore[arg-type]
+            raise
+        except Exception as error:
+            self.abort(error)
+            raise _RunAborted from error
+
+    def _expect(self, value: Any, kind: type, method: str) -> Any:
+        if not isinstance(value, kind):
+            error = TypeError(f"Checkpointer.{method} must return a {kind.__name__}, got {value!r}")
+            self.abort(error)
+            raise _RunAborted from error
+        return value
+
+    async def open_scope(
+        self, graph: Graph, path: str, parent: Attempt | None, inputs: Values
+    ) -> Scope:
+        if self.noop:
+            if self.aborted:
+                raise _RunAborted
+            return Scope(id="", graph=graph, path=path, parent=parent)
+        scope = await self._call(self.cp.open_scope(graph, path, parent, inputs))
+        return self._expect(scope, Scope, "open_scope")
+
+    async def begin_node(self, scope: Scope, node: Node) -> Attempt:
+        if self.noop:
+            if self.aborted:
+                raise _RunAborted
+            return Attempt(id="", scope=scope, node=node)
+        attempt = await self._call(self.cp.begin_node(scope, node))
+        return self._expect(attempt, Attempt, "begin_node")
+
+    async def begin_try(self, parent: Attempt, boundary: str, index: int, limit: int) -> Attempt:
+        if self.noop:
+            if self.aborted:
+                raise _RunAborted
+            return Attempt(
+                id="",
+                scope=parent.scope,
+                node=parent.node,
+                parent=parent,
+                boundary=boundary,
+                index=index,
+                limit=limit,
+            )
+        attempt = await self._call(self.cp.begin_try(parent, boundary, index, limit))
+        return self._expect(attempt, Attempt, "begin_try")
+
+    async def fail_attempt(self, attempt: Attempt, error: BaseException) -> None:
+        if not self.noop:
+            await self._call(self.cp.fail_attempt(attempt, error))
+
+    async def commit_node(self, attempt: Attempt, outputs: NodeOutputs) -> None:
+        if self.noop:
+            if self.aborted:
+                raise _RunAborted
+            return
+        await self._call(self.cp.commit_node(attempt, outputs))
+
+    async def open_stream(self, attempt: Attempt, key: Key[Any], stream: Stream[Any]) -> None:
+        if self.noop:
+            if self.aborted:
+                raise _RunAborted
+            return
+        await self._call(self.cp.open_stream(attempt, key, stream))
+
+    async def close_scope(self, scope: Scope, status: RunStatus) -> None:
+        if not self.noop and not self.aborted:
+            with contextlib.suppress(_RunAborted, asyncio.CancelledError):
+                await self._call(self.cp.close_scope(scope, str(status)))
+
+    # -- plain bodies -----------------------------------------------------------------------
+
+    async def run_sync(
+        self, body: Callable[[RunContext], Any], rc: RunContext, started: Callable[[], None]
+    ) -> None:
+        await self.sem.acquire()
+        try:
+            started()
+            pool = self.pool
+            if pool is None:
+                pool = self.pool = concurrent.futures.ThreadPoolExecutor(
+                    max_workers=self.max_running, thread_name_prefix="durable-node"
+                )
+            job = pool.submit(contextvars.copy_context().run, body, rc)
+        except BaseException:
+            self.sem.release()
+            raise
+        # The slot is released when the thread is done, even if the awaiting task was canceled
+        # (a Timeout): a plain body cannot be interrupted and still occupies a worker.
+        self.jobs.add(job)
+        job.add_done_callback(self._job_done)
+        await asyncio.wrap_future(job)
+
+    def _job_done(self, job: concurrent.futures.Future[Any]) -> None:
+        with contextlib.suppress(RuntimeError):  # a closed loop has nothing left to release
+            self.loop.call_soon_threadsafe(self._release_job, job)
+
+    def _release_job(self, job: concurrent.futures.Future[Any]) -> None:
+        self.jobs.discard(job)
+        self.sem.release()
+        if not self.jobs and self.idle is not None and not self.idle.done():
+            self.idle.set_result(None)
+
+    async def wait_threads(self) -> None:
+        """Wait until no plain body is running in a worker thread; then drop the pool."""
+        while self.jobs:
+            self.idle = self.loop.create_future()
+            await _settle(self.idle)
+        if self.pool is not None:
+            self.pool.shutdown(wait=False)
+            self.pool = None
+
+
+class _NodeRun:
+    """One node's execution in one scope: its root attempt and the streams it opened."""
+
+    __slots__ = (
+        "attempt",
+        "holding",
+        "index",
+        "node",
+        "opening",
+        "path",
+        "running",
+        "scope",
+        "streams",
+    )
+
+    def __init__(self, scope: _ScopeRun, index: int) -> None:
+        self.scope = scope
+        self.index = index
+        self.node: Node = scope.plan.nodes[index]
+        self.path = f"{scope.path}/{self.node.id}" if scope.path else self.node.id
+        self.attempt: Attempt | None = None
+        self.streams: dict[str, Stream[Any]] = {}
+        self.opening: dict[str, asyncio.Future[None]] = {}
+        self.running = False
+        self.holding = False
+
+    async def open_stream(self, key: Key[Any]) -> Stream[Any]:
+        name = key.name
+        stream = self.streams.get(name)
+        if stream is not None:
+            waiter = self.opening.get(name)
+            if waiter is not None:
+                await asyncio.shield(waiter)
+            return stream
+        stream = Stream(key)
+        self.streams[name] = stream
+        waiter = self.scope.run.loop.create_future()
+        self.opening[name] = waiter
+        try:
+            assert self.attempt is not None
+            await self.scope.run.open_stream(self.attempt, key, stream)
+            self.scope.publish_stream(name, stream)
+        finally:
+            del self.opening[name]
+            waiter.set_result(None)
+        return stream
+
+    async def idle(self, waiting: Any) -> None:
+        """Await ``waiting`` without holding a ``max_running`` slot (async bodies)."""
+        if not self.holding:
+            await waiting
+            return
+        run = self.scope.run
+        self.holding = False
+        run.sem.release()
+        await waiting
+        await run.sem.acquire()
+        self.holding = True
+
+
+class _Call:
+    """The :class:`~durable_core.graph.AspectCall` handed to one aspect of a node."""
+
+    __slots__ = ("attempt", "boundary", "chain", "level", "node_id", "nr", "path", "scope")
+
+    def __init__(
+        self,
+        scope: _ScopeRun,
+        nr: _NodeRun,
+        chain: tuple[tuple[Aspect, str], ...],
+        level: int,
+        attempt: Attempt,
+    ) -> None:
+        self.scope = scope
+        self.nr = nr
+        self.chain = chain
+        self.level = level
+        self.attempt = attempt
+        self.boundary = chain[level][1]
+        self.node_id = nr.node.id
+        self.path = nr.path
+
+    async def run(self) -> NodeOutputs:
+        return await self.chain[self.level][0].around(self)
+
+    async def proceed(self, attempt: Attempt | None = None) -> NodeOutputs:
+        attempt = attempt if attempt is not None else self.attempt
+        level = self.level + 1
+        if level == len(self.chain):
+            return await self.scope.core(self.nr, attempt)
+        return await _Call(self.scope, self.nr, self.chain, level, attempt).run()
+
+    async def begin_try(self, index: int, limit: int) -> Attempt:
+        return await self.scope.run.begin_try(self.attempt, self.boundary, index, limit)
+
+    async def fail_try(self, attempt: Attempt, error: BaseException) -> None:
+        await self.scope.run.fail_attempt(attempt, error)
+
+
+class _ScopeRun:
+    """One graph run in one scope: the slots, the pending-input counters and the node tasks."""
+
+    def __init__(
+        self,
+        run: _Run,
+        graph: Graph,
+        path: str,
+        handle: Scope,
+        parent: _ScopeRun | None,
+        sub_index: int,
+    ) -> None:
+        plan = graph._plan
+        assert isinstance(plan, _Plan)
+        self.run = run
+        self.plan = plan
+        self.graph = graph
+        self.path = path
+        self.handle = handle
+        self.parent = parent
+        self.sub_index = sub_index
+        self.loop = run.loop
+        self.ready: dict[str, Any] = {}
+        self.skipped: set[str] = set()
+        self.remaining = [len(names) for names in plan.requires]
+        self.skipped_in = [0] * len(plan.nodes)
+        self.waiters: list[asyncio.Future[None] | None] = [None] * len(plan.nodes)
+        self.tasks: list[asyncio.Task[None]] = []
+        self.unfinished = 0
+        self.done: asyncio.Future[None] = run.loop.create_future()
+        self.error: NodeFailedError | None = None
+        self.canceled = False
+        self.cancel_done = False
+
+    # -- slots ------------------------------------------------------------------------------
+
+    def _arrive(self, name: str, skipped: bool) -> None:
+        remaining = self.remaining
+        for j in self.plan.consumers.get(name, ()):
+            if skipped:
+                self.skipped_in[j] += 1
+            left = remaining[j] - 1
+            remaining[j] = left
+            if left == 0:
+                waiter = self.waiters[j]
+                if waiter is not None and not waiter.done():
+                    waiter.set_result(None)
+
+    def publish_value(self, name: str, value: Any) -> None:
+        self.ready[name] = value
+        self._arrive(name, False)
+
+    def publish_skip(self, name: str) -> None:
+        self.skipped.add(name)
+        self._arrive(name, True)
+
+    def publish_stream(self, name: str, stream: Stream[Any]) -> None:
+        """Publish a stream: attach every reader's group first, then propagate through Out."""
+        if name in self.ready or name in self.skipped:
+            where = f"scope {self.path!r}" if self.path else "the root graph"
+            raise SlotError(
+                f"stream {name!r} already arrived in {where}; a stream is opened once per run "
+                "of its graph (a Sub re-run by a Retry cannot publish a stream through Out "
+                "again)"
+            )
+        prefix = f"{self.path}/" if self.path else ""
+        for reader in self.plan.stream_readers(name):
+            stream.attach(prefix + reader)
+        self.publish_value(name, stream)
+        parent = self.parent
+        if parent is not None:
+            target = parent.plan.out_of[self.sub_index].get(name)
+            if target is not None:
+                parent.publish_stream(target, stream)
+
+    def publish_outputs(self, nr: _NodeRun, outputs: NodeOutputs) -> None:
+        ready = outputs.ready
+        keys = self.plan.prov_maps[nr.index]
+        for name in self.plan.provides[nr.index]:
+            if name in ready:
+                if keys[name].stream:
+                    if self.ready.get(name) is not ready[name]:
+                        self.publish_stream(name, ready[name])
+                else:
+                    self.publish_value(name, ready[name])
+            else:
+                self.publish_skip(name)
+
+    def _publish_inputs(self, inputs: Values) -> None:
+        keys = self.graph.keys
+        for key in self.graph.inputs:
+            name = key.name
+            if name in inputs.ready:
+                value = inputs.ready[name]
+                if keys[name].stream and self.parent is None:
+                    self.publish_stream(name, value)
+                else:  # a child's stream input: its groups were attached by the parent
+                    self.publish_value(name, value)
+            else:
+                self.publish_skip(name)
+
+    # -- running ----------------------------------------------------------------------------
+
+    async def execute(self, inputs: Values) -> RunStatus:
+        run = self.run
+        if run.observers:
+            run.emit("graph_started", GraphEvent(self.graph.name, self.path, self.handle))
+        self._publish_inputs(inputs)
+        count = len(self.plan.nodes)
+        self.unfinished = count
+        if count == 0:
+            self.done.set_result(None)
+        create_task = self.loop.create_task
+        for i in range(count):
+            task = create_task(self.node_main(i))
+            task.add_done_callback(self._task_done)
+            self.tasks.append(task)
+        if self.parent is None and run.cancel_requested:
+            self.cancel(outside=True)
+        try:
+            await asyncio.shield(self.done)
+        except asyncio.CancelledError:
+            self.cancel_all()
+            await _settle(self.done)
+            await self._finish(RunStatus.CANCELED)
+            raise
+        if self.error is not None:
+            status = RunStatus.FAILED
+        elif self.canceled or run.aborted:
+            status = RunStatus.CANCELED
+        else:
+            status = RunStatus.COMPLETED
+        await self._finish(status)
+        return status
+
+    async def _finish(self, status: RunStatus) -> None:
+        run = self.run
+        await run.close_scope(self.handle, status)
+        if run.observers:
+            error = self.error if status is RunStatus.FAILED else None
+            run.emit(
+                "graph_finished",
+                GraphEvent(self.graph.name, self.path, self.handle, str(status), error),
+            )
+
+    def _task_done(self, task: asyncio.Task[None]) -> None:
+        if not task.cancelled() and task.exception() is not None:  # pragma: no cover - a bug
+            _log.error("internal error in a node task", exc_info=task.exception())
+        self.unfinished -= 1
+        if self.unfinished == 0 and not self.done.done():
+            self.done.set_result(None)
+
+    def cancel(self, outside: bool) -> None:
+        if outside and self.error is None:
+            self.canceled = True
+        self.cancel_all()
+
+    def cancel_all(self) -> None:
+        if self.cancel_done:
+            return
+        self.cancel_done = True
+        for task in self.tasks:
+            if not task.done():
+                task.cancel()
+
+    def node_failed(self, error: NodeFailedError) -> None:
+        if self.error is None and not self.canceled:
+            self.error = error
+            # Cancel the others on the next loop turn, after readers of a failed stream had a
+            # chance to see the failure.
+            self.loop.call_soon(self.cancel_all)
+
+    def _node_event(self, nr: _NodeRun, **fields: Any) -> NodeEvent:
+        return NodeEvent(nr.node.id, nr.path, self.handle, **fields)
+
+    def mark_running(self, nr: _NodeRun) -> None:
+        if not nr.running:
+            nr.running = True
+            if self.run.observers:
+                self.run.emit("node_running", self._node_event(nr))
+
+    async def node_main(self, i: int) -> None:
+        run = self.run
+        nr = _NodeRun(self, i)
+        if run.observers:
+            run.emit("node_waiting", self._node_event(nr))
+        outcome = "canceled"
+        restored = False
+        error: NodeFailedError | None = None
+        try:
+            attempt = await run.begin_node(self.handle, nr.node)
+            nr.attempt = attempt
+            if attempt.restored is not None:
+                outputs = self._check_outputs(nr, attempt.restored)
+                restored = True
+            else:
+                if attempt.staged is not None:
+                    self._check_staged(nr, attempt.staged)
+                outputs = await self._run_node(nr, attempt)
+                await run.commit_node(attempt, outputs)
+            self.publish_outputs(nr, outputs)
+            for stream in nr.streams.values():
+                stream.end()
+            outcome = str(outputs.reason)
+        except (_RunAborted, asyncio.CancelledError):
+            pass
+        except Exception as exc:
+            outcome = "failed"
+            error = NodeFailedError(f"node {nr.path!r} failed: {_describe(exc)}", nr.path)
+            error.__cause__ = exc
+            self.node_failed(error)
+            for stream in nr.streams.values():
+                stream.fail(f"stream producer {nr.path!r} failed: {_describe(exc)}", nr.path, exc)
+            if nr.attempt is not None:
+                with contextlib.suppress(_RunAborted, asyncio.CancelledError):
+                    await run.fail_attempt(nr.attempt, exc)
+        finally:
+            if outcome != "canceled":
+                self._detach_reader(nr)
+            if run.observers:
+                run.emit(
+                    "node_finished",
+                    self._node_event(nr, outcome=outcome, restored=restored, error=error),
+                )
+
+    async def _run_node(self, nr: _NodeRun, attempt: Attempt) -> NodeOutputs:
+        chain = self.plan.chain(nr.index)
+        try:
+            if chain:
+                outputs = await _Call(self, nr, chain, 0, attempt).run()
+            else:
+                outputs = await self.core(nr, attempt)
+        except SkipNode:
+            if nr.streams:
+                raise SlotError(
+                    f"node {nr.path!r} skipped itself after opening stream(s) "
+                    f"{sorted(nr.streams)}; an opened stream cannot become skipped"
+                ) from None
+            return NodeOutputs(NodeReason.SKIPPED, _EMPTY, frozenset(self.plan.provides[nr.index]))
+        if not isinstance(outputs, NodeOutputs):
+            raise SlotError(
+                f"node {nr.path!r}: an aspect returned {outputs!r}; Aspect.around must return "
+                "the result of call.proceed()"
+            )
+        return outputs
+
+    async def core(self, nr: _NodeRun, attempt: Attempt) -> NodeOutputs:
+        """The innermost step of the aspect chain: wait for input, then run the body."""
+        i = nr.index
+        if self.remaining[i]:
+            waiter = self.waiters[i]
+            if waiter is None or waiter.done():  # done here means canceled by an earlier try
+                waiter = self.waiters[i] = self.loop.create_future()
+            await waiter
+        required = len(self.plan.requires[i])
+        if required and self.skipped_in[i] == required:
+            raise _CascadeSkip(nr.path)
+        node = nr.node
+        if node.child is not None:
+            return await self._run_sub(nr, attempt)
+        assert nr.attempt is not None
+        rc = RunContext(nr, attempt, not node.is_async, nr.attempt.staged)
+        run = self.run
+        body = node.body
+        assert body is not None
+        try:
+            if node.is_async:
+                await run.sem.acquire()
+                nr.holding = True
+                try:
+                    self.mark_running(nr)
+                    await body(rc)
+                finally:
+                    if nr.holding:
+                        nr.holding = False
+                        run.sem.release()
+            else:
+                await run.run_sync(body, rc, lambda: self.mark_running(nr))
+            keys = self.plan.prov_maps[i]
+            for name in rc._requested:
+                if name not in nr.streams:  # a writer that sent nothing: an empty stream
+                    await nr.open_stream(keys[name])
+        except asyncio.CancelledError:
+            rc._cancel()
+            raise
+        finally:
+            rc._close()
+        ready = rc._written()
+        out_ready: dict[str, Any] = {}
+        out_skipped: list[str] = []
+        streams = nr.streams
+        for name in self.plan.provides[i]:
+            if name in streams:
+                out_ready[name] = streams[name]
+            elif name in ready:
+                out_ready[name] = ready[name]
+            else:
+                out_skipped.append(name)
+        return NodeOutputs(NodeReason.COMPLETED, out_ready, frozenset(out_skipped))
+
+    async def _run_sub(self, nr: _NodeRun, attempt: Attempt) -> NodeOutputs:
+        node = nr.node
+        child_graph = node.child
+        assert child_graph is not None
+        ready: dict[str, Any] = {}
+        skipped: list[str] = []
+        for binding in node.bindings:
+            if isinstance(binding, In):
+                if binding.parent.name in self.ready:
+                    ready[binding.child.name] = self.ready[binding.parent.name]
+                else:
+                    skipped.append(binding.child.name)
+        inputs = Values(ready, frozenset(skipped))
+        handle = await self.run.open_scope(child_graph, nr.path, attempt, inputs)
+        child = _ScopeRun(self.run, child_graph, nr.path, handle, self, nr.index)
+        self.mark_running(nr)
+        status = await child.execute(inputs)
+        if status is RunStatus.FAILED:
+            assert child.error is not None
+            raise child.error
+        if status is RunStatus.CANCELED:
+            raise asyncio.CancelledError()
+        out_ready: dict[str, Any] = {}
+        out_skipped: list[str] = []
+        for binding in node.bindings:
+            if isinstance(binding, Out):
+                if binding.child.name in child.ready:
+                    out_ready[binding.parent.name] = child.ready[binding.child.name]
+                else:
+                    out_skipped.append(binding.parent.name)
+        return NodeOutputs(NodeReason.COMPLETED, out_ready, frozenset(out_skipped))
+
+    def _detach_reader(self, nr: _NodeRun) -> None:
+        stream_keys = self.plan.stream_keys
+        if not stream_keys:
+            return
+        for name in self.plan.requires[nr.index]:
+            if name in stream_keys:
+                stream = self.ready.get(name)
+                if isinstance(stream, Stream):
+                    if nr.node.child is None:
+                        stream.detach(nr.path)
+                    else:
+                        stream.detach_prefix(nr.path + "/")
+
+    # -- checks of what a checkpointer hands back -------------------------------------------
+
+    def _corrupt(self, nr: _NodeRun, what: str, problem: str) -> _RunAborted:
+        error = CorruptRecordError(
+            f"checkpoint {what} of node {nr.path!r} do not match the graph definition: "
+            f"{problem}. The record and the graph disagree; resume with the graph the run "
+            "was started with"
+        )
+        self.run.abort(error)
+        return _RunAborted()
+
+    def _check_outputs(self, nr: _NodeRun, outputs: Any) -> NodeOutputs:
+        if not isinstance(outputs, NodeOutputs):
+            raise self._corrupt(nr, "outputs", f"expected NodeOutputs, got {outputs!r}")
+        keys = self.plan.prov_maps[nr.index]
+        ready = set(outputs.ready)
+        both = ready & outputs.skipped
+        if both:
+            raise self._corrupt(nr, "outputs", f"keys {sorted(both)} are ready and skipped")
+        covered = ready | outputs.skipped
+        if covered != set(keys):
+            raise self._corrupt(
+                nr,
+                "outputs",
+                f"they cover {sorted(covered)} but the node provides {sorted(keys)}",
+            )
+        if outputs.reason is NodeReason.SKIPPED and ready:
+            raise self._corrupt(nr, "outputs", "a skipped node with ready outputs")
+        self._check_values(nr, "outputs", outputs.ready, keys, streams=True)
+        return outputs
+
+    def _check_staged(self, nr: _NodeRun, staged: Any) -> None:
+        if not isinstance(staged, Values):
+            raise self._corrupt(nr, "staged values", f"expected Values, got {staged!r}")
+        keys = self.plan.prov_maps[nr.index]
+        names = set(staged.ready) | set(staged.skipped)
+        unknown = names - set(keys)
+        if unknown or set(staged.ready) & staged.skipped:
+            raise self._corrupt(nr, "staged values", f"undeclared or duplicate keys {names}")
+        self._check_values(nr, "staged values", staged.ready, keys, streams=False)
+
+    def _check_values(
+        self,
+        nr: _NodeRun,
+        what: str,
+        values: Mapping[str, Any],
+        keys: dict[str, Key[Any]],
+        streams: bool,
+    ) -> None:
+        for name, value in values.items():
+            key = keys[name]
+            if key.stream:
+                if not streams or not isinstance(value, Stream):
+                    raise self._corrupt(nr, what, f"stream key {name!r} holds {value!r}")
+            elif not key.accepts(value):
+                raise self._corrupt(
+                    nr, what, f"key {name!r} holds a {type(value).__name__}, expected {key!r}"
+                )
+
+
+def _describe(error: BaseException) -> str:
+    text = str(error)
+    return f"{type(error).__name__}: {text}" if text else type(error).__name__
+
+
+def _root_inputs(graph: Graph, inputs: Mapping[Key[Any], Any] | None) -> Values:
+    given = dict(inputs or {})
+    declared = {key.name: key for key in graph.inputs}
+    ready: dict[str, Any] = {}
+    for key, value in given.items():
+        known = declared.get(getattr(key, "name", None))  # type: ignore[arg-type]
+        if not isinstance(key, Key) or known is None or known != key:
+            raise GraphError(
+                f"graph {graph.name!r}: {key!r} is not one of its inputs "
+                f"{[k.name for k in graph.inputs]}; inputs are keyed by their Key"
+            )
+        if key.stream:
+            if not isinstance(value, Stream) or value.key != key:
+                raise GraphError(
+                    f"graph {graph.name!r}: stream input {key.name!r} takes a Stream of that "
+                    f"key (Stream.replay(key, elements)), got {value!r}"
+                )
+        elif not key.accepts(value):
+            raise GraphError(
+                f"graph {graph.name!r}: input {key.name!r} takes {key!r} values, got "
+                f"{type(value).__name__}"
+            )
+        ready[key.name] = value
+    missing = [name for name in declared if name not in ready]
+    if missing:
+        raise GraphError(
+            f"graph {graph.name!r}: inputs {missing} were not given; pass a value for every "
+            "input of the graph"
+        )
+    return Values(ready, frozenset())
+
+
+def _check_max_running(max_running: object) -> int:
+    if isinstance(max_running, bool) or not isinstance(max_running, int) or max_running < 1:
+        raise ConfigError(
+            f"max_running must be a positive integer (bodies running at once), got {max_running!r}"
+        )
+    return max_running
+
+
+async def execute_async(
+    graph: Graph,
+    inputs: Mapping[Key[Any], Any] | None = None,
+    *,
+    max_running: int = DEFAULT_MAX_RUNNING,
+    checkpointer: Checkpointer | None = None,
+    observers: Iterable[Observer] = (),
+    cancel: CancelToken | None = None,
+) -> RunResult:
+    """Run ``graph`` on the running event loop and return its result (G-3…G-12).
+
+    Args:
+        graph: the graph; validated (and frozen) first.
+        inputs: a value for every root input, keyed by its Key (a stream input takes a
+            :class:`~durable_core.graph.Stream`).
+        max_running: bodies running at once across the whole run, Sub levels included (>= 1);
+            also the size of the worker thread pool for plain bodies.
+        checkpointer: the checkpoint seam (G-12); default: no checkpoints.
+        observers: observers of graph and node events (G-11).
+        cancel: a token that cancels the run from outside; the run then ends ``canceled``.
+
+    Returns:
+        The run's result. A failure of a node or of the checkpointer is reported in the result
+        (``status == "failed"``, ``error``), not raised.
+
+    Raises:
+        GraphError: the graph is not valid, or the inputs do not match its inputs; nothing ran.
+        ConfigError: ``max_running`` is not a positive integer.
+        asyncio.CancelledError: the task running this coroutine was canceled; every body was
+            canceled and has ended first.
+    """
+    graph.validate()
+    max_running = _check_max_running(max_running)
+    seeds = _root_inputs(graph, inputs)
+    run = _Run(checkpointer, observers, max_running)
+    unsubscribe = (
+        cancel._subscribe(lambda: run.loop.call_soon_threadsafe(run.cancel))
+        if cancel is not None
+        else None
+    )
+    try:
+        try:
+            scope = await run.open_scope(graph, "", None, seeds)
+        except _RunAborted:
+            return RunResult(graph, RunStatus.FAILED, run.abort_error, {}, set())
+        root = _ScopeRun(run, graph, "", scope, None, -1)
+        run.root = root
+        status = await root.execute(seeds)
+        error: BaseException | None = None
+        if run.aborted:
+            status, error = RunStatus.FAILED, run.abort_error
+        elif status is RunStatus.FAILED:
+            error = root.error
+        return RunResult(graph, status, error, root.ready, root.skipped)
+    finally:
+        if unsubscribe is not None:
+            unsubscribe()
+        await run.wait_threads()
+
+
+def execute(
+    graph: Graph,
+    inputs: Mapping[Key[Any], Any] | None = None,
+    *,
+    max_running: int = DEFAULT_MAX_RUNNING,
+    checkpointer: Checkpointer | None = None,
+    observers: Iterable[Observer] = (),
+    cancel: CancelToken | None = None,
+) -> RunResult:
+    """Run ``graph`` to its end in a new event loop (``asyncio.run``); see :func:`execute_async`.
+
+    Must not be called from a running event loop (use ``await execute_async(...)`` there).
+
+    Example:
+        >>> N = Key("n", int)
+        >>> g = Graph("one", inputs=[N])
+        >>> TWICE = Key("twice", int)
+        >>> @g.node("double", requires=[N], provides=[TWICE])
+        ... def double(rc):
+        ...     rc.set(TWICE, rc.get(N) * 2)
+        >>> execute(g, {N: 21})[TWICE]
+        42
+    """
+    return asyncio.run(
+        execute_async(
+            graph,
+            inputs,
+            max_running=max_running,
+            checkpointer=checkpointer,
+            observers=observers,
+            cancel=cancel,
+        )
+    )
