@@ -689,9 +689,10 @@ class _ScopeRun:
             outcome = "failed"
             error = NodeFailedError(f"node {nr.path!r} failed: {_describe(exc)}", nr.path)
             error.__cause__ = exc
-            self.node_failed(error)
+            # Readers of this node's streams see the failure before the others are canceled.
             for stream in nr.streams.values():
                 stream.fail(f"stream producer {nr.path!r} failed: {_describe(exc)}", nr.path, exc)
+            self.node_failed(error)
             if nr.attempt is not None:
                 with contextlib.suppress(_RunAborted, asyncio.CancelledError):
                     await run.fail_attempt(nr.attempt, exc)
