@@ -97,8 +97,12 @@ def test_waiting_for_input_takes_no_slot():
         g.add_node(f"n{i}", body, requires=[keys[i]], provides=[keys[i + 1]])
     child_in, child_out = Key("x", int), Key("y", int)
     child = Graph("child", inputs=[child_in])
-    child.add_node("inc", lambda rc: rc.set(child_out, rc.get(child_in) + 1), requires=[child_in],
-                   provides=[child_out])
+    child.add_node(
+        "inc",
+        lambda rc: rc.set(child_out, rc.get(child_in) + 1),
+        requires=[child_in],
+        provides=[child_out],
+    )
     g.sub("sub", child, bindings=[In(keys[5], child_in), Out(child_out, Key("z", int))])
     result = execute(g, {keys[0]: 0}, max_running=1)
     assert result[Key("z", int)] == 6

@@ -2,7 +2,7 @@
 
 import pytest
 
-from durable_core import GraphError, Graph, In, Key, Out, Retry, Timeout, execute
+from durable_core import Graph, GraphError, In, Key, Out, Retry, Timeout, execute
 
 A, B, C, D = Key("a", int), Key("b", int), Key("c", int), Key("d", int)
 
@@ -176,7 +176,8 @@ def test_sub_requires_and_provides_come_from_bindings():
 # covers: G-9, G-5
 def test_sub_binding_directions_are_checked():
     parent = Graph("parent", inputs=[A])
-    with pytest.raises(GraphError, match=r"Sub node 'report'.*In\('text', 'report'\).*not an input.*use Out"):
+    wrong_direction = r"Sub node 'report'.*In\('text', 'report'\).*not an input.*use Out"
+    with pytest.raises(GraphError, match=wrong_direction):
         parent.sub(
             "report",
             child_graph(),
@@ -222,9 +223,7 @@ def test_every_child_input_is_bound_once():
     with pytest.raises(GraphError, match="input 'cn' of child graph 'child' is not bound"):
         parent.sub("report", child_graph(), bindings=[])
     with pytest.raises(GraphError, match="bound by two In"):
-        parent.sub(
-            "report", child_graph(), bindings=[In(A, Key("cn", int)), In(B, Key("cn", int))]
-        )
+        parent.sub("report", child_graph(), bindings=[In(A, Key("cn", int)), In(B, Key("cn", int))])
 
 
 # covers: G-9, G-5

@@ -89,14 +89,14 @@ def test_back_pressure_bounds_the_buffer_per_group():
             await asyncio.sleep(0.002)
 
     execute(g, {START: 0})
-    sent = read = 0
+    sent = received = 0
     for kind, _ in timeline:
         if kind == "sent":
             sent += 1
         else:
-            read += 1
-        assert sent - read <= LINES.capacity  # never more than capacity ahead of the reader
-    assert sent == read == 20
+            received += 1
+        assert sent - received <= LINES.capacity  # never more than capacity ahead of the reader
+    assert sent == received == 20
 
 
 # covers: G-10, G-7

@@ -124,12 +124,16 @@ def test_retry_on_a_sub_reruns_the_whole_child_from_scratch():
 def test_nested_subs_and_pass_through_outputs():
     inner = Graph("inner", inputs=[Key("i", int)])
     inner.add_node(
-        "square", lambda rc: rc.set(Key("sq", int), rc.get(Key("i", int)) ** 2),
-        requires=[Key("i", int)], provides=[Key("sq", int)],
+        "square",
+        lambda rc: rc.set(Key("sq", int), rc.get(Key("i", int)) ** 2),
+        requires=[Key("i", int)],
+        provides=[Key("sq", int)],
     )
     middle = Graph("middle", inputs=[Key("m", int)])
     middle.sub(
-        "inner", inner, bindings=[In(Key("m", int), Key("i", int)), Out(Key("sq", int), Key("msq", int))]
+        "inner",
+        inner,
+        bindings=[In(Key("m", int), Key("i", int)), Out(Key("sq", int), Key("msq", int))],
     )
     g = Graph("outer", inputs=[N])
     g.sub(
