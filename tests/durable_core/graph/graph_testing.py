@@ -152,3 +152,40 @@ class MemoryCheckpointer(Checkpointer):
 
 def _path(scope: Scope, node_id: str) -> str:
     return f"{scope.path}/{node_id}" if scope.path else node_id
+
+
+def sample_definition():
+    """A graph exercising every part of the fingerprint; built the same way in any process."""
+    from durable_core.graph import Graph, In, Key, Out, Retry, Timeout
+
+    tags = Key("tags", frozenset[str])
+    table = Key("table", dict[str, list[int]])
+    lines = Key("lines", str, stream=True, capacity=8)
+    total = Key("total", int | None)
+    child_tags = Key("child_tags", frozenset[str])
+    child_count = Key("child_count", int)
+
+    child = Graph("child", inputs=[child_tags])
+    child.add_node(
+        "count",
+        lambda rc: None,
+        requires=[child_tags],
+        provides=[child_count],
+        aspects=[Timeout(5)],
+    )
+    g = Graph("sample", inputs=[tags], aspects=[Retry(2, delay=0.5)])
+    g.add_node("table", lambda rc: None, requires=[tags], provides=[table, lines])
+    g.add_node(
+        "total",
+        lambda rc: None,
+        requires=[table, lines],
+        provides=[total],
+        aspects=[Retry(3), Timeout(1.5)],
+    )
+    g.sub(
+        "child",
+        child,
+        bindings=[In(tags, child_tags), Out(child_count, Key("count", int))],
+        aspects=[Retry(4)],
+    )
+    return g
