@@ -256,15 +256,34 @@ class _Run:
 
     # -- checkpointer calls -----------------------------------------------------------------
 
-    async def _call(self, coroutine: Any) -> Any:
+    async def _call(self, coroutine: Any, nr: _NodeRun | None = None) -> Any:
+        """Await a checkpointer call; a failure stops the run (``_RunAborted``).
+
+        The engine never cancels a call in progress. Calls made by a node outside its aspect
+        chain (``nr`` given) can only be canceled by a scope's ``cancel_all``, which defers the
+        cancellation of a node inside such a call until it returns: no task is needed. Calls
+        inside the chain (a Timeout may cancel them) run in a shielded task.
+        """
         if self.aborted:
             coroutine.close()
             raise _RunAborted
+        if nr is not None:
+            nr.in_call = True
+            try:
+                result = await coroutine
+            except Exception as error:
+                self.abort(error)
+                raise _RunAborted from error
+            finally:
+                nr.in_call = False
+            if nr.cancel_pending:  # the node was canceled during the call
+                nr.cancel_pending = False
+                raise asyncio.CancelledError()
+            return result
         future = asyncio.ensure_future(coroutine)
         try:
             return await asyncio.shield(future)
         except asyncio.CancelledError:
-            # Never cancel a checkpointer call in progress: let it finish, then stop.
             await _settle(future)
             if not future.cancelled() and future.exception() is not None:
                 self.abort(future.exception())  # type: ignore[arg-type]
@@ -290,12 +309,12 @@ class _Run:
         scope = await self._call(self.cp.open_scope(graph, path, parent, inputs))
         return self._expect(scope, Scope, "open_scope")
 
-    async def begin_node(self, scope: Scope, node: Node) -> Attempt:
+    async def begin_node(self, scope: Scope, node: Node, nr: _NodeRun) -> Attempt:
         if self.noop:
             if self.aborted:
                 raise _RunAborted
             return Attempt(id="", scope=scope, node=node)
-        attempt = await self._call(self.cp.begin_node(scope, node))
+        attempt = await self._call(self.cp.begin_node(scope, node), nr)
         return self._expect(attempt, Attempt, "begin_node")
 
     async def begin_try(self, parent: Attempt, boundary: str, index: int, limit: int) -> Attempt:
@@ -314,16 +333,18 @@ class _Run:
         attempt = await self._call(self.cp.begin_try(parent, boundary, index, limit))
         return self._expect(attempt, Attempt, "begin_try")
 
-    async def fail_attempt(self, attempt: Attempt, error: BaseException) -> None:
+    async def fail_attempt(
+        self, attempt: Attempt, error: BaseException, nr: _NodeRun | None = None
+    ) -> None:
         if not self.noop:
-            await self._call(self.cp.fail_attempt(attempt, error))
+            await self._call(self.cp.fail_attempt(attempt, error), nr)
 
-    async def commit_node(self, attempt: Attempt, outputs: NodeOutputs) -> None:
+    async def commit_node(self, attempt: Attempt, outputs: NodeOutputs, nr: _NodeRun) -> None:
         if self.noop:
             if self.aborted:
                 raise _RunAborted
             return
-        await self._call(self.cp.commit_node(attempt, outputs))
+        await self._call(self.cp.commit_node(attempt, outputs), nr)
 
     async def open_stream(self, attempt: Attempt, key: Key[Any], stream: Stream[Any]) -> None:
         if self.noop:
@@ -354,17 +375,26 @@ class _Run:
         except BaseException:
             self.sem.release()
             raise
-        # The slot is released when the thread is done, even if the awaiting task was canceled
-        # (a Timeout): a plain body cannot be interrupted and still occupies a worker.
         self.jobs.add(job)
-        job.add_done_callback(self._job_done)
-        await asyncio.wrap_future(job)
+        try:
+            await asyncio.wrap_future(job)
+        except asyncio.CancelledError:
+            # A plain body cannot be interrupted (a Timeout, a canceled run): it keeps its slot
+            # and worker until its thread returns.
+            job.add_done_callback(self._job_done)
+            raise
+        except BaseException:
+            self._release_job(job)
+            raise
+        self._release_job(job)
 
     def _job_done(self, job: concurrent.futures.Future[Any]) -> None:
         with contextlib.suppress(RuntimeError):  # a closed loop has nothing left to release
             self.loop.call_soon_threadsafe(self._release_job, job)
 
     def _release_job(self, job: concurrent.futures.Future[Any]) -> None:
+        if job not in self.jobs:
+            return
         self.jobs.discard(job)
         self.sem.release()
         if not self.jobs and self.idle is not None and not self.idle.done():
@@ -385,7 +415,9 @@ class _NodeRun:
 
     __slots__ = (
         "attempt",
+        "cancel_pending",
         "holding",
+        "in_call",
         "index",
         "node",
         "opening",
@@ -405,6 +437,8 @@ class _NodeRun:
         self.opening: dict[str, asyncio.Future[None]] = {}
         self.running = False
         self.holding = False
+        self.in_call = False
+        self.cancel_pending = False
 
     async def open_stream(self, key: Key[Any]) -> Stream[Any]:
         name = key.name
@@ -507,6 +541,7 @@ class _ScopeRun:
         self.skipped_in = [0] * len(plan.nodes)
         self.waiters: list[asyncio.Future[None] | None] = [None] * len(plan.nodes)
         self.tasks: list[asyncio.Task[None]] = []
+        self.node_runs: list[_NodeRun] = []
         self.unfinished = 0
         self.done: asyncio.Future[None] = run.loop.create_future()
         self.error: NodeFailedError | None = None
@@ -592,8 +627,9 @@ class _ScopeRun:
         if count == 0:
             self.done.set_result(None)
         create_task = self.loop.create_task
+        self.node_runs = [_NodeRun(self, i) for i in range(count)]
         for i in range(count):
-            task = create_task(self.node_main(i))
+            task = create_task(self.node_main(self.node_runs[i]))
             task.add_done_callback(self._task_done)
             self.tasks.append(task)
         if self.parent is None and run.cancel_requested:
@@ -640,8 +676,12 @@ class _ScopeRun:
         if self.cancel_done:
             return
         self.cancel_done = True
-        for task in self.tasks:
-            if not task.done():
+        for task, nr in zip(self.tasks, self.node_runs, strict=True):
+            if task.done():
+                continue
+            if nr.in_call:  # never cancel a checkpointer call: cancel when it returns
+                nr.cancel_pending = True
+            else:
                 task.cancel()
 
     def node_failed(self, error: NodeFailedError) -> None:
@@ -660,16 +700,15 @@ class _ScopeRun:
             if self.run.observers:
                 self.run.emit("node_running", self._node_event(nr))
 
-    async def node_main(self, i: int) -> None:
+    async def node_main(self, nr: _NodeRun) -> None:
         run = self.run
-        nr = _NodeRun(self, i)
         if run.observers:
             run.emit("node_waiting", self._node_event(nr))
         outcome = "canceled"
         restored = False
         error: NodeFailedError | None = None
         try:
-            attempt = await run.begin_node(self.handle, nr.node)
+            attempt = await run.begin_node(self.handle, nr.node, nr)
             nr.attempt = attempt
             if attempt.restored is not None:
                 outputs = self._check_outputs(nr, attempt.restored)
@@ -678,7 +717,7 @@ class _ScopeRun:
                 if attempt.staged is not None:
                     self._check_staged(nr, attempt.staged)
                 outputs = await self._run_node(nr, attempt)
-                await run.commit_node(attempt, outputs)
+                await run.commit_node(attempt, outputs, nr)
             self.publish_outputs(nr, outputs)
             for stream in nr.streams.values():
                 stream.end()
@@ -695,7 +734,7 @@ class _ScopeRun:
             self.node_failed(error)
             if nr.attempt is not None:
                 with contextlib.suppress(_RunAborted, asyncio.CancelledError):
-                    await run.fail_attempt(nr.attempt, exc)
+                    await run.fail_attempt(nr.attempt, exc, nr)
         finally:
             if outcome != "canceled":
                 self._detach_reader(nr)
