@@ -9,6 +9,7 @@ without running their bodies, active attempts are adopted, spent Retry tries sta
 Every change is saved by compare-and-swap through one commit path before the engine goes on
 (see :mod:`durable_core.durable.ledger`). A save that fails stops the run at once with a
 :class:`~durable_core.errors.CheckpointError`; the next ``resume`` loads again (R-RT-2).
+See ``docs/durable.md``.
 """
 
 from __future__ import annotations
@@ -23,35 +24,45 @@ import attrs
 from durable_core.codecs import Codecs
 from durable_core.durable.checkpointer import (
     DurableCheckpointer,
-    decode_outputs,
+    describe_error,
     encode_value_record,
 )
 from durable_core.durable.events import EventKind, RecoveryEvent
 from durable_core.durable.fingerprint import values_fingerprint
 from durable_core.durable.ledger import Ledger, new_id
+from durable_core.durable.recovery import Failures, decode_confirmed, propagate_failures
 from durable_core.errors import (
     CheckpointError,
     CodecError,
+    ConfigError,
     ConflictError,
     CorruptRecordError,
     DefinitionMismatchError,
-    DurableError,
     GraphError,
     InputsMismatchError,
+    NodeFailedError,
     NotFoundError,
     VersionMismatchError,
 )
-from durable_core.graph import CancelToken, Graph, execute_async
+from durable_core.graph import (
+    CancelToken,
+    Graph,
+    Key,
+    RunResult,
+    RunStatus,
+    execute_async,
+)
 from durable_core.graph.checkpoint import NodeOutputs
 from durable_core.integrity import validate_record
 from durable_core.records import RECORD_FORMAT, RunRecord, ScopeRecord, ValueRecord
 from durable_core.store import Store
 
-__all__ = ["DurableResult", "Runtime"]
+__all__ = ["DurableResult", "Observer", "Runtime", "count_nodes"]
 
 log = logging.getLogger("durable_core.durable")
 
 Observer = Callable[[RecoveryEvent], Any]
+"""A runtime observer: called with each :class:`RecoveryEvent`; its return value is ignored."""
 
 
 @attrs.frozen
@@ -62,11 +73,11 @@ class DurableResult:
         run_id: the run.
         status: ``"completed"``, ``"failed"`` or ``"canceled"``.
         error: the run's error when it failed (a ``NodeFailedError`` naming the node, the
-            original exception as ``__cause__``), else None.
+            original exception as ``__cause__`` when it failed in this process), else None.
         revision: the record's revision when the run ended.
-        saves: how many saves this call made.
+        saves: how many saves this call made (the first record included).
         restored: how many nodes were restored from the record instead of run.
-        result: the engine's result (values by key).
+        result: the engine's :class:`~durable_core.graph.RunResult` (values by key).
     """
 
     run_id: str
@@ -75,13 +86,17 @@ class DurableResult:
     revision: int
     saves: int
     restored: int
-    result: Any = attrs.field(repr=False)
+    result: RunResult = attrs.field(repr=False)
 
-    def __getitem__(self, key: Any) -> Any:
-        """The value of ``key`` (see the engine result)."""
+    def __getitem__(self, key: Key[Any]) -> Any:
+        """The ready value of ``key`` (see :meth:`RunResult.__getitem__`)."""
         return self.result[key]
 
-    def skipped(self, key: Any) -> bool:
+    def get(self, key: Key[Any], default: Any = None) -> Any:
+        """The ready value of ``key``, or ``default`` when it is skipped or pending."""
+        return self.result.get(key, default)
+
+    def skipped(self, key: Key[Any]) -> bool:
         """Whether ``key`` ended skipped."""
         return self.result.skipped(key)
 
@@ -96,6 +111,36 @@ def count_nodes(graph: Graph) -> int:
     return total
 
 
+def _check_graph(graph: Graph) -> None:
+    graph.validate()
+    for sub_graph in graph.graphs().values():
+        for key in sub_graph.keys.values():
+            if key.stream:
+                raise GraphError(
+                    f"graph {sub_graph.name!r} has the stream key {key.name!r}: streams are not "
+                    "checkpointed by this version of the durable runtime. Run the graph with "
+                    "execute(), or use value keys. Nothing was saved."
+                )
+
+
+def _check_max_running(max_running: object) -> None:
+    if max_running is None:
+        return
+    if isinstance(max_running, bool) or not isinstance(max_running, int) or max_running < 1:
+        raise ConfigError(
+            f"max_running must be a positive integer (bodies running at once), got "
+            f"{max_running!r}; nothing was saved"
+        )
+
+
+def _check_version(version: object) -> None:
+    if not isinstance(version, str):
+        raise ConfigError(
+            f"version must be a str (the host's business version), got {version!r}; nothing "
+            "was saved"
+        )
+
+
 class Runtime:
     """Runs graphs durably on one store.
 
@@ -105,7 +150,22 @@ class Runtime:
         observers: callables receiving each :class:`RecoveryEvent` after the save it
             describes; an observer that raises is logged and never fails the run.
         plugins: a plugin manager (``make_plugin_manager()``) whose
-            ``durable_recovery_event`` hook also receives the events; None: no hook calls.
+            ``durable_recovery_event`` hook also receives the events (each implementation is
+            called on its own: one that raises is logged and the others still get the event);
+            None: no hook calls.
+
+    Example:
+        >>> from durable_core import Graph, Key, MemoryStore
+        >>> N, TWICE = Key("n", int), Key("twice", int)
+        >>> g = Graph("double", inputs=[N])
+        >>> @g.node("double", requires=[N], provides=[TWICE])
+        ... def double(rc):
+        ...     rc.set(TWICE, rc.get(N) * 2)
+        >>> runtime = Runtime(MemoryStore())
+        >>> runtime.run(g, run_id="job-1", version="1", inputs={N: 21})[TWICE]
+        42
+        >>> runtime.resume(g, run_id="job-1", version="1", inputs={N: 21}).restored
+        1
     """
 
     def __init__(
@@ -129,33 +189,43 @@ class Runtime:
         *,
         run_id: str,
         version: str,
-        inputs: Mapping[Any, Any],
+        inputs: Mapping[Key[Any], Any],
         max_running: int | None = None,
         timeout: float | None = None,
         cancel: CancelToken | None = None,
     ) -> DurableResult:
         """Start a new run of ``graph`` and execute it (R-RT-3).
 
+        In order: the graph and the inputs are checked and every input is encoded (nothing
+        is saved when that fails); the run is acquired; an existing record is refused; the
+        first record is saved (format 2, revision 1, ``Version``, ``Definition`` = the graph's
+        fingerprint, ``Inputs`` = the inputs' fingerprint, a random ``RootScope``); then the
+        graph executes, every change saved before the engine goes on.
+
         Args:
             graph: the graph.
             run_id: the run's identity in the store (must not exist yet).
             version: the host's business version; ``resume`` must give the same.
-            inputs: the root inputs by key; ``resume`` must give the same again.
+            inputs: a value for every root input, by key; ``resume`` must give the same again.
             max_running: at most this many bodies run at once (engine default when None).
             timeout: seconds to wait at most in ``store.acquire`` (capacity/network only).
             cancel: a :class:`~durable_core.graph.CancelToken` to stop the run from outside
                 (Ctrl-C): running bodies are canceled, the record stays resumable.
 
         Returns:
-            The :class:`DurableResult`; a business failure is ``status == "failed"``.
+            The :class:`DurableResult`; a node's failure is ``status == "failed"`` with a
+            ``NodeFailedError`` naming it.
 
         Raises:
             BusyError: another session owns the run.
             CheckpointError: the record already exists (``ConflictError`` inside: use
-                ``resume``), an input cannot be encoded (before anything is saved), or a save
-                failed (the run stopped; resume later).
-            GraphError: the graph is invalid or the inputs do not match its root inputs.
-            CodecError: an output cannot be encoded (the run stopped; the node stays active).
+                ``resume``), an input cannot be encoded (before anything is saved; the message
+                names the key), or a save failed (the run stopped; resume later).
+            GraphError: the graph is invalid (or has stream keys), or the inputs do not match
+                its root inputs; nothing was saved.
+            ConfigError: ``max_running`` or ``version`` is invalid; nothing was saved.
+            CodecError: an output cannot be encoded (the run stopped; the node stays active
+                and runs again on resume).
         """
         return asyncio.run(
             self.run_async(
@@ -175,7 +245,7 @@ class Runtime:
         *,
         run_id: str,
         version: str,
-        inputs: Mapping[Any, Any],
+        inputs: Mapping[Key[Any], Any],
         max_running: int | None = None,
         timeout: float | None = None,
         cancel: CancelToken | None = None,
@@ -183,20 +253,31 @@ class Runtime:
         """Continue an existing run of ``graph`` from its record.
 
         Before any node runs: the record must exist (``NotFoundError`` is never turned into a
-        new run, R-RT-3), have a supported format, the same run id, ``version``, definition
-        fingerprint and inputs fingerprint; the whole record is validated and every confirmed
-        value decoded and checked (codec id/version, digest, type: R-VAL-3). Nothing is saved
-        when any check fails.
+        new run, R-RT-3), have a supported format (R-REC-1), the same run id, ``version``,
+        definition fingerprint and inputs fingerprint; the whole record is validated
+        (``validate_record``) and every confirmed value of every scope decoded and checked
+        (codec id/version, digest, type: R-VAL-3). Nothing is saved when a check fails. Then
+        the graph executes: confirmed nodes are restored without running, active attempts are
+        adopted, failed Retry tries count as spent. A format-1 record is written back as
+        format 2 by the first save.
+
+        Args: as :meth:`run`.
+
+        Returns:
+            The :class:`DurableResult`. When a node of the root graph failed for good in an
+            earlier process, nothing runs and the result is ``failed`` with a
+            ``NodeFailedError`` naming it.
 
         Raises:
-            NotFoundError: no record for ``run_id``.
+            NotFoundError: no record for ``run_id``; nothing is created.
             BusyError: another session owns the run.
             VersionMismatchError, DefinitionMismatchError, InputsMismatchError: the record
                 belongs to another version, graph or inputs.
-            CorruptRecordError: the record breaks a rule of the data model, or a stored value
-                is damaged (digest mismatch).
+            CorruptRecordError: the record breaks a rule of the data model, a stored value is
+                damaged (digest mismatch), or its format is newer than this runtime's.
             CodecError: a stored value's codec changed or it no longer decodes to its type.
             CheckpointError: a save failed (the run stopped; resume again later).
+            GraphError, ConfigError: as :meth:`run`.
         """
         return asyncio.run(
             self.resume_async(
@@ -216,14 +297,22 @@ class Runtime:
         *,
         run_id: str,
         version: str,
-        inputs: Mapping[Any, Any],
+        inputs: Mapping[Key[Any], Any],
         max_running: int | None = None,
         timeout: float | None = None,
         cancel: CancelToken | None = None,
     ) -> DurableResult:
         """The ``async`` form of :meth:`run` (same arguments, errors and result)."""
-        graph.validate()
-        values = self._encode_inputs(graph, inputs, run_id)
+        _check_graph(graph)
+        _check_max_running(max_running)
+        _check_version(version)
+        try:
+            values = self._encode_inputs(graph, inputs)
+        except CodecError as exc:
+            raise CheckpointError(
+                f"run {run_id!r}: {exc}. Register a codec for its type (Codecs.register / "
+                "register_json). Nothing was saved."
+            ) from exc
         fingerprint = values_fingerprint(values)
         session = await asyncio.to_thread(self.store.acquire, run_id, timeout)
         try:
@@ -233,11 +322,10 @@ class Runtime:
                 pass
             else:
                 conflict = ConflictError(f"a record of run {run_id!r} already exists")
-                error = CheckpointError(
+                raise CheckpointError(
                     f"run {run_id!r} already has a record: call resume to continue it, or "
                     "choose a new run id (R-RT-3). Nothing was saved."
-                )
-                raise error from conflict
+                ) from conflict
             root = new_id()
             record = RunRecord(
                 run_id=run_id,
@@ -263,9 +351,9 @@ class Runtime:
                     total_nodes=count_nodes(graph),
                 )
             )
-            return await self._execute(graph, ledger, inputs, {}, max_running, cancel)
+            return await self._execute(graph, ledger, inputs, {}, Failures(), max_running, cancel)
         finally:
-            await asyncio.to_thread(session.close)
+            session.close()
 
     async def resume_async(
         self,
@@ -273,17 +361,20 @@ class Runtime:
         *,
         run_id: str,
         version: str,
-        inputs: Mapping[Any, Any],
+        inputs: Mapping[Key[Any], Any],
         max_running: int | None = None,
         timeout: float | None = None,
         cancel: CancelToken | None = None,
     ) -> DurableResult:
         """The ``async`` form of :meth:`resume` (same arguments, errors and result)."""
-        graph.validate()
+        _check_graph(graph)
+        _check_max_running(max_running)
+        _check_version(version)
         session = await asyncio.to_thread(self.store.acquire, run_id, timeout)
         try:
             record = await asyncio.to_thread(session.load)
             restored = self._check_record(graph, record, run_id, version, inputs)
+            failures = propagate_failures(record)
             ledger = Ledger(session, record)
             self._emit(
                 RecoveryEvent(
@@ -293,31 +384,53 @@ class Runtime:
                     total_nodes=count_nodes(graph),
                 )
             )
-            return await self._execute(graph, ledger, inputs, restored, max_running, cancel)
+            if failures.terminal:
+                return self._failed_for_good(graph, record, restored, failures)
+            return await self._execute(
+                graph, ledger, inputs, restored, failures, max_running, cancel
+            )
         finally:
-            await asyncio.to_thread(session.close)
+            session.close()
 
     # -- steps -----------------------------------------------------------------------------
 
-    def _encode_inputs(
-        self, graph: Graph, inputs: Mapping[Any, Any], run_id: str
-    ) -> list[ValueRecord]:
+    def _encode_inputs(self, graph: Graph, inputs: Mapping[Key[Any], Any]) -> list[ValueRecord]:
+        """Check the root inputs like the engine does, then encode each (R-REC-2 ``Inputs``).
+
+        Raises:
+            GraphError: a key is not a root input, a value is not of its key's type, or an
+                input is missing.
+            CodecError: a value cannot be encoded (the message names the key).
+        """
+        if not isinstance(inputs, Mapping):
+            raise GraphError(
+                f"inputs must be a mapping of the root input keys of graph {graph.name!r} to "
+                f"values, got {type(inputs).__name__}"
+            )
         declared = {key.name: key for key in graph.inputs}
         values: list[ValueRecord] = []
         for key, value in inputs.items():
-            name = getattr(key, "name", key)
-            if declared.get(name) != key:
+            name = getattr(key, "name", None)
+            if not isinstance(key, Key) or declared.get(name) != key:  # type: ignore[arg-type]
                 raise GraphError(
-                    f"input {key!r} is not a root input of graph {graph.name!r}; its inputs are "
-                    f"{sorted(declared)}"
+                    f"{key!r} is not a root input of graph {graph.name!r}; its inputs are "
+                    f"{sorted(declared)}, keyed by their Key. Nothing was saved."
+                )
+            if not key.accepts(value):
+                raise GraphError(
+                    f"root input {key.name!r} of graph {graph.name!r} takes {key!r} values, got "
+                    f"{type(value).__name__}. Nothing was saved."
                 )
             try:
                 values.append(encode_value_record(self.codecs, key, True, value))
-            except DurableError as exc:
-                raise CheckpointError(
-                    f"root input {name!r} of run {run_id!r} cannot be encoded: {exc}. Register a "
-                    "codec for its type (Codecs.register / register_json). Nothing was saved."
-                ) from exc
+            except CodecError as exc:
+                raise CodecError(f"root input {key.name!r} cannot be encoded: {exc}") from exc
+        missing = sorted(set(declared) - {v.name for v in values})
+        if missing:
+            raise GraphError(
+                f"graph {graph.name!r}: inputs {missing} were not given; pass a value for every "
+                "root input. Nothing was saved."
+            )
         return values
 
     def _check_record(
@@ -326,18 +439,22 @@ class Runtime:
         record: RunRecord,
         run_id: str,
         version: str,
-        inputs: Mapping[Any, Any],
+        inputs: Mapping[Key[Any], Any],
     ) -> dict[tuple[str, str], NodeOutputs]:
-        if record.format > RECORD_FORMAT or record.format < 1:
+        if not 1 <= record.format <= RECORD_FORMAT:
             raise CorruptRecordError(
                 f"run {run_id!r} has record format {record.format}; this version of Durable "
                 f"reads formats 1 to {RECORD_FORMAT}. Use the Durable version that wrote it; "
-                "nothing was saved (R-REC-1)."
+                "nothing was saved (R-REC-1).",
+                path="$.Format",
+                rule="R-REC-1",
             )
         if record.run_id != run_id:
             raise CorruptRecordError(
                 f"the record loaded for run {run_id!r} names run {record.run_id!r}; nothing was "
-                "saved. Check the store."
+                "saved. Check the store.",
+                path="$.RunID",
+                rule="R-STORE-3",
             )
         if record.version != version:
             raise VersionMismatchError(
@@ -349,49 +466,78 @@ class Runtime:
         if record.definition != definition:
             raise DefinitionMismatchError(
                 f"run {run_id!r} was started with another definition of graph {graph.name!r} "
-                f"(stored fingerprint {record.definition[:12]}…, current {definition[:12]}…). "
-                "Resume with the graph it was started with, or start a new run id. Nothing "
-                "was saved."
+                f"(stored fingerprint {record.definition[:12]}…, current {definition[:12]}…): "
+                "a node, key, aspect or binding changed. Resume with the graph it was started "
+                "with, or start a new run id. Nothing was saved."
             )
         try:
-            values = self._encode_inputs(graph, inputs, run_id)
-        except CheckpointError as exc:
-            raise InputsMismatchError(f"resume of run {run_id!r}: {exc}") from exc
+            values = self._encode_inputs(graph, inputs)
+        except CodecError as exc:
+            raise InputsMismatchError(
+                f"resume of run {run_id!r}: {exc}; such an input cannot be the one the run was "
+                "started with. Nothing was saved."
+            ) from exc
         if values_fingerprint(values) != record.inputs:
             raise InputsMismatchError(
                 f"the inputs given to resume run {run_id!r} differ from those it was started "
-                "with (their fingerprints differ). Resume needs the original inputs again "
-                "(R-REC-3). Nothing was saved."
+                "with (their fingerprints differ: a value, or the codec id/version of an input "
+                "type, changed). Resume needs the original inputs again (R-REC-3). Nothing was "
+                "saved."
             )
         validate_record(record, definition=graph.describe_provides())
-        graphs = graph.graphs()
-        restored: dict[tuple[str, str], NodeOutputs] = {}
-        for scope_id, scope in record.scopes.items():
-            scope_graph = graphs.get(scope.graph)
-            if scope_graph is None:
-                raise CorruptRecordError(
-                    f"scope {scope_id} of run {run_id!r} names graph {scope.graph!r}, which is "
-                    "not part of the definition"
-                )
-            for node_id, node_record in scope.nodes.items():
-                node = scope_graph.nodes.get(node_id)
-                if node is None:
-                    raise CorruptRecordError(
-                        f"scope {scope_id} holds node {node_id!r}, which graph {scope.graph!r} "
-                        "does not have"
-                    )
-                where = f"run {run_id!r} scope {scope.path or '(root)'!r} node {node_id!r}"
-                restored[(scope_id, node_id)] = decode_outputs(
-                    self.codecs, node.provides, node_record, where
-                )
-        return restored
+        return decode_confirmed(graph, record, self.codecs)
+
+    def _failed_for_good(
+        self,
+        graph: Graph,
+        record: RunRecord,
+        restored: dict[tuple[str, str], NodeOutputs],
+        failures: Failures,
+    ) -> DurableResult:
+        """The result of resuming a run whose root graph has a failed node: nothing runs."""
+        nodes = [node_id for node_id, _ in failures.terminal]
+        first_node, first_attempt = failures.terminal[0]
+        others = f" (and {nodes[1:]})" if len(nodes) > 1 else ""
+        error = NodeFailedError(
+            f"node {first_node!r}{others} of run {record.run_id!r} failed for good in an earlier "
+            f"process (root attempt {first_attempt} is failed); nothing was run. A failed "
+            "attempt is never run again and no Retry budget is refilled (R-ATT-4): start a new "
+            "run id to run the graph again.",
+            path=first_node,
+        )
+        ready: dict[str, Any] = {}
+        skipped: set[str] = set()
+        root_scope = record.root_scope
+        for (scope_id, _), outputs in restored.items():
+            if scope_id == root_scope:
+                ready.update(outputs.ready)
+                skipped.update(outputs.skipped)
+        self._emit(
+            RecoveryEvent(
+                kind=EventKind.RUN_FINISHED,
+                run_id=record.run_id,
+                revision=record.revision,
+                status=str(RunStatus.FAILED),
+                error=describe_error(error),
+            )
+        )
+        return DurableResult(
+            run_id=record.run_id,
+            status=str(RunStatus.FAILED),
+            error=error,
+            revision=record.revision,
+            saves=0,
+            restored=0,
+            result=RunResult(graph, RunStatus.FAILED, error, ready, skipped),
+        )
 
     async def _execute(
         self,
         graph: Graph,
         ledger: Ledger,
-        inputs: Mapping[Any, Any],
+        inputs: Mapping[Key[Any], Any],
         restored: dict[tuple[str, str], NodeOutputs],
+        failures: Failures,
         max_running: int | None,
         cancel: CancelToken | None,
     ) -> DurableResult:
@@ -403,32 +549,38 @@ class Runtime:
                 restored_count += 1
             self._emit(event)
 
-        checkpointer = DurableCheckpointer(ledger, self.codecs, restored, emit)
+        checkpointer = DurableCheckpointer(
+            ledger, self.codecs, restored, emit, propagated=failures.propagated
+        )
         options: dict[str, Any] = {"checkpointer": checkpointer, "cancel": cancel}
         if max_running is not None:
             options["max_running"] = max_running
-        saves_before = ledger.saves
         result = await execute_async(graph, inputs=dict(inputs), **options)
         record = ledger.record
+        error = result.error
+        if ledger.error is not None:
+            error = ledger.error
         self._emit(
             RecoveryEvent(
                 kind=EventKind.RUN_FINISHED,
                 run_id=record.run_id,
                 revision=ledger.revision,
-                status=result.status,
+                status=str(result.status),
+                error=describe_error(error),
             )
         )
         if ledger.error is not None:
             raise ledger.error
-        error = result.error
-        if isinstance(error, (CheckpointError, CodecError, CorruptRecordError)):
+        if error is not None and not isinstance(error, NodeFailedError):
+            # The run was stopped by the checkpointer itself (an output no codec encodes, a
+            # record that disagrees with the graph): not a node failure, raise it.
             raise error
         return DurableResult(
             run_id=record.run_id,
-            status=result.status,
+            status=str(result.status),
             error=error,
             revision=ledger.revision,
-            saves=ledger.saves - saves_before,
+            saves=ledger.saves,
             restored=restored_count,
             result=result,
         )
@@ -439,8 +591,13 @@ class Runtime:
                 observer(event)
             except Exception:
                 log.exception("recovery event observer %r raised; the run goes on", observer)
-        if self._plugins is not None:
+        if self._plugins is None:
+            return
+        for impl in reversed(self._plugins.hook.durable_recovery_event.get_hookimpls()):
             try:
-                self._plugins.hook.durable_recovery_event(event=event)
+                impl.function(*({"event": event}[name] for name in impl.argnames))
             except Exception:
-                log.exception("a durable_recovery_event hook raised; the run goes on")
+                log.exception(
+                    "the durable_recovery_event hook of plugin %r raised; the run goes on",
+                    impl.plugin_name,
+                )
