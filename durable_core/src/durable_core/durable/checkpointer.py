@@ -163,7 +163,9 @@ class DurableCheckpointer(Checkpointer):
 
     # -- helpers ---------------------------------------------------------------------------
 
-    def _event(self, kind: EventKind, attempt: Attempt, error: str = "") -> None:
+    def _event(
+        self, kind: EventKind, attempt: Attempt, error: str = "", revision: int | None = None
+    ) -> None:
         self._emit(
             RecoveryEvent(
                 kind=kind,
@@ -172,7 +174,7 @@ class DurableCheckpointer(Checkpointer):
                 node_id=attempt.node_id,
                 attempt_index=attempt.index,
                 attempt_limit=attempt.limit,
-                revision=self._ledger.revision,
+                revision=self._ledger.revision if revision is None else revision,
                 attempt_id=attempt.id,
                 error=error,
             )
@@ -239,9 +241,9 @@ class DurableCheckpointer(Checkpointer):
         def begin(proposal: L.Proposal) -> None:
             L.begin_attempt(proposal, attempt_id, parent=scope_id, node_id=node_id)
 
-        await self._ledger.commit_async(begin)
+        saved = await self._ledger.commit_async(begin)
         attempt = Attempt(id=attempt_id, scope=scope, node=node)
-        self._event(EventKind.ATTEMPT_STARTED, attempt)
+        self._event(EventKind.ATTEMPT_STARTED, attempt, revision=saved.revision)
         return attempt
 
     async def begin_try(self, parent: Attempt, boundary: str, index: int, limit: int) -> Attempt:
@@ -288,7 +290,7 @@ class DurableCheckpointer(Checkpointer):
                 limit=limit,
             )
 
-        await self._ledger.commit_async(begin)
+        saved = await self._ledger.commit_async(begin)
         tries.append(attempt_id)
         attempt = Attempt(
             id=attempt_id,
@@ -299,7 +301,7 @@ class DurableCheckpointer(Checkpointer):
             index=index,
             limit=limit,
         )
-        self._event(EventKind.ATTEMPT_STARTED, attempt)
+        self._event(EventKind.ATTEMPT_STARTED, attempt, revision=saved.revision)
         return attempt
 
     async def fail_attempt(self, attempt: Attempt, error: BaseException) -> None:
@@ -311,8 +313,8 @@ class DurableCheckpointer(Checkpointer):
         def fail(proposal: L.Proposal) -> None:
             L.fail_attempt(proposal, attempt_id)
 
-        await self._ledger.commit_async(fail)
-        self._event(EventKind.ATTEMPT_FAILED, attempt, describe_error(error))
+        saved = await self._ledger.commit_async(fail)
+        self._event(EventKind.ATTEMPT_FAILED, attempt, describe_error(error), saved.revision)
 
     async def commit_node(self, attempt: Attempt, outputs: NodeOutputs) -> None:
         values = [
@@ -339,8 +341,8 @@ class DurableCheckpointer(Checkpointer):
                 tries=tries,
             )
 
-        await self._ledger.commit_async(confirm)
-        self._event(EventKind.NODE_CONFIRMED, attempt)
+        saved = await self._ledger.commit_async(confirm)
+        self._event(EventKind.NODE_CONFIRMED, attempt, revision=saved.revision)
 
     def _successful_tries(self, root_id: str) -> tuple[str, ...]:
         """The tries of ``root_id``'s node whose whole chain up to the root is still active:

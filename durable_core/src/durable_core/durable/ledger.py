@@ -9,8 +9,10 @@ A proposal is a copy-on-write copy: the record object and its maps are new, and 
 attempt record is copied the first time a mutation changes it (:meth:`Proposal.scope`,
 :meth:`Proposal.attempt`). Nothing reachable from the committed record is ever changed in place,
 so a failed save leaves it exactly as it was, and a change costs time in proportion to what it
-changes, not to the size of the record (the store still encodes the whole record: saves are
-whole-record JSON by design).
+changes, not to the size of the record. Saves are whole-record JSON by design; a
+:class:`~durable_core.recordjson.RecordEncoder` re-encodes only the parts that are new objects
+and hands the store the finished bytes (R-STORE-3 is unchanged: the store still writes the whole
+record by compare-and-swap).
 
 Mutations that arrive while a save is in flight are applied together to the next proposal and
 saved once (group commit): confirmations of nodes finishing together share one save, and no
@@ -27,11 +29,12 @@ import asyncio
 import secrets
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import attrs
 
 from durable_core.errors import CheckpointError, ConflictError, DurableError
+from durable_core.recordjson import RecordEncoder
 from durable_core.records import (
     RECORD_FORMAT,
     AttemptRecord,
@@ -45,6 +48,7 @@ from durable_core.records import (
 from durable_core.store import MAX_REVISION, Session
 
 __all__ = [
+    "Committed",
     "Ledger",
     "Proposal",
     "begin_attempt",
@@ -134,6 +138,15 @@ class Proposal:
         self._attempts.add(attempt_id)
 
 
+class Committed(NamedTuple):
+    """What :meth:`Ledger.commit_async` returns once the save holding a mutation succeeded."""
+
+    value: Any
+    """The mutation's return value."""
+    revision: int
+    """The revision written by that save."""
+
+
 class _Failed:
     """A mutation's exception, kept in the results of :meth:`Ledger.commit_each`."""
 
@@ -157,11 +170,12 @@ class Ledger:
     def __init__(self, session: Session, record: RunRecord | None) -> None:
         self._session = session
         self._record = record
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
         self._error: CheckpointError | None = None
         self._pending: list[tuple[Mutation, asyncio.Future[Any]]] = []
         self._flusher: asyncio.Task[None] | None = None
         self._deferred: list[Mutation] = []
+        self._encoder = RecordEncoder()
         self.saves = 0
         """Number of successful saves made through this ledger."""
         self.changes = 0
@@ -255,17 +269,19 @@ class Ledger:
                 self.changes += applied
             return results
 
-    async def commit_async(self, mutation: Mutation) -> Any:
+    async def commit_async(self, mutation: Mutation) -> Committed:
         """Commit ``mutation`` from the event loop, sharing a save with concurrent commits.
 
-        Returns when the save containing the mutation has succeeded, with the mutation's result.
+        Returns:
+            When the save containing the mutation has succeeded: the mutation's result and the
+            revision that save wrote.
 
         Raises:
             CheckpointError: the save failed, or the ledger was already stopped.
             Exception: the mutation itself raised (nothing of it was saved).
         """
         self._raise_if_stopped()
-        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        future: asyncio.Future[Committed] = asyncio.get_running_loop().create_future()
         self._pending.append((mutation, future))
         if self._flusher is None or self._flusher.done():
             self._flusher = asyncio.create_task(self._flush())
@@ -275,7 +291,9 @@ class Ledger:
         while self._pending:
             batch, self._pending = self._pending, []
             try:
-                results = await asyncio.to_thread(self.commit_each, [m for m, _ in batch])
+                results, revision = await asyncio.to_thread(
+                    self._commit_batch, [m for m, _ in batch]
+                )
             except BaseException as exc:
                 for _, future in batch + self._pending:
                     if not future.done():
@@ -290,7 +308,12 @@ class Ledger:
                 if isinstance(result, _Failed):
                     future.set_exception(result.error)
                 else:
-                    future.set_result(result)
+                    future.set_result(Committed(result, revision))
+
+    def _commit_batch(self, mutations: list[Mutation]) -> tuple[list[Any], int]:
+        with self._lock:
+            results = self.commit_each(mutations)
+            return results, self.revision
 
     def _raise_if_stopped(self) -> None:
         if self._error is not None:
@@ -304,7 +327,8 @@ class Ledger:
                 proposed,
             )
         try:
-            self._session.save(proposed, expected)
+            with self._encoder.installed(proposed):
+                self._session.save(proposed, expected)
         except Exception as exc:
             self._stop(exc, proposed)
         self._record = proposed
