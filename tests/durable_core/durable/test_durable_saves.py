@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +36,7 @@ from durable_core import (
     MemoryStore,
     NotFoundError,
     RecoveryEvent,
+    Retry,
     Runtime,
     execute,
     record_to_json,
@@ -352,4 +354,65 @@ def test_a_store_error_on_the_first_save_is_uncertain_and_resolved_by_loading(
     result = Runtime(real).resume(chain5(log), run_id="r1", version="v1", inputs={SEED: 4})
     assert result.status == "completed"
     assert result[OUT] == reference(tmp_path)["out"]
+    real.close()
+
+
+def test_a_failing_save_cancels_the_bodies_that_are_running(tmp_path: Path) -> None:
+    # covers: R-RT-2, G-6
+    seed, fast_out, slow_out = Key("seed", int), Key("fast", int), Key("slow", int)
+    g = Graph("two", inputs=[seed])
+    outcome: list[str] = []
+
+    @g.node("fast", requires=[seed], provides=[fast_out])
+    async def fast(rc: Any) -> None:
+        rc.set(fast_out, 1)
+
+    @g.node("slow", requires=[seed], provides=[slow_out])
+    async def slow(rc: Any) -> None:
+        try:
+            await asyncio.sleep(60)
+        except asyncio.CancelledError:
+            outcome.append("canceled")
+            raise
+        rc.set(slow_out, 2)
+
+    real = open_store("file", tmp_path / "store")
+    failing = FailingStore(real, confirms("fast"))
+    started = time.monotonic()
+    with pytest.raises(CheckpointError) as caught:
+        Runtime(failing).run(g, run_id="r1", version="v1", inputs={seed: 0})
+    assert time.monotonic() - started < 10
+    assert isinstance(caught.value.__cause__, SaveFailure)
+    assert outcome == ["canceled"]
+    assert failing.saves == len(failing.failed) + 2  # the first record, the root attempts
+    record = load(real, "r1")
+    assert record.scopes[record.root_scope].nodes == {}
+    assert {a.state for a in record.attempts.values()} == {AttemptState.ACTIVE}
+    real.close()
+
+
+def test_the_root_attempt_id_is_a_stable_idempotency_key_across_a_restart(
+    tmp_path: Path,
+) -> None:
+    # covers: R-REC-3, R-ATT-4
+    seed, charged = Key("seed", int), Key("charged", str)
+    g = Graph("payment", inputs=[seed])
+    keys_seen: list[str] = []
+
+    @g.node("charge", requires=[seed], provides=[charged], aspects=[Retry(2)])
+    def charge(rc: Any) -> None:
+        keys_seen.append(rc.attempt.root.id)
+        rc.set(charged, f"charged with key {rc.attempt.root.id}")
+
+    real = open_store("sqlite", tmp_path / "store")
+    with pytest.raises(CheckpointError):  # the confirmation of "charge" is lost
+        Runtime(FailingStore(real, confirms("charge"))).run(
+            g, run_id="r1", version="v1", inputs={seed: 0}
+        )
+    result = Runtime(real).resume(g, run_id="r1", version="v1", inputs={seed: 0})
+    assert result.status == "completed"
+    assert len(keys_seen) == 2 and keys_seen[0] == keys_seen[1]
+    record = load(real, "r1")
+    node = record.scopes[record.root_scope].nodes["charge"]
+    assert node.attempt == keys_seen[0]
     real.close()
