@@ -1,18 +1,79 @@
-"""Registers the ``postgres`` store backend with Durable (entry point group ``durable``)."""
+"""Registers the ``postgres`` store backend with Durable (entry point group ``durable``).
+
+A run configuration chooses it with ``backend = "postgres"``; the other keys of the ``[store]``
+table are the factory's keyword arguments::
+
+    [store]
+    backend = "postgres"
+    dsn_env = "DURABLE_PG_DSN"      # or: dsn = "host=db.internal dbname=durable user=durable"
+    acquire_timeout = 30.0
+    max_connections = 10
+
+``dsn_env`` names an environment variable holding the DSN, so that no password sits in a
+configuration file.
+"""
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from durable_core import hookimpl
+from durable_core.errors import ConfigError
+
+__all__ = ["create_store"]
+
+_OPTIONS = ("dsn", "dsn_env", "acquire_timeout", "max_connections", "operation_timeout")
 
 
-def _factory(**options: Any) -> Any:
-    from durable_core.errors import PluginError
+def create_store(**options: Any) -> Any:
+    """Build a :class:`~durable_postgresstore.PostgresStore` from configuration options.
 
-    raise PluginError("the postgres store backend is not available yet in this version")
+    Args:
+        **options: exactly one of ``dsn`` (the connection string) or ``dsn_env`` (the name of an
+            environment variable holding it), plus optionally ``acquire_timeout`` (seconds),
+            ``max_connections`` and ``operation_timeout`` (seconds).
+
+    Raises:
+        ConfigError: an unknown option, both or neither of ``dsn``/``dsn_env``, an unset or
+            empty environment variable, or an option of the wrong type. The DSN is never quoted.
+        Everything :class:`~durable_postgresstore.PostgresStore` raises.
+    """
+    from durable_postgresstore.store import PostgresStore
+
+    unknown = sorted(set(options) - set(_OPTIONS))
+    if unknown:
+        raise ConfigError(
+            f"unknown option(s) for the postgres store: {', '.join(unknown)}; accepted: "
+            f"{', '.join(_OPTIONS)}"
+        )
+    dsn = options.pop("dsn", None)
+    dsn_env = options.pop("dsn_env", None)
+    if (dsn is None) == (dsn_env is None):
+        raise ConfigError(
+            "the postgres store needs exactly one of 'dsn' (the connection string) or "
+            "'dsn_env' (the name of an environment variable holding it; keeps the password "
+            "out of configuration files)"
+        )
+    if dsn_env is not None:
+        if not isinstance(dsn_env, str) or not dsn_env:
+            raise ConfigError(f"'dsn_env' must name an environment variable, found {dsn_env!r}")
+        dsn = os.environ.get(dsn_env, "")
+        if not dsn:
+            raise ConfigError(
+                f"the environment variable {dsn_env!r} named by 'dsn_env' is not set or empty; "
+                "set it to the PostgreSQL connection string"
+            )
+    elif not isinstance(dsn, str) or not dsn:
+        raise ConfigError("'dsn' must be a non-empty connection string")
+    try:
+        return PostgresStore(dsn, **options)
+    except (TypeError, ValueError) as exc:
+        if isinstance(exc, ConfigError):
+            raise
+        raise ConfigError(f"invalid option for the postgres store: {exc}") from None
 
 
 @hookimpl
 def durable_register_stores(register: Any) -> None:
-    register("postgres", _factory)
+    register("postgres", create_store)

@@ -410,6 +410,7 @@ def test_restored_outputs_that_do_not_match_the_graph_are_refused(outputs, probl
     result = execute(wordcount(ran), {TEXT: "a"}, checkpointer=MemoryCheckpointer(memory))
     assert result.status == "failed"
     assert isinstance(result.error, CorruptRecordError)
+    assert result.error.rule == "R-NODE-1"
     assert "node 'split'" in str(result.error) and problem in str(result.error)
     assert ran == []
 

@@ -133,3 +133,15 @@ def test_sync_bodies_run_in_a_bounded_pool_and_async_on_the_loop():
     assert threading.main_thread() not in workers
     assert 1 <= len(workers) <= 2
     assert all(t.name.startswith("durable-node") for t in workers)
+
+
+# covers: G-7, G-2
+def test_a_plain_body_returning_a_coroutine_is_refused_clearly():
+    async def work(rc):
+        rc.set(Key("out", int), 1)
+
+    g = Graph("g", inputs=[SEED])
+    g.add_node("wrapped", lambda rc: work(rc), requires=[SEED], provides=[Key("out", int)])
+    result = execute(g, {SEED: 0})
+    assert result.status == "failed"
+    assert "Declare the body with async def" in str(result.error.__cause__)

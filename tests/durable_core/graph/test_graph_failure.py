@@ -175,3 +175,20 @@ def test_max_running_must_be_a_positive_integer(bad):
     g.add_node("x", lambda rc: None, requires=[A], provides=[B])
     with pytest.raises(ConfigError, match="max_running must be a positive integer"):
         execute(g, {A: 0}, max_running=bad)
+
+
+# covers: G-6
+def test_a_cancelled_error_leaking_from_a_body_is_a_failure_not_a_hang():
+    g = Graph("g", inputs=[A])
+
+    @g.node("leaks", requires=[A], provides=[B])
+    async def leaks(rc):
+        future = asyncio.get_running_loop().create_future()
+        future.cancel()  # canceled by someone else, not by the engine
+        await future
+
+    g.add_node("after", lambda rc: rc.set(C, 1), requires=[B], provides=[C])
+    result = execute(g, {A: 0})
+    assert result.status == "failed"
+    assert result.error.path == "leaks"
+    assert isinstance(result.error.__cause__, asyncio.CancelledError)

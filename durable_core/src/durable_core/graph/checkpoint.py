@@ -38,17 +38,20 @@ Calls, in the order the engine makes them
    budget is spent: the engine then fails that Retry level with ``RetryExhaustedError`` without
    running anything (R-ATT-4: a restart never refills a budget).
 4. ``open_stream(attempt, key, stream)`` when a body opens a stream it provides (first
-   ``send`` or ``open``), with the node's root attempt; before any reader can see the stream.
+   ``send``, ``open()``, or when the body returns for a writer that sent nothing), with the
+   node's root attempt; before any reader can see the stream.
 5. ``fail_attempt(attempt, error)`` when an attempt really failed: a Retry try whose inner
    chain raised (before the next ``begin_try`` at that boundary), and the root attempt when
    the node fails (after the tries). ``error`` is the exception (the body's own exception, a
    ``TimeoutError``, ``RetryExhaustedError``, or for a Sub node the child's
    ``NodeFailedError``). Skips and cancellations are never failures and are never reported.
+   When the root attempt fails, the streams it opened are already in state ``"failed"``.
 6. ``commit_node(attempt, outputs)`` when the node finished with its root attempt (completed,
    or skipped: by the body, or by the cascade when every input was skipped). The engine
    publishes the outputs downstream only after this returns, so a confirmation is always
-   saved before anything depends on it; readers of a stream the node produced see its end only
-   after this returns. A Retry try that succeeded gets no call of its own (R-ATT-2).
+   saved before anything depends on it. Streams the node produced are still open during the
+   call and end right after it returns, so readers see a stream's end only after its producer
+   is confirmed. A Retry try that succeeded gets no call of its own (R-ATT-2).
 7. ``close_scope(scope, status)`` when every node of the scope has ended (``"completed"``,
    ``"failed"`` or ``"canceled"``).
 
@@ -61,7 +64,15 @@ The engine never cancels a checkpointer call in progress: when the run is cancel
 for the call to return. When a checkpointer method raises, the run stops with that exception
 as the run's error (``status == "failed"``; the durable layer raises ``CheckpointError``, R-RT-2):
 the engine cancels every body, reports nothing as failed, and makes no further checkpointer
-call. A canceled attempt gets no call: it stays active and may be adopted by a later run.
+call. A canceled attempt gets no call: it stays active and may be adopted by a later run. A method
+that returns the wrong handle type stops the run with ``TypeError``; restored outputs that do
+not cover exactly the node's provides, or hold a value of the wrong type, stop it with
+``CorruptRecordError`` (staged values likewise).
+
+``begin_node`` runs for every node at scope start and ``begin_try`` before a try waits for its
+inputs; an implementation may keep such new attempts in memory and save them with the first
+change that needs them (a failure, a commit, a child scope's commit), since an active attempt is
+adopted again after a restart anyway.
 
 Later extensions (streams' sends and acks, message attempts; SPEC S) add methods with a no-op
 default to this class, so existing checkpointers keep working.

@@ -20,6 +20,7 @@ import concurrent.futures
 import contextlib
 import contextvars
 import enum
+import inspect
 import logging
 import threading
 from collections.abc import Callable, Iterable, Mapping
@@ -377,7 +378,7 @@ class _Run:
             raise
         self.jobs.add(job)
         try:
-            await asyncio.wrap_future(job)
+            returned = await asyncio.wrap_future(job)
         except asyncio.CancelledError:
             # A plain body cannot be interrupted (a Timeout, a canceled run): it keeps its slot
             # and worker until its thread returns.
@@ -387,6 +388,14 @@ class _Run:
             self._release_job(job)
             raise
         self._release_job(job)
+        if inspect.isawaitable(returned):
+            if inspect.iscoroutine(returned):
+                returned.close()
+            raise GraphError(
+                f"node {rc.path!r}: its plain body returned an awaitable ({returned!r}); the "
+                "engine runs plain bodies in worker threads and never awaits what they return. "
+                "Declare the body with async def"
+            )
 
     def _job_done(self, job: concurrent.futures.Future[Any]) -> None:
         with contextlib.suppress(RuntimeError):  # a closed loop has nothing left to release
@@ -707,6 +716,7 @@ class _ScopeRun:
         outcome = "canceled"
         restored = False
         error: NodeFailedError | None = None
+        failure: BaseException | None = None
         try:
             attempt = await run.begin_node(self.handle, nr.node, nr)
             nr.attempt = attempt
@@ -722,19 +732,21 @@ class _ScopeRun:
             for stream in nr.streams.values():
                 stream.end()
             outcome = str(outputs.reason)
-        except (_RunAborted, asyncio.CancelledError):
+        except _RunAborted:
             pass
+        except asyncio.CancelledError as exc:
+            task = asyncio.current_task()
+            if not (self.cancel_done or run.aborted or (task is not None and task.cancelling())):
+                # Nobody canceled this node: a CancelledError leaked out of its body (an
+                # awaited future canceled elsewhere). Ending "canceled" would leave its
+                # consumers waiting forever, so it is a failure.
+                failure = exc
         except Exception as exc:
-            outcome = "failed"
-            error = NodeFailedError(f"node {nr.path!r} failed: {_describe(exc)}", nr.path)
-            error.__cause__ = exc
-            # Readers of this node's streams see the failure before the others are canceled.
-            for stream in nr.streams.values():
-                stream.fail(f"stream producer {nr.path!r} failed: {_describe(exc)}", nr.path, exc)
-            self.node_failed(error)
-            if nr.attempt is not None:
-                with contextlib.suppress(_RunAborted, asyncio.CancelledError):
-                    await run.fail_attempt(nr.attempt, exc, nr)
+            failure = exc
+        try:
+            if failure is not None:
+                outcome = "failed"
+                error = await self._node_failure(nr, failure)
         finally:
             if outcome != "canceled":
                 self._detach_reader(nr)
@@ -743,6 +755,18 @@ class _ScopeRun:
                     "node_finished",
                     self._node_event(nr, outcome=outcome, restored=restored, error=error),
                 )
+
+    async def _node_failure(self, nr: _NodeRun, exc: BaseException) -> NodeFailedError:
+        error = NodeFailedError(f"node {nr.path!r} failed: {_describe(exc)}", nr.path)
+        error.__cause__ = exc
+        # Readers of this node's streams see the failure before the others are canceled.
+        for stream in nr.streams.values():
+            stream.fail(f"stream producer {nr.path!r} failed: {_describe(exc)}", nr.path, exc)
+        self.node_failed(error)
+        if nr.attempt is not None:
+            with contextlib.suppress(_RunAborted, asyncio.CancelledError):
+                await self.run.fail_attempt(nr.attempt, exc, nr)
+        return error
 
     async def _run_node(self, nr: _NodeRun, attempt: Attempt) -> NodeOutputs:
         chain = self.plan.chain(nr.index)
@@ -870,7 +894,8 @@ class _ScopeRun:
         error = CorruptRecordError(
             f"checkpoint {what} of node {nr.path!r} do not match the graph definition: "
             f"{problem}. The record and the graph disagree; resume with the graph the run "
-            "was started with"
+            "was started with",
+            rule="S-10" if what == "staged values" else "R-NODE-1",
         )
         self.run.abort(error)
         return _RunAborted()

@@ -1,0 +1,339 @@
+"""The dedicated ``pulse_durable`` schema: creation and strict checking (B-PG-1, B-PG-3).
+
+Version 1 of the schema holds two tables::
+
+    pulse_durable.runs            one row per run: the complete record as JSON in BYTEA
+    pulse_durable.schema_version  one row: the schema version (1)
+
+``runs.run_id`` is the run id's UTF-8 bytes (BYTEA, so that any Unicode run id fits, NUL
+included); read it with ``convert_from(run_id, 'UTF8')``. ``runs.revision`` is NUMERIC(20,0)
+with a CHECK keeping it within 1 … 2⁶⁴-1 (uint64). ``runs.format`` repeats the record's format
+for inspection in SQL.
+
+:func:`ensure_schema` creates the schema when it is absent (or present and empty) and then
+checks that the schema holds exactly these objects: any other table, column, index, view,
+sequence, function, type, trigger, rule, policy, constraint or inheritance link in or on it is
+refused with :class:`~durable_core.errors.SchemaError` naming it. Creation runs under a
+transaction-level advisory lock, so several processes may construct stores at once.
+"""
+
+from __future__ import annotations
+
+import re
+
+import psycopg
+
+from durable_core.errors import SchemaError
+from durable_postgresstore.keys import SCHEMA_INIT_KEY
+
+__all__ = ["SCHEMA", "SCHEMA_VERSION", "ensure_schema"]
+
+SCHEMA = "pulse_durable"
+"""The name of the dedicated schema."""
+
+SCHEMA_VERSION = 1
+"""The version of the tables this store creates and accepts."""
+
+_MAX_REVISION = 2**64 - 1
+
+_DDL = (
+    f"""
+    CREATE TABLE {SCHEMA}.runs (
+        run_id BYTEA NOT NULL,
+        revision NUMERIC(20, 0) NOT NULL,
+        format INTEGER NOT NULL,
+        record BYTEA NOT NULL,
+        CONSTRAINT runs_pkey PRIMARY KEY (run_id),
+        CONSTRAINT runs_run_id_check CHECK (octet_length(run_id) > 0),
+        CONSTRAINT runs_revision_check
+            CHECK (revision >= 1 AND revision <= {_MAX_REVISION})
+    )
+    """,
+    f"""
+    CREATE TABLE {SCHEMA}.schema_version (
+        version INTEGER NOT NULL,
+        CONSTRAINT schema_version_pkey PRIMARY KEY (version)
+    )
+    """,
+    f"INSERT INTO {SCHEMA}.schema_version (version) VALUES ({SCHEMA_VERSION})",
+)
+
+# The expected shape, as PostgreSQL's catalog functions print it.
+_TABLES = ("runs", "schema_version")
+_COLUMNS: dict[str, tuple[tuple[str, str], ...]] = {
+    "runs": (
+        ("run_id", "bytea"),
+        ("revision", "numeric(20,0)"),
+        ("format", "integer"),
+        ("record", "bytea"),
+    ),
+    "schema_version": (("version", "integer"),),
+}
+_CONSTRAINTS: dict[tuple[str, str], str] = {
+    ("runs", "runs_pkey"): "PRIMARY KEY (run_id)",
+    ("runs", "runs_run_id_check"): "CHECK ((octet_length(run_id) > 0))",
+    ("runs", "runs_revision_check"): (
+        f"CHECK (((revision >= (1)::numeric) AND (revision <= '{_MAX_REVISION}'::numeric)))"
+    ),
+    ("schema_version", "schema_version_pkey"): "PRIMARY KEY (version)",
+}
+_INDEXES: dict[str, str] = {
+    "runs_pkey": f"CREATE UNIQUE INDEX runs_pkey ON {SCHEMA}.runs USING btree (run_id)",
+    "schema_version_pkey": (
+        f"CREATE UNIQUE INDEX schema_version_pkey ON {SCHEMA}.schema_version USING btree (version)"
+    ),
+}
+
+
+def _norm(text: str) -> str:
+    return re.sub(r"\s+", " ", text).strip()
+
+
+def ensure_schema(conn: psycopg.Connection) -> None:
+    """Create the ``pulse_durable`` schema if needed, then check it strictly (B-PG-1).
+
+    Runs one transaction holding a transaction-level advisory lock, so concurrent constructors
+    in several processes serialize: the first creates, the others only check.
+
+    Args:
+        conn: an open autocommit connection, idle.
+
+    Raises:
+        SchemaError: the schema exists but is not exactly version 1 of Durable's tables; the
+            message names every unexpected, missing or altered object. Nothing is changed.
+        psycopg.Error: the database refused or failed (e.g. no CREATE privilege).
+    """
+    with conn.transaction():
+        conn.execute("SELECT pg_catalog.pg_advisory_xact_lock(%s::bigint)", [SCHEMA_INIT_KEY])
+        row = conn.execute(
+            "SELECT oid FROM pg_catalog.pg_namespace WHERE nspname = %s", [SCHEMA]
+        ).fetchone()
+        if row is None:
+            conn.execute(f"CREATE SCHEMA {SCHEMA}")
+            for statement in _DDL:
+                conn.execute(statement)
+        elif not _members(conn, row[0]):
+            # An empty schema prepared by an administrator (e.g. with its grants): fill it.
+            for statement in _DDL:
+                conn.execute(statement)
+        problems = check_schema(conn)
+    if problems:
+        raise SchemaError(
+            f"the PostgreSQL schema {SCHEMA!r} is not the one Durable expects (version "
+            f"{SCHEMA_VERSION}): " + "; ".join(problems) + ". Durable never alters a schema it "
+            f"did not create and keeps nothing else in {SCHEMA!r}: remove the extra objects, "
+            "or give Durable a database where the schema is its own (B-PG-1)"
+        )
+
+
+def _members(conn: psycopg.Connection, namespace_oid: int) -> list[tuple[str, str, int]]:
+    """Every object depending on the namespace: (catalog, description, oid)."""
+    rows = conn.execute(
+        """
+        SELECT d.classid::regclass::text, pg_catalog.pg_describe_object(d.classid, d.objid, 0),
+               d.objid::bigint
+        FROM pg_catalog.pg_depend d
+        WHERE d.refclassid = 'pg_catalog.pg_namespace'::regclass AND d.refobjid = %s::oid
+        ORDER BY 2
+        """,
+        [namespace_oid],
+    ).fetchall()
+    return [(r[0], r[1], r[2]) for r in rows]
+
+
+def check_schema(conn: psycopg.Connection) -> list[str]:
+    """Compare the schema with version 1; return the problems found (empty when exact).
+
+    Args:
+        conn: an open connection (any transaction state that allows reading the catalogs).
+
+    Returns:
+        Human-readable problems, each naming one object.
+    """
+    row = conn.execute(
+        "SELECT oid FROM pg_catalog.pg_namespace WHERE nspname = %s", [SCHEMA]
+    ).fetchone()
+    if row is None:
+        return [f"schema {SCHEMA} is missing"]
+    ns = row[0]
+    problems: list[str] = []
+
+    # Relations in the schema: exactly the two tables and their primary-key indexes.
+    relations = {
+        name: (kind, persistence, oid, rowtype, toast, rls, force_rls, partition)
+        for name, kind, persistence, oid, rowtype, toast, rls, force_rls, partition in (
+            conn.execute(
+                """
+                SELECT relname, relkind::text, relpersistence::text, oid::bigint,
+                       reltype::bigint, reltoastrelid::bigint, relrowsecurity,
+                       relforcerowsecurity, relispartition
+                FROM pg_catalog.pg_class WHERE relnamespace = %s::oid
+                """,
+                [ns],
+            ).fetchall()
+        )
+    }
+    expected_kinds = {**dict.fromkeys(_TABLES, "r"), **dict.fromkeys(_INDEXES, "i")}
+    kind_names = {
+        "r": "table",
+        "p": "partitioned table",
+        "i": "index",
+        "I": "partitioned index",
+        "S": "sequence",
+        "v": "view",
+        "m": "materialized view",
+        "c": "composite type",
+        "f": "foreign table",
+        "t": "TOAST table",
+    }
+    for name in sorted(relations):
+        kind, persistence, *_ = relations[name]
+        want = expected_kinds.get(name)
+        if want is None:
+            problems.append(f"unexpected {kind_names.get(kind, 'relation')} {SCHEMA}.{name}")
+        elif kind != want:
+            problems.append(
+                f"{SCHEMA}.{name} is a {kind_names.get(kind, kind)}, expected a {kind_names[want]}"
+            )
+        elif persistence != "p":
+            problems.append(
+                f"{kind_names[kind]} {SCHEMA}.{name} is "
+                f"{'unlogged' if persistence == 'u' else 'temporary'}, expected a logged one"
+            )
+    for name in sorted(expected_kinds):
+        if name not in relations:
+            problems.append(f"missing {kind_names[expected_kinds[name]]} {SCHEMA}.{name}")
+    tables = {
+        name: relations[name] for name in _TABLES if name in relations and relations[name][0] == "r"
+    }
+    table_oids = [t[2] for t in tables.values()]
+
+    # Any other object in the schema (functions, types, domains, operators, statistics …).
+    table_oid_set = set(table_oids) | {relations[n][2] for n in relations}
+    for catalog, description, oid in _members(conn, ns):
+        if catalog == "pg_class" and oid in table_oid_set:
+            continue  # relations were checked above
+        problems.append(f"unexpected {description}")
+
+    # Columns, in order, with types, NOT NULL, and no defaults, identity or generation.
+    exact_columns: set[str] = set()
+    for name, info in tables.items():
+        columns = conn.execute(
+            """
+            SELECT attname, pg_catalog.format_type(atttypid, atttypmod), attnotnull,
+                   atthasdef, attidentity::text, attgenerated::text
+            FROM pg_catalog.pg_attribute
+            WHERE attrelid = %s::oid AND attnum > 0 AND NOT attisdropped ORDER BY attnum
+            """,
+            [info[2]],
+        ).fetchall()
+        expected = dict(_COLUMNS[name])
+        found = {c[0] for c in columns}
+        for col, typ, notnull, hasdef, identity, generated in columns:
+            where = f"column {SCHEMA}.{name}.{col}"
+            if col not in expected:
+                problems.append(f"unexpected {where} ({typ})")
+                continue
+            if typ != expected[col]:
+                problems.append(f"{where} has type {typ}, expected {expected[col]}")
+            if not notnull:
+                problems.append(f"{where} allows NULL, expected NOT NULL")
+            if hasdef or identity or generated:
+                problems.append(f"{where} has a default, identity or generation expression")
+        for col, typ in _COLUMNS[name]:
+            if col not in found:
+                problems.append(f"missing column {SCHEMA}.{name}.{col} ({typ})")
+        if [c[0] for c in columns if c[0] in expected] != [
+            c for c, _ in _COLUMNS[name] if c in found
+        ]:
+            problems.append(f"the columns of {SCHEMA}.{name} are not in the expected order")
+        if [(c[0], c[1]) for c in columns] == list(_COLUMNS[name]):
+            exact_columns.add(name)
+        _, _, _, _, _, rls, force_rls, partition = info
+        if rls or force_rls:
+            problems.append(f"table {SCHEMA}.{name} has row-level security enabled")
+        if partition:
+            problems.append(f"table {SCHEMA}.{name} is a partition of another table")
+
+    if not table_oids:
+        return problems
+
+    # Constraints on the tables.
+    constraints = {
+        (table, name): (oid, _norm(definition))
+        for table, name, oid, definition in conn.execute(
+            """
+            SELECT c.relname, k.conname, k.oid::bigint, pg_catalog.pg_get_constraintdef(k.oid)
+            FROM pg_catalog.pg_constraint k JOIN pg_catalog.pg_class c ON c.oid = k.conrelid
+            WHERE k.conrelid::bigint = ANY(%s::bigint[])
+            """,
+            [table_oids],
+        ).fetchall()
+    }
+    for key in sorted(constraints):
+        table, name = key
+        oid, definition = constraints[key]
+        want = _CONSTRAINTS.get(key)
+        if want is None:
+            problems.append(f"unexpected constraint {name} on {SCHEMA}.{table}: {definition}")
+        elif definition != _norm(want):
+            problems.append(
+                f"constraint {name} on {SCHEMA}.{table} is {definition!r}, expected {want!r}"
+            )
+    for table, name in sorted(_CONSTRAINTS):
+        if table in tables and (table, name) not in constraints:
+            problems.append(f"missing constraint {name} on {SCHEMA}.{table}")
+
+    # Index definitions (extra indexes were already reported as unexpected relations).
+    for name, want in _INDEXES.items():
+        if name in relations and relations[name][0] == "i":
+            definition = conn.execute(
+                "SELECT pg_catalog.pg_get_indexdef(%s::oid)", [relations[name][2]]
+            ).fetchone()
+            if definition is None or _norm(definition[0]) != _norm(want):
+                found_def = definition[0] if definition else "?"
+                problems.append(f"index {SCHEMA}.{name} is {found_def!r}, expected {want!r}")
+
+    # Objects hanging on the tables: triggers, rules (views elsewhere), policies, defaults,
+    # sequences owned by a column, child tables … Only the row types, TOAST tables and the
+    # expected constraints belong there.
+    allowed = {t[3] for t in tables.values()} | {t[4] for t in tables.values()}
+    allowed |= {oid for oid, _ in constraints.values()}
+    allowed |= {info[2] for info in relations.values()}  # extra indexes: reported above
+    for (description,) in conn.execute(
+        """
+        SELECT DISTINCT pg_catalog.pg_describe_object(d.classid, d.objid, 0)
+        FROM pg_catalog.pg_depend d
+        WHERE d.refclassid = 'pg_catalog.pg_class'::regclass
+          AND d.refobjid::bigint = ANY(%s::bigint[])
+          AND NOT (d.objid::bigint = ANY(%s::bigint[]))
+        ORDER BY 1
+        """,
+        [table_oids, sorted(allowed)],
+    ).fetchall():
+        problems.append(f"unexpected {description} on Durable's tables")
+
+    # Inheritance links in either direction.
+    for child, parent in conn.execute(
+        """
+        SELECT inhrelid::regclass::text, inhparent::regclass::text FROM pg_catalog.pg_inherits
+        WHERE inhrelid::bigint = ANY(%s::bigint[]) OR inhparent::bigint = ANY(%s::bigint[])
+        """,
+        [table_oids, table_oids],
+    ).fetchall():
+        problems.append(f"unexpected inheritance: {child} inherits from {parent}")
+
+    if "schema_version" in exact_columns:
+        versions = [
+            r[0] for r in conn.execute(f"SELECT version FROM {SCHEMA}.schema_version").fetchall()
+        ]
+        if versions != [SCHEMA_VERSION]:
+            problems.append(
+                f"{SCHEMA}.schema_version holds {versions}, expected [{SCHEMA_VERSION}]"
+                + (
+                    " (made by a newer Durable: upgrade durable-postgresstore)"
+                    if versions and max(versions) > SCHEMA_VERSION
+                    else ""
+                )
+            )
+    return problems

@@ -1,0 +1,707 @@
+"""PostgresStore: runs in a shared PostgreSQL database, one advisory lock per owned run.
+
+Seed 001 (the ``postgresstore`` paragraph); SPEC B-PG-1…3, R-STORE-1…5.
+
+* **Schema** (B-PG-1): the constructor creates the dedicated schema ``pulse_durable`` if absent
+  and checks it strictly (see :mod:`durable_postgresstore.schema`).
+* **Ownership** (B-PG-1): ``acquire`` takes a session-level ``pg_try_advisory_lock`` keyed by
+  :func:`~durable_postgresstore.keys.advisory_key` on a connection the session keeps until
+  ``close``. A run id already held or being acquired in the same store raises ``BusyError`` at
+  once, without touching the network; held elsewhere, ``BusyError`` right after the check.
+* **Waiting** (B-PG-2): waiting for a free connection plus the network check take at most
+  ``acquire_timeout`` (30 s by default), or the caller's shorter ``timeout``. When that runs out,
+  ``AcquireTimeoutError``: ownership was not decided, never a false ``BusyError``.
+* **Saving** (B-PG-3): the complete record as JSON in BYTEA; each save is one short statement
+  (its own transaction) doing the revision compare-and-swap, on the lock-holding connection.
+* **Failing closed**: a session whose connection is lost never reconnects; its ``load``/``save``
+  raise :class:`~durable_postgresstore.errors.PostgresStoreError` (``connection_lost``).
+* **Secrets** (B-PG-3): the DSN is never logged; error messages are scrubbed of its password.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import psycopg
+
+from durable_core.errors import (
+    AcquireTimeoutError,
+    BusyError,
+    ConflictError,
+    CorruptRecordError,
+    NotFoundError,
+    SessionClosedError,
+)
+from durable_core.recordjson import record_from_json, record_to_json
+from durable_core.records import RunRecord
+from durable_core.store import (
+    RunSummary,
+    sort_summaries,
+    validate_loaded,
+    validate_run_id,
+    validate_save,
+    validate_timeout,
+)
+from durable_postgresstore._connections import (
+    Closed,
+    Connections,
+    Link,
+    TimedOut,
+    Watchdog,
+    connect_timeout_for,
+)
+from durable_postgresstore._dsn import Dsn
+from durable_postgresstore.errors import PostgresStoreError
+from durable_postgresstore.keys import advisory_key
+from durable_postgresstore.schema import SCHEMA, ensure_schema
+
+__all__ = [
+    "CLOSE_TIMEOUT",
+    "DEFAULT_ACQUIRE_TIMEOUT",
+    "DEFAULT_MAX_CONNECTIONS",
+    "DEFAULT_OPERATION_TIMEOUT",
+    "PostgresSession",
+    "PostgresStore",
+]
+
+logger = logging.getLogger("durable_postgresstore")
+
+T = TypeVar("T")
+
+DEFAULT_ACQUIRE_TIMEOUT = 30.0
+"""Seconds ``acquire`` may wait for a connection plus the network check (B-PG-2)."""
+
+DEFAULT_MAX_CONNECTIONS = 10
+"""Connections a store may have open at once; each open session keeps one."""
+
+DEFAULT_OPERATION_TIMEOUT = 60.0
+"""Seconds one load, save or listing may take on the network before its connection is cut."""
+
+CLOSE_TIMEOUT = 5.0
+"""Seconds ``PostgresStore.close`` waits at most for unlocking and closing (B-PG-2)."""
+
+_SELECT = f"SELECT revision, record FROM {SCHEMA}.runs WHERE run_id = %s"
+_INSERT = (
+    f"INSERT INTO {SCHEMA}.runs (run_id, revision, format, record) "
+    "VALUES (%s, %s::numeric, %s, %s) ON CONFLICT (run_id) DO NOTHING"
+)
+_UPDATE = (
+    f"UPDATE {SCHEMA}.runs SET revision = %s::numeric, format = %s, record = %s "
+    "WHERE run_id = %s AND revision = %s::numeric"
+)
+_REVISION = f"SELECT revision FROM {SCHEMA}.runs WHERE run_id = %s"
+_LIST = f"SELECT run_id, revision, record FROM {SCHEMA}.runs"
+_LOCK = "SELECT pg_catalog.pg_try_advisory_lock(%s::bigint)"
+_UNLOCK = "SELECT pg_catalog.pg_advisory_unlock(%s::bigint)"
+
+
+def _positive_seconds(name: str, value: object, *, allow_none: bool = False) -> float | None:
+    if value is None and allow_none:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"{name} must be a number of seconds, found {value!r}")
+    seconds = float(value)
+    if math.isnan(seconds) or seconds <= 0:
+        raise ValueError(f"{name} must be a positive number of seconds, found {value!r}")
+    return seconds
+
+
+def _decode(run_id: str, revision: int, data: bytes, location: str) -> RunRecord:
+    """Decode a row's record and check it belongs there (R-STORE-2, E-1)."""
+    record = validate_loaded(run_id, record_from_json(data), location)
+    if record.revision != revision:
+        raise CorruptRecordError(
+            f"the {location} has revision {revision} in its column but {record.revision} in "
+            "its record; it was edited outside Durable. Keep it as evidence (E-1)"
+        )
+    return record
+
+
+class _Acquiring:
+    """A run id being acquired: holds its place in the store and the link being used."""
+
+    __slots__ = ("link",)
+
+    def __init__(self) -> None:
+        self.link: Link | None = None
+
+
+class PostgresStore:
+    """A :class:`~durable_core.store.Store` in a shared PostgreSQL database (B-PG-1…3).
+
+    Several processes and hosts may use the same database: each run is owned by at most one
+    session at a time, through a session-level advisory lock. There is no fencing token and no
+    dispatch: the store decides who owns a run, not which host should run it.
+
+    Thread-safe: any thread may acquire, list and close; a session may be used from any thread
+    (its calls are serialized).
+
+    Args:
+        dsn: a libpq connection string or ``postgresql://`` URI. The password in it is never
+            logged or shown in messages. Must reach PostgreSQL directly or through a pooler in
+            *session* mode (advisory locks belong to a server session).
+        acquire_timeout: seconds (> 0) ``acquire`` may wait for a free connection plus the
+            network check; also bounds the constructor's connection and schema check and
+            ``list_runs``' wait for a connection. A caller's shorter ``timeout`` wins (B-PG-2).
+        max_connections: the most connections (>= 1) this store opens at once. Each open session
+            keeps one for its whole life; ``list_runs`` and ``acquire`` use one briefly.
+        operation_timeout: seconds (> 0) a single load, save or listing may take on the network;
+            past it the connection is cut (so a session loses its run, see
+            :class:`PostgresSession`). ``None``: no limit.
+        application_name: shown in ``pg_stat_activity`` unless the DSN sets its own.
+
+    Raises:
+        ConfigError: ``dsn`` is not a valid connection string.
+        TypeError, ValueError: a numeric argument has the wrong type or range.
+        AcquireTimeoutError: the database could not be reached within ``acquire_timeout``.
+        PostgresStoreError: connecting or creating the schema failed (wrong password, no
+            privilege …); the message names host, port, database and user, never the password.
+        SchemaError: ``pulse_durable`` exists but is not exactly Durable's schema.
+    """
+
+    def __init__(
+        self,
+        dsn: str,
+        *,
+        acquire_timeout: float = DEFAULT_ACQUIRE_TIMEOUT,
+        max_connections: int = DEFAULT_MAX_CONNECTIONS,
+        operation_timeout: float | None = DEFAULT_OPERATION_TIMEOUT,
+        application_name: str = "durable",
+    ) -> None:
+        self._dsn = Dsn(dsn)
+        self._acquire_timeout = _positive_seconds("acquire_timeout", acquire_timeout)
+        self._operation_timeout = _positive_seconds(
+            "operation_timeout", operation_timeout, allow_none=True
+        )
+        if isinstance(max_connections, bool) or not isinstance(max_connections, int):
+            raise TypeError(f"max_connections must be an int, found {max_connections!r}")
+        if max_connections < 1:
+            raise ValueError(f"max_connections must be at least 1, found {max_connections}")
+        if not isinstance(application_name, str):
+            raise TypeError(f"application_name must be a str, found {application_name!r}")
+        self._max_connections = max_connections
+        self._application_name = application_name
+        self._lock = threading.Lock()
+        self._runs: dict[str, _Acquiring | PostgresSession] = {}
+        self._closed = False
+        self._watchdog = Watchdog("durable-postgres-watchdog")
+        self._connections = Connections(self._connect, max_connections, "durable-postgres")
+        assert self._acquire_timeout is not None
+        try:
+            self._on_link(
+                "creating and checking the pulse_durable schema",
+                ensure_schema,
+                capacity_timeout=self._acquire_timeout,
+                operation_timeout=self._acquire_timeout,
+            )
+        except BaseException:
+            self._connections.close()
+            self._watchdog.stop()
+            raise
+
+    # -- public API ----------------------------------------------------------------------------
+
+    @property
+    def acquire_timeout(self) -> float:
+        """The longest wait of ``acquire`` in seconds (B-PG-2)."""
+        assert self._acquire_timeout is not None
+        return self._acquire_timeout
+
+    @property
+    def max_connections(self) -> int:
+        """The most connections this store opens at once."""
+        return self._max_connections
+
+    def acquire(self, run_id: str, timeout: float | None = None) -> PostgresSession:
+        """Take exclusive ownership of ``run_id`` and return its session (R-STORE-1, B-PG-1).
+
+        Args:
+            run_id: the run's id (a non-empty string of valid Unicode).
+            timeout: seconds to wait at most for a free connection plus the network check;
+                ``None`` or a longer value uses ``acquire_timeout`` (30 s by default). Never used
+                to wait for another owner.
+
+        Returns:
+            The run's :class:`PostgresSession`, holding the run's advisory lock.
+
+        Raises:
+            BusyError: this store already holds or is acquiring ``run_id`` (at once, without
+                touching the network); or another store, process or host holds its lock (right
+                after the check, never waiting for release).
+            AcquireTimeoutError: no connection came free, or the server did not answer, in time:
+                ownership was not decided (the run may or may not be owned elsewhere).
+            PostgresStoreError: connecting or the lock query failed.
+            SessionClosedError: the store was closed (before or during the call).
+            CorruptRecordError: ``run_id`` is not a valid run id.
+            ValueError: ``timeout`` is negative or not a number.
+        """
+        validate_run_id(run_id)
+        requested = validate_timeout(timeout)
+        budget = self.acquire_timeout if requested is None else min(requested, self.acquire_timeout)
+        deadline = time.monotonic() + budget
+        attempt = _Acquiring()
+        with self._lock:
+            if self._closed:
+                raise SessionClosedError("this PostgresStore was closed; create a new store")
+            holder = self._runs.get(run_id)
+            if holder is not None:
+                state = "being acquired" if isinstance(holder, _Acquiring) else "owned"
+                raise BusyError(
+                    f"run {run_id!r} is already {state} by another session of this "
+                    "PostgresStore; Durable never waits for an owner (R-STORE-1). Close that "
+                    "session first, or let the process that runs it finish"
+                )
+            self._runs[run_id] = attempt
+        try:
+            return self._acquire(run_id, attempt, deadline, budget)
+        except BaseException:
+            with self._lock:
+                if self._runs.get(run_id) is attempt:
+                    del self._runs[run_id]
+            raise
+
+    def list_runs(self) -> list[RunSummary]:
+        """Summaries of every stored run, without taking ownership (RunLister).
+
+        Each record is decoded (rows are streamed, not held all at once). A row whose record
+        cannot be decoded, names another run, or disagrees with its revision column, is listed
+        with ``error`` set, never skipped; readable runs come first, sorted by run id.
+
+        Raises:
+            AcquireTimeoutError: no connection came free within ``acquire_timeout``.
+            PostgresStoreError: the table cannot be read.
+            SessionClosedError: the store was closed.
+        """
+
+        def scan(conn: psycopg.Connection[Any]) -> list[RunSummary]:
+            summaries = []
+            for raw_id, revision, data in conn.cursor().stream(_LIST):
+                summaries.append(self._summary(bytes(raw_id), int(revision), bytes(data)))
+            return summaries
+
+        summaries = self._on_link(
+            "listing runs",
+            scan,
+            capacity_timeout=self.acquire_timeout,
+            operation_timeout=self._operation_timeout,
+        )
+        return sort_summaries(summaries)
+
+    def close(self) -> None:
+        """Close the store: cancel pending acquires, close open sessions, close connections.
+
+        Pending ``acquire`` calls raise ``SessionClosedError``. Each open session's lock is
+        released with ``pg_advisory_unlock``; when that fails or its result is uncertain, the
+        connection is destroyed (the server then releases the lock itself). Cleanup waits at
+        most 5 s (:data:`CLOSE_TIMEOUT`). Later calls do nothing.
+        """
+        deadline = time.monotonic() + CLOSE_TIMEOUT
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            holders = list(self._runs.values())
+        self._connections.close()
+        for holder in holders:
+            if isinstance(holder, _Acquiring) and holder.link is not None:
+                holder.link.cut()
+        for holder in holders:
+            if isinstance(holder, PostgresSession):
+                holder._close_for_store(deadline)
+        if not self._connections.wait_empty(deadline):
+            logger.warning(
+                "PostgresStore.close: %d connection(s) still closing after %.0f s",
+                self._connections.size,
+                CLOSE_TIMEOUT,
+            )
+        self._watchdog.stop()
+
+    def __enter__(self) -> PostgresStore:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else "open"
+        return f"<PostgresStore {self._dsn.describe()} schema={SCHEMA} {state}>"
+
+    # -- internals ------------------------------------------------------------------------------
+
+    def _connect(self) -> psycopg.Connection[Any]:
+        options: dict[str, Any] = {"autocommit": True}
+        if self._dsn.get("connect_timeout") is None:
+            options["connect_timeout"] = connect_timeout_for(self.acquire_timeout)
+        if self._dsn.get("application_name") is None and self._application_name:
+            options["application_name"] = self._application_name
+        return psycopg.Connection.connect(self._dsn.conninfo, **options)
+
+    def _location(self, run_id: str) -> str:
+        return f"{SCHEMA}.runs row of run {run_id!r} ({self._dsn.describe()})"
+
+    def _summary(self, raw_id: bytes, revision: int, data: bytes) -> RunSummary:
+        try:
+            run_id = raw_id.decode("utf-8")
+        except UnicodeDecodeError:
+            return RunSummary(
+                run_id="",
+                format=0,
+                revision=0,
+                location=f"{SCHEMA}.runs row with run_id bytes {raw_id.hex()}",
+                error="CorruptRecordError: the run_id column is not valid UTF-8; the row was "
+                "written outside Durable",
+            )
+        location = self._location(run_id)
+        try:
+            record = _decode(run_id, revision, data, location)
+        except CorruptRecordError as exc:
+            return RunSummary(
+                run_id=run_id,
+                format=0,
+                revision=0,
+                location=location,
+                error=f"{type(exc).__name__}: {exc}",
+            )
+        return RunSummary(
+            run_id=run_id, format=record.format, revision=record.revision, location=location
+        )
+
+    def _wrap(
+        self, error: BaseException, doing: str, *, lost: bool = False, note: str = ""
+    ) -> PostgresStoreError:
+        """A scrubbed :class:`PostgresStoreError` for a psycopg error; raise it outside ``except``
+        so that the psycopg exception (whose text may quote the DSN) is not chained."""
+        text = self._dsn.scrub(" ".join(str(error).split()))
+        message = (
+            f"{doing} failed on PostgreSQL ({self._dsn.describe()}): {type(error).__name__}: {text}"
+        )
+        if note:
+            message += f". {note}"
+        return PostgresStoreError(
+            message, sqlstate=getattr(error, "sqlstate", None), connection_lost=lost
+        )
+
+    def _take(self, deadline: float, doing: str, budget: float) -> tuple[Link, bool]:
+        failure: BaseException | None = None
+        try:
+            return self._connections.take(deadline)
+        except TimedOut:
+            failure = AcquireTimeoutError(
+                f"{doing}: no PostgreSQL connection could be had within {budget:g} s "
+                f"({self._connections.size} of max_connections={self._max_connections} open, "
+                f"server {self._dsn.describe()}). Ownership was not decided: this does not mean "
+                "the run is busy (B-PG-2). Close unused sessions, raise max_connections, or "
+                "check that the server answers"
+            )
+        except Closed:
+            failure = SessionClosedError("this PostgresStore was closed; create a new store")
+        except psycopg.Error as exc:
+            failure = self._wrap(exc, f"connecting ({doing})")
+        raise failure
+
+    def _guard(self, link: Link, seconds: float | None, deadline: float | None = None) -> Any:
+        if deadline is None:
+            if seconds is None:
+                return None
+            deadline = time.monotonic() + seconds
+        return self._watchdog.schedule(deadline, link.cut)
+
+    def _on_link(
+        self,
+        doing: str,
+        fn: Callable[[psycopg.Connection[Any]], T],
+        *,
+        capacity_timeout: float,
+        operation_timeout: float | None,
+    ) -> T:
+        """Run ``fn`` on a connection of the set (not a session's), then give it back.
+
+        A reused idle connection that turns out dead (server restart) is replaced once.
+        """
+        deadline = time.monotonic() + capacity_timeout
+        while True:
+            link, reused = self._take(deadline, doing, capacity_timeout)
+            alarm = self._guard(link, operation_timeout)
+            error: psycopg.Error | None = None
+            try:
+                result = fn(link.conn)
+            except psycopg.Error as exc:
+                error = exc
+            finally:
+                fired = alarm.cancel() if alarm is not None else False
+                self._connections.give_back(link)
+            if error is None:
+                return result
+            if fired:
+                raise AcquireTimeoutError(
+                    f"{doing}: PostgreSQL ({self._dsn.describe()}) did not answer within "
+                    f"{operation_timeout:g} s; the connection was closed"
+                )
+            if not (reused and isinstance(error, psycopg.OperationalError) and link.closed):
+                raise self._wrap(error, doing)
+
+    def _acquire(
+        self, run_id: str, attempt: _Acquiring, deadline: float, budget: float
+    ) -> PostgresSession:
+        key = advisory_key(run_id)
+        doing = f"acquiring run {run_id!r}"
+        while True:
+            link, reused = self._take(deadline, doing, budget)
+            with self._lock:
+                attempt.link = link
+                closed = self._closed
+            error: psycopg.Error | None = None
+            fired = False
+            got = False
+            if not closed:
+                alarm = self._guard(link, None, deadline)
+                try:
+                    row = link.conn.execute(_LOCK, [key]).fetchone()
+                    got = bool(row and row[0])
+                except psycopg.Error as exc:
+                    error = exc
+                finally:
+                    fired = alarm.cancel()
+            with self._lock:
+                attempt.link = None
+                closed = self._closed
+                if not (closed or fired or error is not None) and got:
+                    session = PostgresSession(self, run_id, key, link)
+                    self._runs[run_id] = session
+                    return session
+            if closed or fired or error is not None:
+                # The lock's state is unknown (or the store is closing): destroy the connection,
+                # whose server session then releases whatever it held.
+                self._connections.discard(link)
+                if closed:
+                    raise SessionClosedError(
+                        f"{doing}: this PostgresStore was closed meanwhile; create a new store"
+                    )
+                if fired:
+                    raise AcquireTimeoutError(
+                        f"{doing}: PostgreSQL ({self._dsn.describe()}) did not answer the "
+                        f"ownership check within {budget:g} s. Ownership was not decided: this "
+                        "does not mean the run is busy (B-PG-2)"
+                    )
+                assert error is not None
+                stale = reused and isinstance(error, psycopg.OperationalError)
+                if stale and time.monotonic() < deadline:
+                    # An idle connection went stale (server restart, idle timeout): a fresh
+                    # one decides.
+                    continue
+                raise self._wrap(error, doing)
+            self._connections.give_back(link)
+            raise BusyError(
+                f"run {run_id!r} is owned by another session: another store, process or host "
+                f"holds its PostgreSQL advisory lock (key {key}) on {self._dsn.describe()}. "
+                "Durable does not wait for the owner (R-STORE-1, B-PG-1); find it in pg_locks "
+                "(see durable_postgresstore.keys) and let it finish or stop it"
+            )
+
+    def _release(self, session: PostgresSession, link: Link, deadline: float) -> None:
+        """Unlock the session's run and hand its connection back (or destroy it)."""
+        alarm = self._guard(link, None, deadline)
+        unlocked = False
+        try:
+            row = link.conn.execute(_UNLOCK, [session._key]).fetchone()
+            unlocked = bool(row and row[0])
+        except psycopg.Error as exc:
+            logger.warning(
+                "unlocking run %r failed (%s); closing its connection so the server releases "
+                "the lock",
+                session.run_id,
+                type(exc).__name__,
+            )
+        finally:
+            fired = alarm.cancel()
+        if unlocked and not fired:
+            self._connections.give_back(link)
+        else:
+            self._connections.discard(link)
+        self._forget(session)
+
+    def _forget(self, session: PostgresSession) -> None:
+        with self._lock:
+            if self._runs.get(session.run_id) is session:
+                del self._runs[session.run_id]
+
+
+class PostgresSession:
+    """Exclusive ownership of one run, holding its advisory lock (R-STORE-2…4, B-PG-1).
+
+    Created by :meth:`PostgresStore.acquire`. The session keeps one connection, on which the
+    lock lives, until :meth:`close`; every load and save runs on that connection, so a save
+    can only succeed while the lock is held. Usable as a context manager.
+
+    When the connection is lost (server restart, ``pg_terminate_backend``, network failure, an
+    operation past ``operation_timeout``), the server has released the lock: the failing call
+    and every later ``load``/``save`` raise
+    :class:`~durable_postgresstore.errors.PostgresStoreError` with ``connection_lost`` set. The
+    session never reconnects; acquire the run again (another owner may have taken it).
+    """
+
+    def __init__(self, store: PostgresStore, run_id: str, key: int, link: Link) -> None:
+        self._store = store
+        self._run_id = run_id
+        self._key = key
+        self._link = link
+        self._row_key = run_id.encode("utf-8")
+        self._lock = threading.Lock()
+        self._state = "open"  # open | closed | lost
+
+    @property
+    def run_id(self) -> str:
+        """The run id this session owns."""
+        return self._run_id
+
+    def load(self) -> RunRecord:
+        """Return a fresh copy of the stored record (R-STORE-2).
+
+        Raises:
+            NotFoundError: the run has no row (and only then).
+            CorruptRecordError: the stored bytes are not a valid record of this run, or the
+                row's revision disagrees with the record's.
+            PostgresStoreError: the query failed; with ``connection_lost`` the run is lost.
+            SessionClosedError: the session was closed.
+        """
+        row = self._execute(
+            "loading", lambda conn: conn.execute(_SELECT, [self._row_key]).fetchone()
+        )
+        if row is None:
+            raise NotFoundError(
+                f"run {self._run_id!r} has no record in {SCHEMA}.runs "
+                f"({self._store._dsn.describe()}); check the database and the run id. A missing "
+                "record never means the run finished (R-RT-3)"
+            )
+        return _decode(
+            self._run_id, int(row[0]), bytes(row[1]), self._store._location(self._run_id)
+        )
+
+    def save(self, record: RunRecord, expected_revision: int) -> None:
+        """Replace the record if the stored revision is ``expected_revision`` (R-STORE-3).
+
+        One statement, its own short transaction: ``INSERT … ON CONFLICT DO NOTHING`` for the
+        first save (``expected_revision == 0``), else ``UPDATE … WHERE revision = expected``.
+        The record is encoded before the database is touched.
+
+        Raises:
+            ConflictError: the stored revision is not ``expected_revision``, or
+                ``record.revision``/``record.run_id`` is wrong, or the revision would pass
+                2⁶⁴-1; the stored record is unchanged.
+            CorruptRecordError: the record cannot be encoded (nothing written).
+            PostgresStoreError: the statement failed; it may still have been committed
+                (R-RT-2). With ``connection_lost`` the run is lost: load again after acquiring.
+            SessionClosedError: the session was closed.
+        """
+        validate_save(self._run_id, record, expected_revision)
+        data = record_to_json(record)
+        revision = record.revision
+        fmt = record.format
+
+        def cas(conn: psycopg.Connection[Any]) -> int | None:
+            if expected_revision == 0:
+                cur = conn.execute(_INSERT, [self._row_key, revision, fmt, data])
+            else:
+                cur = conn.execute(_UPDATE, [revision, fmt, data, self._row_key, expected_revision])
+            if cur.rowcount == 1:
+                return None
+            row = conn.execute(_REVISION, [self._row_key]).fetchone()
+            return 0 if row is None else int(row[0])
+
+        stored = self._execute("saving", cas)
+        if stored is not None:
+            found = "no record" if stored == 0 else f"revision {stored}"
+            raise ConflictError(
+                f"run {self._run_id!r}: expected stored revision {expected_revision}, found "
+                f"{found}; the stored record is unchanged. Load the run again before deciding "
+                "anything (R-STORE-3)"
+            )
+
+    def close(self) -> None:
+        """Release the run's lock and the connection (R-STORE-4). Idempotent.
+
+        Waits for a load or save running in another thread. When unlocking fails or times out
+        (5 s), the connection is destroyed instead of reused, so the server releases the lock.
+        """
+        with self._lock:
+            if self._state != "open":
+                return
+            self._state = "closed"
+            self._store._release(self, self._link, time.monotonic() + CLOSE_TIMEOUT)
+
+    def __enter__(self) -> PostgresSession:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<PostgresSession run_id={self._run_id!r} {self._state}>"
+
+    # -- internals ------------------------------------------------------------------------------
+
+    def _execute(self, doing: str, fn: Callable[[psycopg.Connection[Any]], T]) -> T:
+        with self._lock:
+            if self._state == "closed":
+                raise SessionClosedError(
+                    f"the session of run {self._run_id!r} is closed; acquire the run again"
+                )
+            if self._state == "lost":
+                raise PostgresStoreError(
+                    f"the session of run {self._run_id!r} lost its PostgreSQL connection and "
+                    "with it the run's lock; it never reconnects. Close it and acquire the run "
+                    "again (another owner may have taken it meanwhile)",
+                    connection_lost=True,
+                )
+            link = self._link
+            store = self._store
+            alarm = store._guard(link, store._operation_timeout)
+            error: psycopg.Error | None = None
+            try:
+                result = fn(link.conn)
+            except psycopg.Error as exc:
+                error = exc
+            finally:
+                fired = alarm.cancel() if alarm is not None else False
+            lost = fired or not link.healthy()
+            if lost:
+                self._state = "lost"
+                store._connections.discard(link)
+                store._forget(self)
+            if error is None:
+                return result
+        doing = f"{doing} run {self._run_id!r}"
+        note = ""
+        if lost:
+            if fired:
+                note = (
+                    f"It ran past operation_timeout={store._operation_timeout:g} s and its "
+                    "connection was cut"
+                )
+            else:
+                note = "The connection is lost"
+            note += (
+                "; the run's lock goes with the server session, and this session never "
+                "reconnects: acquire the run again"
+            )
+            if doing.startswith("saving"):
+                note += ". The save may or may not have been written (R-RT-2): load it again"
+        raise store._wrap(error, doing, lost=lost, note=note)
+
+    def _close_for_store(self, deadline: float) -> None:
+        """Close on behalf of ``PostgresStore.close``: never wait past ``deadline``."""
+        if not self._lock.acquire(timeout=max(0.0, deadline - time.monotonic())):
+            # An operation is stuck on the network: cut it; its thread then drops the link.
+            self._link.cut()
+            return
+        try:
+            if self._state == "open":
+                self._state = "closed"
+                self._store._release(self, self._link, deadline)
+        finally:
+            self._lock.release()

@@ -1,0 +1,227 @@
+"""The dedicated pulse_durable schema: created once, checked strictly (B-PG-1, B-PG-3)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from durable_core import RunRecord, SchemaError
+from durable_postgresstore import PostgresStore, PostgresStoreError
+
+pytestmark = pytest.mark.postgres
+
+
+def objects(admin) -> list[tuple[str, str]]:
+    return admin.execute(
+        "SELECT relname, relkind::text FROM pg_class "
+        "WHERE relnamespace = 'pulse_durable'::regnamespace ORDER BY relname"
+    ).fetchall()
+
+
+# covers: B-PG-1, B-PG-3
+def test_the_schema_is_created_with_the_documented_tables(make_store, admin):
+    make_store()
+    assert objects(admin) == [
+        ("runs", "r"),
+        ("runs_pkey", "i"),
+        ("schema_version", "r"),
+        ("schema_version_pkey", "i"),
+    ]
+    columns = admin.execute(
+        "SELECT attname, format_type(atttypid, atttypmod) FROM pg_attribute "
+        "WHERE attrelid = 'pulse_durable.runs'::regclass AND attnum > 0 ORDER BY attnum"
+    ).fetchall()
+    assert columns == [
+        ("run_id", "bytea"),
+        ("revision", "numeric(20,0)"),
+        ("format", "integer"),
+        ("record", "bytea"),
+    ]
+    assert admin.execute("SELECT version FROM pulse_durable.schema_version").fetchall() == [(1,)]
+    # A second store (another process, or a restart) accepts what the first made.
+    make_store()
+
+
+# covers: B-PG-1
+def test_an_empty_schema_prepared_by_an_administrator_is_filled(make_store, admin):
+    admin.execute("CREATE SCHEMA pulse_durable")
+    make_store()
+    assert [name for name, _ in objects(admin)] == [
+        "runs",
+        "runs_pkey",
+        "schema_version",
+        "schema_version_pkey",
+    ]
+
+
+DRIFT = [
+    pytest.param(
+        "ALTER TABLE pulse_durable.runs ADD COLUMN note text",
+        "unexpected column pulse_durable.runs.note",
+        id="extra-column",
+    ),
+    pytest.param(
+        "CREATE TABLE pulse_durable.extra (x int)",
+        "unexpected table pulse_durable.extra",
+        id="extra-table",
+    ),
+    pytest.param(
+        "ALTER TABLE pulse_durable.runs ALTER COLUMN revision TYPE numeric",
+        "column pulse_durable.runs.revision has type numeric, expected numeric(20,0)",
+        id="altered-type",
+    ),
+    pytest.param(
+        "ALTER TABLE pulse_durable.runs ALTER COLUMN record TYPE text USING encode(record, 'hex')",
+        "column pulse_durable.runs.record has type text, expected bytea",
+        id="altered-record-type",
+    ),
+    pytest.param(
+        "ALTER TABLE pulse_durable.runs DROP COLUMN format",
+        "missing column pulse_durable.runs.format",
+        id="missing-column",
+    ),
+    pytest.param(
+        "ALTER TABLE pulse_durable.runs ALTER COLUMN record DROP NOT NULL",
+        "pulse_durable.runs.record allows NULL",
+        id="nullable",
+    ),
+    pytest.param(
+        "ALTER TABLE pulse_durable.runs ALTER COLUMN format SET DEFAULT 2",
+        "has a default",
+        id="default",
+    ),
+    pytest.param(
+        "CREATE INDEX runs_revision ON pulse_durable.runs (revision)",
+        "unexpected index pulse_durable.runs_revision",
+        id="extra-index",
+    ),
+    pytest.param(
+        "CREATE VIEW pulse_durable.recent AS SELECT run_id FROM pulse_durable.runs",
+        "unexpected view pulse_durable.recent",
+        id="view-in-schema",
+    ),
+    pytest.param(
+        "CREATE VIEW public.durable_runs AS SELECT run_id FROM pulse_durable.runs",
+        "unexpected rule _RETURN on view durable_runs",
+        id="view-elsewhere-on-the-table",
+    ),
+    pytest.param(
+        "CREATE FUNCTION pulse_durable.f() RETURNS int LANGUAGE sql AS 'SELECT 1'",
+        "unexpected function pulse_durable.f()",
+        id="function",
+    ),
+    pytest.param(
+        "CREATE TRIGGER t BEFORE UPDATE ON pulse_durable.runs FOR EACH ROW "
+        "EXECUTE FUNCTION suppress_redundant_updates_trigger()",
+        "unexpected trigger t on table pulse_durable.runs",
+        id="trigger",
+    ),
+    pytest.param(
+        "CREATE SEQUENCE pulse_durable.s",
+        "unexpected sequence pulse_durable.s",
+        id="sequence",
+    ),
+    pytest.param(
+        "CREATE TYPE pulse_durable.mood AS ENUM ('ok')",
+        "unexpected type pulse_durable.mood",
+        id="type",
+    ),
+    pytest.param(
+        "ALTER TABLE pulse_durable.runs DROP CONSTRAINT runs_revision_check",
+        "missing constraint runs_revision_check",
+        id="missing-check",
+    ),
+    pytest.param(
+        "ALTER TABLE pulse_durable.runs ADD CONSTRAINT small CHECK (format < 10)",
+        "unexpected constraint small on pulse_durable.runs",
+        id="extra-check",
+    ),
+    pytest.param(
+        "ALTER TABLE pulse_durable.runs SET UNLOGGED",
+        "table pulse_durable.runs is unlogged",
+        id="unlogged",
+    ),
+    pytest.param(
+        "ALTER TABLE pulse_durable.runs ENABLE ROW LEVEL SECURITY",
+        "row-level security",
+        id="row-level-security",
+    ),
+    pytest.param(
+        "UPDATE pulse_durable.schema_version SET version = 2",
+        "holds [2], expected [1] (made by a newer Durable",
+        id="newer-version",
+    ),
+    pytest.param(
+        "DROP TABLE pulse_durable.schema_version",
+        "missing table pulse_durable.schema_version",
+        id="missing-table",
+    ),
+]
+
+
+# covers: B-PG-1
+@pytest.mark.parametrize(("ddl", "named"), DRIFT)
+def test_schema_drift_is_refused_naming_the_object(make_store, admin, ddl, named):
+    with make_store().acquire("kept") as session:
+        session.save(RunRecord(run_id="kept", revision=1), 0)
+    admin.execute(ddl)
+    with pytest.raises(SchemaError) as caught:
+        make_store()
+    assert named in str(caught.value)
+    assert "B-PG-1" in str(caught.value)
+    # Nothing was altered or removed: the record is still there.
+    assert admin.execute("SELECT count(*) FROM pulse_durable.runs").fetchone() == (1,)
+
+
+# covers: B-PG-1
+def test_several_processes_creating_the_schema_at_once_all_succeed(postgres_dsn, admin):
+    script = textwrap.dedent(
+        """
+        import sys, time
+        from durable_postgresstore import PostgresStore
+        start = float(sys.argv[2])
+        while time.time() < start:
+            time.sleep(0.001)
+        with PostgresStore(sys.argv[1]) as store:
+            with store.acquire(f"proc-{sys.argv[3]}"):
+                pass
+        print("ok")
+        """
+    )
+    import time
+
+    start = time.time() + 1.5  # all processes construct at the same moment
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", script, postgres_dsn, str(start), str(n)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for n in range(4)
+    ]
+    outputs = [p.communicate(timeout=60) for p in procs]
+    assert [p.returncode for p in procs] == [0] * 4, outputs
+    assert all(out.strip() == "ok" for out, _ in outputs)
+    assert len(objects(admin)) == 4
+
+
+# covers: B-PG-1
+def test_without_create_privilege_the_error_says_so(postgres_dsn, admin):
+    from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+    admin.execute("DROP ROLE IF EXISTS durable_reader")
+    admin.execute("CREATE ROLE durable_reader LOGIN PASSWORD 'reader-pass-123'")
+    try:
+        params = conninfo_to_dict(postgres_dsn)
+        params.update(user="durable_reader", password="reader-pass-123")
+        with pytest.raises(PostgresStoreError) as caught:
+            PostgresStore(make_conninfo(**params))
+        assert caught.value.sqlstate == "42501"  # insufficient_privilege
+        assert "permission denied" in str(caught.value)
+        assert "reader-pass-123" not in str(caught.value)
+    finally:
+        admin.execute("DROP ROLE durable_reader")
