@@ -175,6 +175,7 @@ class Ledger:
         self._pending: list[tuple[Mutation, asyncio.Future[Any]]] = []
         self._flusher: asyncio.Task[None] | None = None
         self._deferred: list[Mutation] = []
+        self._deferred_lock = threading.Lock()
         self._encoder = RecordEncoder()
         self.saves = 0
         """Number of successful saves made through this ledger."""
@@ -220,7 +221,7 @@ class Ledger:
         the first attempt inside it), so that they cost no save of their own. A deferred
         mutation must not raise.
         """
-        with self._lock:
+        with self._deferred_lock:  # never waits for a save in flight
             self._deferred.append(mutation)
 
     def commit(self, *mutations: Mutation) -> list[Any]:
@@ -232,7 +233,8 @@ class Ledger:
 
         Raises:
             CheckpointError: this save or an earlier one failed; the ledger is stopped.
-            Exception: a mutation raised; nothing was saved.
+            Exception: the first mutation that raised (it changed nothing; the other mutations
+                were saved).
         """
         results = self.commit_each(mutations)
         for result in results:
@@ -252,8 +254,10 @@ class Ledger:
         """
         with self._lock:
             self._raise_if_stopped()
+            with self._deferred_lock:
+                deferred, self._deferred = self._deferred, []
             proposal = Proposal(self.record)
-            for mutation in self._deferred:
+            for mutation in deferred:
                 mutation(proposal)
             results: list[Any] = []
             applied = 0
@@ -263,9 +267,8 @@ class Ledger:
                     applied += 1
                 except Exception as exc:
                     results.append(_Failed(exc))
-            if applied or self._deferred:
+            if applied or deferred:
                 self._save(proposal.record, self.record.revision)
-                self._deferred.clear()
                 self.changes += applied
             return results
 

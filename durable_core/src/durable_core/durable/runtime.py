@@ -226,6 +226,8 @@ class Runtime:
             ConfigError: ``max_running`` or ``version`` is invalid; nothing was saved.
             CodecError: an output cannot be encoded (the run stopped; the node stays active
                 and runs again on resume).
+            CorruptRecordError: a record of the run exists but cannot be read; it is left
+                alone.
         """
         return asyncio.run(
             self.run_async(
