@@ -143,8 +143,11 @@ def test_retry_keeps_its_spent_tries_across_a_crash(
     ]
     third_id = next(aid for aid, a in after.attempts.items() if a.boundary and a.index == 3)
     assert (third_id in before.attempts) == (third_try == "adopted")
-    roots = [a for a in after.attempts.values() if a.node_id == "flaky" and not a.boundary]
-    assert [a.state for a in roots] == [AttemptState.FAILED]
+    roots = [aid for aid, a in after.attempts.items() if a.node_id == "flaky" and not a.boundary]
+    assert [after.attempts[aid].state for aid in roots] == [AttemptState.FAILED]
+    assert {(a.boundary, a.parent) for a in after.attempts.values() if a.boundary} == {
+        ("node:0", roots[0])
+    }
 
 
 @pytest.mark.parametrize("kind", STORES)
