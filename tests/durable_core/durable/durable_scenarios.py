@@ -173,13 +173,18 @@ SCENARIOS: dict[str, Callable[[CallLog], Graph]] = {
 
 
 def open_store(kind: str, location: str | Path) -> Any:
-    """A real store: ``memory``, ``file`` (a directory) or ``sqlite`` (a database file)."""
+    """A real store: ``memory``, ``file`` (a directory), ``sqlite`` (a directory for the database
+    file) or ``postgres`` (a DSN)."""
     if kind == "memory":
         return MemoryStore()
     if kind == "file":
         return FileStore(location)
     if kind == "sqlite":
         return SQLiteStore(Path(location) / "runs.sqlite")
+    if kind == "postgres":  # ``location`` is the DSN
+        from durable_postgresstore import PostgresStore
+
+        return PostgresStore(str(location))
     raise ValueError(kind)
 
 

@@ -35,7 +35,7 @@ def child(
     mode: str,
     scenario: str,
     kind: str,
-    location: Path,
+    location: Path | str,
     log: CallLog,
     *,
     crash: str = "",
@@ -201,6 +201,19 @@ def test_a_sub_whose_child_did_2_of_3_nodes_resumes_with_only_the_third(
     assert sorted(final.scopes) == sorted(record.scopes)  # the same child scope, reused
     assert sorted(final.scopes[sub_attempt].nodes) == ["c1", "c2", "c3"]
     assert final.scopes[sub_attempt].nodes["c1"] == scope.nodes["c1"]
+
+
+def test_a_process_dying_in_node_3_resumes_on_postgres(postgres_dsn: str, tmp_path: Path) -> None:
+    # covers: R-RT-3, R-ATT-4, B-PG-1, B-PG-3
+    log = CallLog(tmp_path / "calls.log")
+    code, _, stderr = child("run", "chain5", "postgres", postgres_dsn, log, crash="n3")
+    assert code == CRASH_EXIT, stderr
+    assert log.calls() == ["n1", "n2", "n3"]
+    code, result, stderr = child("resume", "chain5", "postgres", postgres_dsn, log)
+    assert code == 0, stderr
+    assert result is not None and result["status"] == "completed", result
+    assert log.count("n1") == log.count("n2") == 1 and log.count("n3") == 2
+    assert result["values"] == uninterrupted("chain5", tmp_path)
 
 
 def test_the_reference_values_come_from_the_same_graph_in_memory(tmp_path: Path) -> None:
