@@ -10,6 +10,7 @@ import asyncio
 import base64
 import json
 import sqlite3
+import time
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +33,7 @@ from durable_core import (
     GraphError,
     InputsMismatchError,
     Key,
+    MemoryStore,
     NodeFailedError,
     NodeReason,
     NodeRecord,
@@ -483,3 +485,36 @@ def test_a_hand_built_format_1_record_resumes_and_is_written_as_format_2(
     if store.kind == "file":
         assert json.loads(Path(store.record_path("r1")).read_bytes())["Format"] == 2
         assert record_from_json(Path(store.record_path("r1")).read_bytes()).format == 2
+
+
+class SlowAcquire:
+    """A real MemoryStore whose ``acquire`` takes a while (a busy network, a full pool)."""
+
+    def __init__(self, store: MemoryStore) -> None:
+        self.store = store
+
+    def acquire(self, run_id: str, timeout: float | None = None) -> Any:
+        time.sleep(0.2)
+        return self.store.acquire(run_id, timeout)
+
+
+def test_a_run_canceled_while_acquiring_does_not_keep_the_run(log: CallLog) -> None:
+    # covers: R-STORE-1, R-STORE-4
+    real = MemoryStore()
+    runtime = Runtime(SlowAcquire(real), codecs())
+
+    async def cancel_early() -> None:
+        task = asyncio.ensure_future(
+            runtime.run_async(pipeline(log), run_id="r1", version="v1", inputs={SEED: 3})
+        )
+        await asyncio.sleep(0.05)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        await asyncio.sleep(0.4)  # the acquire in its thread has finished by now
+
+    asyncio.run(cancel_early())
+    # not BusyError: the session the late acquire got was closed
+    with real.acquire("r1") as session, pytest.raises(NotFoundError):
+        session.load()
+    assert log.calls() == []

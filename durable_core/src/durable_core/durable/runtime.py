@@ -316,7 +316,7 @@ class Runtime:
                 "register_json). Nothing was saved."
             ) from exc
         fingerprint = values_fingerprint(values)
-        session = await asyncio.to_thread(self.store.acquire, run_id, timeout)
+        session = await self._acquire(run_id, timeout)
         try:
             try:
                 await asyncio.to_thread(session.load)
@@ -372,7 +372,7 @@ class Runtime:
         _check_graph(graph)
         _check_max_running(max_running)
         _check_version(version)
-        session = await asyncio.to_thread(self.store.acquire, run_id, timeout)
+        session = await self._acquire(run_id, timeout)
         try:
             record = await asyncio.to_thread(session.load)
             restored = self._check_record(graph, record, run_id, version, inputs)
@@ -395,6 +395,21 @@ class Runtime:
             session.close()
 
     # -- steps -----------------------------------------------------------------------------
+
+    async def _acquire(self, run_id: str, timeout: float | None) -> Any:
+        """``store.acquire`` in a worker thread; when the caller is canceled meanwhile, the
+        session the thread still gets is closed at once (the run is not left owned)."""
+        future = asyncio.ensure_future(asyncio.to_thread(self.store.acquire, run_id, timeout))
+        try:
+            return await asyncio.shield(future)
+        except asyncio.CancelledError:
+
+            def release(done: asyncio.Future[Any]) -> None:
+                if not done.cancelled() and done.exception() is None:
+                    done.result().close()
+
+            future.add_done_callback(release)
+            raise
 
     def _encode_inputs(self, graph: Graph, inputs: Mapping[Key[Any], Any]) -> list[ValueRecord]:
         """Check the root inputs like the engine does, then encode each (R-REC-2 ``Inputs``).
