@@ -4,6 +4,7 @@ The public API is re-exported here; submodules are implementation detail unless 
 """
 
 from durable_core.codecs import Codec, Codecs, EncodedValue, JSONCodec, digest_of
+from durable_core.durable import DurableResult, EventKind, RecoveryEvent, Runtime
 from durable_core.errors import (
     AcquireTimeoutError,
     BusyError,
@@ -118,7 +119,9 @@ __all__ = [
     "CorruptRecordError",
     "DefinitionMismatchError",
     "DurableError",
+    "DurableResult",
     "EncodedValue",
+    "EventKind",
     "Graph",
     "GraphError",
     "GraphEvent",
@@ -142,6 +145,7 @@ __all__ = [
     "Out",
     "PendingMessageRecord",
     "PluginError",
+    "RecoveryEvent",
     "Retry",
     "RetryExhaustedError",
     "RunContext",
@@ -150,6 +154,7 @@ __all__ = [
     "RunResult",
     "RunStatus",
     "RunSummary",
+    "Runtime",
     "SchemaError",
     "Scope",
     "ScopeRecord",

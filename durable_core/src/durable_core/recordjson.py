@@ -28,12 +28,17 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
+import contextvars
 import enum
 import json
 import re
 import types
 import typing
-from collections.abc import Callable
+from bisect import insort
+from collections.abc import Callable, Iterator
+from itertools import compress
+from operator import is_not
 from typing import Any
 
 import attrs
@@ -46,6 +51,7 @@ from durable_core.records import copy_record
 __all__ = [
     "INT_MAX",
     "UINT64_MAX",
+    "RecordEncoder",
     "copy_record",
     "json_name",
     "record_from_json",
@@ -453,6 +459,10 @@ _SCALARS: dict[Any, tuple[Reader, Writer]] = {
 }
 
 
+_SPECS: dict[type, _Class] = {}
+"""The field table of every record class, filled once at import by ``_build_codecs``."""
+
+
 def _build_codecs() -> dict[type, tuple[Reader, Writer]]:
     objects: dict[type, tuple[Reader, Writer]] = {}
 
@@ -501,6 +511,7 @@ def _build_codecs() -> dict[type, tuple[Reader, Writer]]:
                 )
             spec = _Class(cls, tuple(fields), frozenset(f.key for f in fields))
             objects[cls] = _object_codec(spec)
+            _SPECS[cls] = spec
         return objects[cls]
 
     object_codec(r.RunRecord)
@@ -534,6 +545,9 @@ def record_to_json(record: r.RunRecord) -> bytes:
             (R-REC-1), or ``revision`` is not in 1…2**64-1 (R-REC-2).
             The message names the path (``$.Scopes["…"].Graph``); nothing is written.
     """
+    pre_encoded = _PRE_ENCODED.get()
+    if pre_encoded is not None and pre_encoded[0] is record:
+        return pre_encoded[1]
     tree = _WRITE_RUN(_Writer(surrogates=False), record, None, None)
     text = json.dumps(tree, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     try:
@@ -612,3 +626,150 @@ def check_shape(record: r.RunRecord) -> None:
         CorruptRecordError: as :func:`record_to_json`, naming the path.
     """
     _WRITE_RUN(_Writer(surrogates=True), record, None, None)
+
+
+# -- Encoding successive versions of one record ---------------------------------------------------
+
+_PRE_ENCODED: contextvars.ContextVar[tuple[r.RunRecord, bytes] | None] = contextvars.ContextVar(
+    "durable_pre_encoded", default=None
+)
+_DUMPS = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode
+
+
+class _Memo:
+    """What an encoder remembers of one map of record objects (``Scopes``, ``Attempts`` …).
+
+    ``keys`` and ``values`` are the map's keys and values in insertion order as last encoded;
+    ``parts`` holds each entry's ``"key":{…}`` text, ``order`` the keys sorted (the canonical
+    order), ``subs`` the memos of each entry's own maps (a scope's ``Nodes``).
+    """
+
+    __slots__ = ("keys", "order", "parts", "subs", "values")
+
+    def __init__(self) -> None:
+        self.keys: list[str] = []
+        self.values: list[Any] = []
+        self.parts: dict[str, str] = {}
+        self.order: list[str] = []
+        self.subs: dict[str, dict[str, _Memo]] = {}
+
+
+def _record_map_fields(cls: type) -> dict[str, type]:
+    """The fields of ``cls`` holding ``dict[str, <record class>]``, by JSON key."""
+    hints = typing.get_type_hints(cls)
+    result: dict[str, type] = {}
+    for field in _SPECS[cls].fields:
+        tp = hints[field.attr]
+        if typing.get_origin(tp) is dict:
+            value = typing.get_args(tp)[1]
+            if isinstance(value, type) and value in _SPECS:
+                result[field.key] = value
+    return result
+
+
+_MAP_FIELDS = {cls: _record_map_fields(cls) for cls in _SPECS}
+_SORTED_FIELDS = {
+    cls: tuple(sorted(spec.fields, key=lambda f: f.key)) for cls, spec in _SPECS.items()
+}
+
+
+class RecordEncoder:
+    """Encodes successive versions of one run's record, re-encoding only what is new.
+
+    A save writes the whole record (R-STORE-3), but between two saves of a run only a few of its
+    parts change. The encoder keeps the JSON text of every scope, node, attempt, stream, message
+    and managed record it encoded, and reuses it while the record holds *the same object* again
+    (identity, not equality); everything else goes through the same exact writers as
+    :func:`record_to_json`. The bytes are identical to ``record_to_json(record)``.
+
+    Contract: a part that is passed again as the same object was not changed in place in
+    between. The runtime's copy-on-write proposals keep it (a changed part is always a new
+    object); do not use an encoder for records that are edited in place.
+
+    :meth:`installed` also lets the store's own ``record_to_json`` call during ``save`` return
+    these bytes instead of encoding the record a second time.
+    """
+
+    def __init__(self) -> None:
+        self._memos: dict[str, _Memo] = {}
+
+    def encode(self, record: r.RunRecord) -> bytes:
+        """The canonical JSON bytes of ``record`` (as :func:`record_to_json`).
+
+        Raises:
+            CorruptRecordError: as :func:`record_to_json`, naming the path.
+        """
+        try:
+            text = self._object(r.RunRecord, record, self._memos)
+            return text.encode("utf-8")
+        except Exception:
+            # A wrong type, a range, a lone surrogate: the exact pass names the path (and forgets
+            # nothing it should not: no fragment of a record that cannot be written is kept).
+            self._memos = {}
+            return record_to_json(record)
+
+    @contextlib.contextmanager
+    def installed(self, record: r.RunRecord) -> Iterator[bytes]:
+        """Encode ``record`` and, within the block, make ``record_to_json(record)`` (in this
+        thread and context) return those bytes: a store's ``save`` then does not encode the
+        same record again. Yields the bytes."""
+        data = self.encode(record)
+        token = _PRE_ENCODED.set((record, data))
+        try:
+            yield data
+        finally:
+            _PRE_ENCODED.reset(token)
+
+    def _object(self, cls: type, value: Any, memos: dict[str, _Memo]) -> str:
+        maps = _MAP_FIELDS[cls]
+        if not maps:
+            return _DUMPS(_CODECS[cls][1](_Writer(False), value, None, None))
+        if not isinstance(value, cls):
+            raise TypeError(f"expected a {cls.__name__}")
+        writer = _Writer(False)
+        parts = []
+        for field in _SORTED_FIELDS[cls]:
+            item = getattr(value, field.attr)
+            if item is None and field.omit_none:
+                continue
+            entry_cls = maps.get(field.key)
+            if entry_cls is None:
+                text = _DUMPS(field.write(writer, item, None, field.key))
+            else:
+                memo = memos.get(field.key)
+                if memo is None:
+                    memo = memos[field.key] = _Memo()
+                text = self._map(entry_cls, item, memo)
+            parts.append(f"{_DUMPS(field.key)}:{text}")
+        return "{" + ",".join(parts) + "}"
+
+    def _map(self, cls: type, mapping: Any, memo: _Memo) -> str:
+        if type(mapping) is not dict:
+            raise TypeError("expected a dict")
+        keys = list(mapping)
+        values = list(mapping.values())
+        known = len(memo.keys)
+        if known and keys[:known] == memo.keys:
+            # The usual case (copy-on-write proposals): the same keys in the same order, some
+            # values replaced by new objects, new keys at the end. Found at C speed.
+            changed = list(compress(range(known), map(is_not, values, memo.values)))
+            added = range(known, len(keys))
+        else:
+            memo.parts, memo.order, memo.subs = {}, [], {}
+            changed, added = [], range(len(keys))
+        parts, subs = memo.parts, memo.subs
+        for index in (*changed, *added):
+            key = keys[index]
+            if type(key) is not str:
+                raise TypeError("expected str map keys")
+            sub = subs.get(key)
+            if sub is None:
+                sub = subs[key] = {}
+            parts[key] = f"{_DUMPS(key)}:{self._object(cls, values[index], sub)}"
+        if len(added) > 8:
+            memo.order = sorted(keys)
+        else:
+            for index in added:
+                insort(memo.order, keys[index])
+        memo.keys, memo.values = keys, values
+        return "{" + ",".join(map(parts.__getitem__, memo.order)) + "}"

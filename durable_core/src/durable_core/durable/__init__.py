@@ -1,0 +1,6 @@
+"""The durable layer: run and resume graphs with every change saved to a store."""
+
+from durable_core.durable.events import EventKind, RecoveryEvent
+from durable_core.durable.runtime import DurableResult, Runtime
+
+__all__ = ["DurableResult", "EventKind", "RecoveryEvent", "Runtime"]

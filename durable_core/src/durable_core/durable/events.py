@@ -2,7 +2,9 @@
 ``durable_recovery_event`` hook).
 
 Each event describes something that has just been made durable (or restored from the record):
-observers never see an event for a change whose save failed.
+observers never see an event for a change whose save failed. Events are delivered on the event
+loop's thread, in the order of the saves they describe; several events may share one revision
+(their changes were saved together: group commit).
 """
 
 from __future__ import annotations
@@ -47,10 +49,15 @@ class RecoveryEvent:
         node_id: the node, or "" for run-level events.
         attempt_index: 1-based index of the attempt (0 when not about an attempt).
         attempt_limit: the attempt's budget (0 when not about an attempt).
-        revision: the record revision after the save that the event describes.
+        revision: the record revision after the save that the event describes (for
+            ``NODE_RESTORED``, ``ATTEMPT_ADOPTED`` and ``RUN_FINISHED``: the committed revision
+            at that moment).
         status: for ``RUN_FINISHED``: "completed", "failed" or "canceled"; else "".
         total_nodes: for ``RUN_STARTED``/``RUN_RESUMED``: number of nodes in the root graph
             and all Sub graphs; else 0.
+        attempt_id: the attempt's id in the record ("" when not about an attempt).
+        error: for ``ATTEMPT_FAILED`` and a failed ``RUN_FINISHED``: the error's type and
+            message (never stored in the record, R-REC-2); else "".
     """
 
     kind: EventKind
@@ -62,3 +69,5 @@ class RecoveryEvent:
     revision: int = 0
     status: str = ""
     total_nodes: int = 0
+    attempt_id: str = ""
+    error: str = ""

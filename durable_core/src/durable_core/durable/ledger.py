@@ -1,12 +1,21 @@
 """The run's committed record and its one commit path (SPEC R-RT-1, R-RT-2).
 
 :class:`Ledger` owns a session and the last record that the store confirmed. Every change is a
-*mutation*: a function applied to a copy of the committed record (the proposed record). The copy
+*mutation*: a function applied to a :class:`Proposal`, a copy of the committed record. The copy
 is saved with the committed revision as the expected revision; only when the save succeeds does
-the copy become the committed record (R-RT-1).
+it become the committed record (R-RT-1).
 
-Mutations that arrive while a save is in flight are applied together to the next proposed record
-and saved once (group commit): confirmations of nodes finishing together share one save, and no
+A proposal is a copy-on-write copy: the record object and its maps are new, and a scope or
+attempt record is copied the first time a mutation changes it (:meth:`Proposal.scope`,
+:meth:`Proposal.attempt`). Nothing reachable from the committed record is ever changed in place,
+so a failed save leaves it exactly as it was, and a change costs time in proportion to what it
+changes, not to the size of the record. Saves are whole-record JSON by design; a
+:class:`~durable_core.recordjson.RecordEncoder` re-encodes only the parts that are new objects
+and hands the store the finished bytes (R-STORE-3 is unchanged: the store still writes the whole
+record by compare-and-swap).
+
+Mutations that arrive while a save is in flight are applied together to the next proposal and
+saved once (group commit): confirmations of nodes finishing together share one save, and no
 caller is answered before the save that contains its change has succeeded.
 
 Any save error stops the ledger for good (R-RT-2): the record may or may not have been written,
@@ -20,9 +29,12 @@ import asyncio
 import secrets
 import threading
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, NamedTuple
+
+import attrs
 
 from durable_core.errors import CheckpointError, ConflictError, DurableError
+from durable_core.recordjson import RecordEncoder
 from durable_core.records import (
     RECORD_FORMAT,
     AttemptRecord,
@@ -36,7 +48,9 @@ from durable_core.records import (
 from durable_core.store import MAX_REVISION, Session
 
 __all__ = [
+    "Committed",
     "Ledger",
+    "Proposal",
     "begin_attempt",
     "confirm_node",
     "fail_attempt",
@@ -44,8 +58,7 @@ __all__ = [
     "open_scope",
 ]
 
-T = TypeVar("T")
-Mutation = Callable[[RunRecord], Any]
+Mutation = Callable[["Proposal"], Any]
 
 
 def new_id() -> str:
@@ -53,13 +66,94 @@ def new_id() -> str:
     return secrets.token_hex(16)
 
 
-def _copy(record: RunRecord) -> RunRecord:
-    from durable_core import recordjson
+class Proposal:
+    """The record proposed by one commit: a copy-on-write copy of the committed record.
 
-    copy_record = getattr(recordjson, "copy_record", None)
-    if copy_record is not None:
-        return copy_record(record)
-    return recordjson.record_from_json(recordjson.record_to_json(record))
+    Mutations read ``record`` freely and change it only through :meth:`scope` and
+    :meth:`attempt` (or by adding new entries to its maps): the records they return are this
+    proposal's own copies, so the committed record is never changed (R-RT-1).
+
+    Args:
+        committed: the committed record; it is not modified.
+
+    Attributes:
+        record: the proposed record (its format is :data:`RECORD_FORMAT`: a format-1 record is
+            written back as format 2, R-REC-1).
+    """
+
+    __slots__ = ("_attempts", "_scopes", "record")
+
+    def __init__(self, committed: RunRecord) -> None:
+        self.record = RunRecord(
+            run_id=committed.run_id,
+            format=RECORD_FORMAT,
+            revision=committed.revision,
+            version=committed.version,
+            definition=committed.definition,
+            inputs=committed.inputs,
+            root_scope=committed.root_scope,
+            scopes=dict(committed.scopes),
+            attempts=dict(committed.attempts),
+            streams=dict(committed.streams),
+            messages=dict(committed.messages),
+            managed=dict(committed.managed),
+        )
+        self._scopes: set[str] = set()
+        self._attempts: set[str] = set()
+
+    def scope(self, scope_id: str) -> ScopeRecord:
+        """The proposal's own, changeable copy of scope ``scope_id`` (its ``nodes`` map too).
+
+        Raises:
+            KeyError: no such scope.
+        """
+        scope = self.record.scopes[scope_id]
+        if scope_id not in self._scopes:
+            scope = attrs.evolve(scope, nodes=dict(scope.nodes))
+            self.record.scopes[scope_id] = scope
+            self._scopes.add(scope_id)
+        return scope
+
+    def attempt(self, attempt_id: str) -> AttemptRecord:
+        """The proposal's own, changeable copy of attempt ``attempt_id``.
+
+        Raises:
+            KeyError: no such attempt.
+        """
+        attempt = self.record.attempts[attempt_id]
+        if attempt_id not in self._attempts:
+            attempt = attrs.evolve(attempt)
+            self.record.attempts[attempt_id] = attempt
+            self._attempts.add(attempt_id)
+        return attempt
+
+    def add_scope(self, scope_id: str, scope: ScopeRecord) -> None:
+        """Add a new scope record (owned by this proposal)."""
+        self.record.scopes[scope_id] = scope
+        self._scopes.add(scope_id)
+
+    def add_attempt(self, attempt_id: str, attempt: AttemptRecord) -> None:
+        """Add a new attempt record (owned by this proposal)."""
+        self.record.attempts[attempt_id] = attempt
+        self._attempts.add(attempt_id)
+
+
+class Committed(NamedTuple):
+    """What :meth:`Ledger.commit_async` returns once the save holding a mutation succeeded."""
+
+    value: Any
+    """The mutation's return value."""
+    revision: int
+    """The revision written by that save."""
+
+
+class _Failed:
+    """A mutation's exception, kept in the results of :meth:`Ledger.commit_each`."""
+
+    __slots__ = ("error",)
+
+    def __init__(self, error: Exception) -> None:
+        self.error = error
 
 
 class Ledger:
@@ -76,16 +170,21 @@ class Ledger:
     def __init__(self, session: Session, record: RunRecord | None) -> None:
         self._session = session
         self._record = record
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
         self._error: CheckpointError | None = None
         self._pending: list[tuple[Mutation, asyncio.Future[Any]]] = []
         self._flusher: asyncio.Task[None] | None = None
+        self._deferred: list[Mutation] = []
+        self._deferred_lock = threading.Lock()
+        self._encoder = RecordEncoder()
         self.saves = 0
         """Number of successful saves made through this ledger."""
+        self.changes = 0
+        """Number of mutations saved through this ledger (``changes - saves`` were grouped)."""
 
     @property
     def record(self) -> RunRecord:
-        """The committed record. Callers must not mutate it."""
+        """The committed record. Callers must not change it."""
         if self._record is None:
             raise DurableError("the run has no committed record yet")
         return self._record
@@ -103,43 +202,89 @@ class Ledger:
     def create(self, record: RunRecord) -> None:
         """Save the first record of a run (expected revision 0, written as revision 1; R-RT-3).
 
+        Args:
+            record: the new record; it is not modified (a copy is saved).
+
         Raises:
             CheckpointError: the save failed (a ``ConflictError`` inside when a record already
                 exists); the result may be uncertain and must be resolved by loading.
         """
         with self._lock:
             self._raise_if_stopped()
-            proposed = _copy(record)
-            proposed.format = RECORD_FORMAT
-            proposed.revision = 1
+            proposed = Proposal(record).record
             self._save(proposed, 0)
 
+    def defer(self, mutation: Mutation) -> None:
+        """Apply ``mutation`` first in the next save, without saving now.
+
+        For changes that only matter together with a later one (a new Sub scope is saved with
+        the first attempt inside it), so that they cost no save of their own. A deferred
+        mutation must not raise.
+        """
+        with self._deferred_lock:  # never waits for a save in flight
+            self._deferred.append(mutation)
+
     def commit(self, *mutations: Mutation) -> list[Any]:
-        """Apply ``mutations`` in order to a copy of the record and save it once.
+        """Apply the deferred mutations, then ``mutations`` in order, to one proposal, and save
+        it once. Format-1 records are written back as format 2 (R-REC-1).
 
         Returns:
             The mutations' return values, in order.
 
         Raises:
             CheckpointError: this save or an earlier one failed; the ledger is stopped.
+            Exception: the first mutation that raised (it changed nothing; the other mutations
+                were saved).
+        """
+        results = self.commit_each(mutations)
+        for result in results:
+            if isinstance(result, _Failed):
+                raise result.error
+        return results
+
+    def commit_each(self, mutations: tuple[Mutation, ...] | list[Mutation]) -> list[Any]:
+        """Like :meth:`commit`, but a mutation that raises is left out on its own: its
+        exception takes its place in the results (wrapped), and the others are saved.
+
+        A mutation must check before it changes anything, so that one that raises has changed
+        nothing. When every mutation raised (and nothing is deferred), nothing is saved.
+
+        Raises:
+            CheckpointError: the save failed, or an earlier one did; the ledger is stopped.
         """
         with self._lock:
             self._raise_if_stopped()
-            proposed = _copy(self.record)
-            results = [mutation(proposed) for mutation in mutations]
-            self._save(proposed, self.record.revision)
+            with self._deferred_lock:
+                deferred, self._deferred = self._deferred, []
+            proposal = Proposal(self.record)
+            for mutation in deferred:
+                mutation(proposal)
+            results: list[Any] = []
+            applied = 0
+            for mutation in mutations:
+                try:
+                    results.append(mutation(proposal))
+                    applied += 1
+                except Exception as exc:
+                    results.append(_Failed(exc))
+            if applied or deferred:
+                self._save(proposal.record, self.record.revision)
+                self.changes += applied
             return results
 
-    async def commit_async(self, mutation: Mutation) -> Any:
+    async def commit_async(self, mutation: Mutation) -> Committed:
         """Commit ``mutation`` from the event loop, sharing a save with concurrent commits.
 
-        Returns when the save containing the mutation has succeeded, with the mutation's result.
+        Returns:
+            When the save containing the mutation has succeeded: the mutation's result and the
+            revision that save wrote.
 
         Raises:
             CheckpointError: the save failed, or the ledger was already stopped.
+            Exception: the mutation itself raised (nothing of it was saved).
         """
         self._raise_if_stopped()
-        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        future: asyncio.Future[Committed] = asyncio.get_running_loop().create_future()
         self._pending.append((mutation, future))
         if self._flusher is None or self._flusher.done():
             self._flusher = asyncio.create_task(self._flush())
@@ -148,14 +293,12 @@ class Ledger:
     async def _flush(self) -> None:
         while self._pending:
             batch, self._pending = self._pending, []
-            mutations = [m for m, _ in batch]
             try:
-                results = await asyncio.to_thread(self.commit, *mutations)
+                results, revision = await asyncio.to_thread(
+                    self._commit_batch, [m for m, _ in batch]
+                )
             except BaseException as exc:
-                for _, future in batch:
-                    if not future.done():
-                        future.set_exception(exc)
-                for _, future in self._pending:
+                for _, future in batch + self._pending:
                     if not future.done():
                         future.set_exception(exc)
                 self._pending = []
@@ -163,32 +306,43 @@ class Ledger:
                     raise
                 return
             for (_, future), result in zip(batch, results, strict=True):
-                if not future.done():
-                    future.set_result(result)
+                if future.done():
+                    continue
+                if isinstance(result, _Failed):
+                    future.set_exception(result.error)
+                else:
+                    future.set_result(Committed(result, revision))
+
+    def _commit_batch(self, mutations: list[Mutation]) -> tuple[list[Any], int]:
+        with self._lock:
+            results = self.commit_each(mutations)
+            return results, self.revision
 
     def _raise_if_stopped(self) -> None:
         if self._error is not None:
             raise self._error
 
     def _save(self, proposed: RunRecord, expected: int) -> None:
+        proposed.revision = expected + 1
         if expected >= MAX_REVISION:
             self._stop(
                 ConflictError(f"revision {expected} cannot grow: it is the uint64 maximum"),
                 proposed,
             )
-        proposed.revision = expected + 1
         try:
-            self._session.save(proposed, expected)
+            with self._encoder.installed(proposed):
+                self._session.save(proposed, expected)
         except Exception as exc:
             self._stop(exc, proposed)
         self._record = proposed
         self.saves += 1
 
     def _stop(self, exc: BaseException, proposed: RunRecord) -> None:
-        what = "the first record" if proposed.revision <= 1 else f"revision {proposed.revision}"
+        first = proposed.revision <= 1
+        what = "the first record" if first else f"revision {proposed.revision}"
         hint = (
             " A record for this run already exists: use resume."
-            if isinstance(exc, ConflictError) and proposed.revision <= 1
+            if isinstance(exc, ConflictError) and first
             else ""
         )
         error = CheckpointError(
@@ -201,21 +355,28 @@ class Ledger:
         raise error
 
 
-# -- Record mutations: pure functions on a proposed record -----------------------------------
+# -- Record mutations: functions of a proposal; each checks before it changes anything --------
 
 
 def open_scope(
-    record: RunRecord, scope_id: str, *, graph: str, path: str, inputs: str, bindings: bool
+    proposal: Proposal,
+    scope_id: str,
+    *,
+    graph: str,
+    path: str,
+    inputs: str,
+    bindings: bool,
 ) -> None:
     """Add the scope ``scope_id`` unless it exists (R-SCOPE-1, R-SCOPE-2)."""
-    if scope_id not in record.scopes:
-        record.scopes[scope_id] = ScopeRecord(
-            graph=graph, path=path, inputs=inputs, nodes={}, bindings=bindings
+    if scope_id not in proposal.record.scopes:
+        proposal.add_scope(
+            scope_id,
+            ScopeRecord(graph=graph, path=path, inputs=inputs, nodes={}, bindings=bindings),
         )
 
 
 def begin_attempt(
-    record: RunRecord,
+    proposal: Proposal,
     attempt_id: str,
     *,
     parent: str,
@@ -224,42 +385,85 @@ def begin_attempt(
     index: int = 1,
     limit: int = 1,
 ) -> None:
-    """Record a new active attempt (R-ATT-1…3)."""
-    record.attempts[attempt_id] = AttemptRecord(
-        parent=parent,
-        node_id=node_id,
-        boundary=boundary,
-        index=index,
-        limit=limit,
-        state=AttemptState.ACTIVE,
+    """Record a new active attempt (R-ATT-1…3).
+
+    Raises:
+        DurableError: ``attempt_id`` is taken.
+    """
+    if attempt_id in proposal.record.attempts:
+        raise DurableError(f"attempt id {attempt_id} is already in the record")
+    proposal.add_attempt(
+        attempt_id,
+        AttemptRecord(
+            parent=parent,
+            node_id=node_id,
+            boundary=boundary,
+            index=index,
+            limit=limit,
+            state=AttemptState.ACTIVE,
+        ),
     )
 
 
-def fail_attempt(record: RunRecord, attempt_id: str) -> None:
-    """Mark an attempt failed (R-ATT-4). Failing an already failed attempt changes nothing."""
-    attempt = record.attempts[attempt_id]
-    if attempt.state is AttemptState.CONFIRMED:
+def fail_attempt(proposal: Proposal, attempt_id: str) -> None:
+    """Mark an attempt failed (R-ATT-4). Failing an already failed attempt changes nothing.
+
+    Raises:
+        DurableError: the attempt is confirmed.
+    """
+    state = proposal.record.attempts[attempt_id].state
+    if state is AttemptState.FAILED:
+        return
+    if state is AttemptState.CONFIRMED:
         raise DurableError(f"attempt {attempt_id} is confirmed and cannot fail")
-    attempt.state = AttemptState.FAILED
+    proposal.attempt(attempt_id).state = AttemptState.FAILED
 
 
 def confirm_node(
-    record: RunRecord,
+    proposal: Proposal,
     scope_id: str,
     *,
     node_id: str,
     attempt_id: str,
     reason: NodeReason,
     outputs: list[ValueRecord],
+    tries: tuple[str, ...] = (),
 ) -> None:
-    """Confirm a node's root attempt together with its complete NodeRecord (R-ATT-2, R-NODE-1)."""
-    attempt = record.attempts[attempt_id]
-    if attempt.state is not AttemptState.ACTIVE or attempt.boundary or attempt.parent != scope_id:
+    """Confirm a node's root attempt together with its complete NodeRecord (R-ATT-2, R-NODE-1).
+
+    Args:
+        proposal: the proposal to change.
+        scope_id: the node's scope.
+        node_id: the node.
+        attempt_id: its active root attempt.
+        reason: completed or skipped.
+        outputs: one value record per provided key.
+        tries: the Retry tries that led to this success (the last try of each Retry level);
+            those still active are confirmed with the root (R-ATT-2: they are not confirmed on
+            their own).
+
+    Raises:
+        DurableError: the attempt is not an active root attempt of the scope.
+    """
+    record = proposal.record
+    attempt = record.attempts.get(attempt_id)
+    if (
+        attempt is None
+        or attempt.state is not AttemptState.ACTIVE
+        or attempt.boundary
+        or attempt.parent != scope_id
+        or attempt.node_id != node_id
+        or scope_id not in record.scopes
+    ):
         raise DurableError(
             f"attempt {attempt_id} of node {node_id!r} is not an active root attempt of scope "
             f"{scope_id}; it cannot be confirmed"
         )
-    attempt.state = AttemptState.CONFIRMED
-    record.scopes[scope_id].nodes[node_id] = NodeRecord(
+    proposal.attempt(attempt_id).state = AttemptState.CONFIRMED
+    for try_id in tries:
+        stored = record.attempts.get(try_id)
+        if stored is not None and stored.state is AttemptState.ACTIVE:
+            proposal.attempt(try_id).state = AttemptState.CONFIRMED
+    proposal.scope(scope_id).nodes[node_id] = NodeRecord(
         node_id=node_id, attempt=attempt_id, reason=reason, outputs=list(outputs)
     )

@@ -1,0 +1,361 @@
+"""The durable checkpointer: the engine's checkpoint seam backed by the run record (G-12).
+
+:class:`DurableCheckpointer` implements :class:`~durable_core.graph.Checkpointer` for one run.
+It turns each seam call into a record mutation saved through the run's
+:class:`~durable_core.durable.ledger.Ledger` (one commit path, group commit), and answers the
+engine from what the record already holds:
+
+- ``open_scope``: the root scope is the record's ``RootScope``; a Sub's child scope has the id of
+  the Sub node's deepest current attempt (R-SCOPE-2), its ``Path`` is the Sub node's path. A
+  scope already in the record is reused (its confirmed nodes are restored); a new one is added
+  to the record with the first save that needs it, fingerprinted from the Sub's stable bindings
+  (``Bindings: true``, R-SCOPE-1).
+- ``begin_node``: a node with a NodeRecord in its scope is restored (its body does not run); an
+  active root attempt is adopted (same id); otherwise a new root attempt is saved active before
+  the node can start (R-ATT-2). A failed root attempt in a live scope means the node failed for
+  good in an earlier process: the run stops, naming it (``resume`` reports this before
+  anything runs when the node is in the root graph).
+- ``begin_try``: the first try at a Retry boundary looks at the record: failed tries count as
+  spent, an active try is adopted with its index, and a spent budget is reported as such
+  (R-ATT-4: restarting never refills a budget). Every new try is saved active before it runs,
+  with the outer attempt as parent and the aspect's position as boundary (R-ATT-3).
+- ``fail_attempt``: the attempt is saved failed.
+- ``commit_node``: the outputs are encoded (codec id, version, data, digest) and the root attempt
+  is confirmed together with the complete NodeRecord in one save (R-ATT-2, R-NODE-1), with the
+  Retry tries that led to the success; the engine publishes the outputs only after that save
+  succeeded.
+
+Each change is reported to the runtime as a :class:`~durable_core.durable.events.RecoveryEvent`
+after the save that holds it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from durable_core.codecs import Codecs
+from durable_core.durable import ledger as L
+from durable_core.durable.events import EventKind, RecoveryEvent
+from durable_core.durable.fingerprint import bindings_fingerprint
+from durable_core.durable.recovery import decode_outputs
+from durable_core.errors import CorruptRecordError, DurableError, NodeFailedError
+from durable_core.graph import Checkpointer, Graph, In
+from durable_core.graph.checkpoint import Attempt, NodeOutputs, Scope, Values
+from durable_core.records import (
+    AttemptRecord,
+    AttemptState,
+    NodeReason,
+    ValueRecord,
+    ValueState,
+)
+
+__all__ = ["DurableCheckpointer", "decode_outputs", "describe_error", "encode_value_record"]
+
+log = logging.getLogger("durable_core.durable")
+
+Emit = Callable[[RecoveryEvent], None]
+
+
+def describe_error(error: BaseException | None) -> str:
+    """``"ValueError: boom"`` (the type and message of an error), ``""`` for None."""
+    if error is None:
+        return ""
+    text = str(error)
+    return f"{type(error).__name__}: {text}" if text else type(error).__name__
+
+
+def encode_value_record(codecs: Codecs, key: Any, ready: bool, value: Any = None) -> ValueRecord:
+    """The ValueRecord of one slot: encoded with digest when ready, empty when skipped (R-VAL-1/2).
+
+    Args:
+        codecs: the registry that encodes the value.
+        key: the slot's key.
+        ready: whether the slot is ready (else skipped: no data, empty digest).
+        value: the ready value.
+
+    Returns:
+        The value record.
+
+    Raises:
+        CodecError: no codec can encode the value; the message names the key.
+        DurableError: ``key`` is a stream key (stream outputs are not checkpointed by this
+            version).
+    """
+    if getattr(key, "stream", False):
+        raise DurableError(
+            f"key {key.name!r} is a stream: stream outputs are not checkpointed by this version "
+            "of the durable runtime; run the graph with execute() or use a value key"
+        )
+    if not ready:
+        return ValueRecord(name=key.name, state=ValueState.SKIPPED)
+    encoded = codecs.encode_value(key.type, value, name=key.name)
+    return ValueRecord(
+        name=key.name,
+        type_id=encoded.codec_id,
+        version=encoded.version,
+        state=ValueState.READY,
+        digest=encoded.digest,
+        data=encoded.data,
+    )
+
+
+class DurableCheckpointer(Checkpointer):
+    """The checkpoint seam of one durable run (see the module documentation).
+
+    Args:
+        ledger: the run's committed record and commit path.
+        codecs: encodes outputs.
+        restored: decoded outputs of confirmed nodes by ``(scope_id, node_id)`` (built before
+            the run starts, so that a damaged value stops ``resume`` before any body runs).
+        emit: called with each recovery event after the save it describes.
+        propagated: active attempts that the record implies have failed
+            (:func:`~durable_core.durable.recovery.propagate_failures`); they are treated as
+            failed and saved failed with the next save.
+    """
+
+    def __init__(
+        self,
+        ledger: L.Ledger,
+        codecs: Codecs,
+        restored: dict[tuple[str, str], NodeOutputs],
+        emit: Emit,
+        propagated: Iterable[str] = (),
+    ) -> None:
+        self._ledger = ledger
+        self._codecs = codecs
+        self._restored = restored
+        self._emit = emit
+        record = ledger.record
+        self._run_id = record.run_id
+        self._root_scope = record.root_scope
+        self._known_scopes = dict(record.scopes)
+        failed = frozenset(propagated)
+        # Attempts the record held when this process started, by (parent, node, boundary),
+        # as (id, state, index, limit); attempts implied failed count as failed.
+        history: dict[tuple[str, str, str], list[tuple[str, AttemptRecord]]] = defaultdict(list)
+        for attempt_id, attempt in record.attempts.items():
+            if attempt_id in failed:
+                attempt = AttemptRecord(
+                    parent=attempt.parent,
+                    node_id=attempt.node_id,
+                    boundary=attempt.boundary,
+                    index=attempt.index,
+                    limit=attempt.limit,
+                    state=AttemptState.FAILED,
+                )
+            history[(attempt.parent, attempt.node_id, attempt.boundary)].append(
+                (attempt_id, attempt)
+            )
+        for tries in history.values():
+            tries.sort(key=lambda item: item[1].index)
+        self._history = history
+        # Retry tries begun or adopted in this process, by their node's root attempt id.
+        self._tries: dict[str, list[str]] = defaultdict(list)
+        for attempt_id in sorted(failed):
+
+            def fail(proposal: L.Proposal, attempt_id: str = attempt_id) -> None:
+                L.fail_attempt(proposal, attempt_id)
+
+            ledger.defer(fail)
+
+    # -- helpers ---------------------------------------------------------------------------
+
+    def _event(
+        self, kind: EventKind, attempt: Attempt, error: str = "", revision: int | None = None
+    ) -> None:
+        self._emit(
+            RecoveryEvent(
+                kind=kind,
+                run_id=self._run_id,
+                scope_path=attempt.scope.path,
+                node_id=attempt.node_id,
+                attempt_index=attempt.index,
+                attempt_limit=attempt.limit,
+                revision=self._ledger.revision if revision is None else revision,
+                attempt_id=attempt.id,
+                error=error,
+            )
+        )
+
+    # -- the seam --------------------------------------------------------------------------
+
+    async def open_scope(
+        self, graph: Graph, path: str, parent: Attempt | None, inputs: Values
+    ) -> Scope:
+        if parent is None:
+            return Scope(id=self._root_scope, graph=graph, path=path, parent=None)
+        scope_id = parent.id
+        known = self._known_scopes.get(scope_id)
+        if known is not None:
+            if known.graph != graph.name or known.path != path:
+                raise CorruptRecordError(
+                    f"scope {scope_id} holds graph {known.graph!r} at path {known.path!r}, but "
+                    f"the Sub node's attempt now runs graph {graph.name!r} at path {path!r} "
+                    "(R-SCOPE-2)",
+                    rule="R-SCOPE-2",
+                )
+            return Scope(id=scope_id, graph=graph, path=path, parent=parent)
+        wiring = [
+            ("in", b.parent.name, b.child.name)
+            if isinstance(b, In)
+            else ("out", b.parent.name, b.child.name)
+            for b in parent.node.bindings
+        ]
+        fingerprint = bindings_fingerprint(graph.name, wiring)
+        graph_name = graph.name
+
+        def add_scope(proposal: L.Proposal) -> None:
+            L.open_scope(
+                proposal, scope_id, graph=graph_name, path=path, inputs=fingerprint, bindings=True
+            )
+
+        self._ledger.defer(add_scope)
+        return Scope(id=scope_id, graph=graph, path=path, parent=parent)
+
+    async def begin_node(self, scope: Scope, node: Any) -> Attempt:
+        outputs = self._restored.get((scope.id, node.id))
+        if outputs is not None:
+            node_record = self._known_scopes[scope.id].nodes[node.id]
+            attempt = Attempt(id=node_record.attempt, scope=scope, node=node, restored=outputs)
+            self._event(EventKind.NODE_RESTORED, attempt)
+            return attempt
+        for attempt_id, stored in self._history.get((scope.id, node.id, ""), ()):
+            if stored.state is AttemptState.ACTIVE:
+                attempt = Attempt(id=attempt_id, scope=scope, node=node)
+                self._event(EventKind.ATTEMPT_ADOPTED, attempt)
+                return attempt
+            where = f"{scope.path}/{node.id}" if scope.path else node.id
+            raise NodeFailedError(
+                f"node {where!r} of run {self._run_id!r} failed for good in an earlier process "
+                f"(its root attempt {attempt_id} is {stored.state.value}); a failed attempt is "
+                "never run again and no Retry budget is refilled (R-ATT-4). Start a new run id "
+                "to run the graph again.",
+                path=where,
+            )
+        attempt_id = L.new_id()
+        scope_id, node_id = scope.id, node.id
+
+        def begin(proposal: L.Proposal) -> None:
+            L.begin_attempt(proposal, attempt_id, parent=scope_id, node_id=node_id)
+
+        saved = await self._ledger.commit_async(begin)
+        attempt = Attempt(id=attempt_id, scope=scope, node=node)
+        self._event(EventKind.ATTEMPT_STARTED, attempt, revision=saved.revision)
+        return attempt
+
+    async def begin_try(self, parent: Attempt, boundary: str, index: int, limit: int) -> Attempt:
+        history = self._history.pop((parent.id, parent.node_id, boundary), None)
+        tries = self._tries[parent.root.id]
+        if history:
+            last_id, last = history[-1]
+            limit = last.limit
+            if last.state is AttemptState.ACTIVE:
+                attempt = Attempt(
+                    id=last_id,
+                    scope=parent.scope,
+                    node=parent.node,
+                    parent=parent,
+                    boundary=boundary,
+                    index=last.index,
+                    limit=limit,
+                )
+                tries.append(last_id)
+                self._event(EventKind.ATTEMPT_ADOPTED, attempt)
+                return attempt
+            index = max(index, last.index + 1)
+            if index > limit:  # every try was spent before this process: the engine fails it
+                return Attempt(
+                    id="",
+                    scope=parent.scope,
+                    node=parent.node,
+                    parent=parent,
+                    boundary=boundary,
+                    index=index,
+                    limit=limit,
+                )
+        attempt_id = L.new_id()
+        parent_id, node_id = parent.id, parent.node_id
+
+        def begin(proposal: L.Proposal) -> None:
+            L.begin_attempt(
+                proposal,
+                attempt_id,
+                parent=parent_id,
+                node_id=node_id,
+                boundary=boundary,
+                index=index,
+                limit=limit,
+            )
+
+        saved = await self._ledger.commit_async(begin)
+        tries.append(attempt_id)
+        attempt = Attempt(
+            id=attempt_id,
+            scope=parent.scope,
+            node=parent.node,
+            parent=parent,
+            boundary=boundary,
+            index=index,
+            limit=limit,
+        )
+        self._event(EventKind.ATTEMPT_STARTED, attempt, revision=saved.revision)
+        return attempt
+
+    async def fail_attempt(self, attempt: Attempt, error: BaseException) -> None:
+        stored = self._ledger.record.attempts.get(attempt.id) if attempt.id else None
+        if stored is None or stored.state is not AttemptState.ACTIVE:
+            return
+        attempt_id = attempt.id
+
+        def fail(proposal: L.Proposal) -> None:
+            L.fail_attempt(proposal, attempt_id)
+
+        saved = await self._ledger.commit_async(fail)
+        self._event(EventKind.ATTEMPT_FAILED, attempt, describe_error(error), saved.revision)
+
+    async def commit_node(self, attempt: Attempt, outputs: NodeOutputs) -> None:
+        values = [
+            encode_value_record(
+                self._codecs,
+                key,
+                key.name in outputs.ready,
+                outputs.ready.get(key.name),
+            )
+            for key in attempt.node.provides
+        ]
+        reason = NodeReason(outputs.reason)
+        scope_id, node_id, attempt_id = attempt.scope.id, attempt.node_id, attempt.id
+        tries = self._successful_tries(attempt_id)
+
+        def confirm(proposal: L.Proposal) -> None:
+            L.confirm_node(
+                proposal,
+                scope_id,
+                node_id=node_id,
+                attempt_id=attempt_id,
+                reason=reason,
+                outputs=values,
+                tries=tries,
+            )
+
+        saved = await self._ledger.commit_async(confirm)
+        self._event(EventKind.NODE_CONFIRMED, attempt, revision=saved.revision)
+
+    def _successful_tries(self, root_id: str) -> tuple[str, ...]:
+        """The tries of ``root_id``'s node whose whole chain up to the root is still active:
+        the tries that led to its success (failed tries and everything under them are out)."""
+        attempts = self._ledger.record.attempts
+        chain: list[str] = []
+        for try_id in self._tries.pop(root_id, ()):
+            current = try_id
+            while current != root_id:
+                stored = attempts.get(current)
+                if stored is None or stored.state is not AttemptState.ACTIVE:
+                    break
+                current = stored.parent
+            else:
+                chain.append(try_id)
+        return tuple(chain)

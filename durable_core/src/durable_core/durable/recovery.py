@@ -1,0 +1,187 @@
+"""What ``resume`` checks and works out from a loaded record before any node runs.
+
+:func:`decode_confirmed` decodes every confirmed value of every scope (R-VAL-3) and checks that
+every confirmed node's upstream nodes are confirmed too (R-NODE-2), so that a damaged record
+stops ``resume`` before any body runs. :func:`propagate_failures` works out which active
+attempts have really failed already and which nodes of the root graph failed for good.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import attrs
+
+from durable_core.codecs import Codecs
+from durable_core.errors import CodecError, CorruptRecordError, DurableError
+from durable_core.graph import Graph
+from durable_core.graph.checkpoint import NodeOutputs
+from durable_core.records import AttemptState, RunRecord, ValueState
+
+__all__ = ["Failures", "decode_confirmed", "decode_outputs", "propagate_failures"]
+
+
+def decode_outputs(
+    codecs: Codecs, provides: Iterable[Any], node_record: Any, where: str
+) -> NodeOutputs:
+    """Decode a NodeRecord's outputs for the engine (R-VAL-3).
+
+    Args:
+        codecs: the registry that decodes the values.
+        provides: the node's provided keys.
+        node_record: the stored NodeRecord.
+        where: the run, scope and node, for messages.
+
+    Returns:
+        The outputs: every ready value decoded, every skipped key listed.
+
+    Raises:
+        CorruptRecordError: a digest does not match, or the outputs do not cover the provides.
+        CodecError: a codec id/version changed, or a value is not of the declared type.
+        DurableError: an output is a stream (not restored by this version).
+    """
+    by_name = {v.name: v for v in node_record.outputs}
+    ready: dict[str, Any] = {}
+    skipped: set[str] = set()
+    for key in provides:
+        value = by_name.get(key.name)
+        if value is None:
+            raise CorruptRecordError(
+                f"{where}: the NodeRecord has no output {key.name!r} (R-NODE-1: the outputs "
+                "cover exactly the node's provides)",
+                rule="R-NODE-1",
+            )
+        if value.state is ValueState.SKIPPED:
+            skipped.add(key.name)
+            continue
+        if value.stream is not None or getattr(key, "stream", False):
+            raise DurableError(
+                f"{where}: output {key.name!r} is a stream; stream outputs are not restored by "
+                "this version of the durable runtime"
+            )
+        try:
+            ready[key.name] = codecs.decode_value(
+                key.type, value.type_id, value.version, value.data, value.digest, name=key.name
+            )
+        except CorruptRecordError as exc:
+            raise CorruptRecordError(
+                f"{where}: {exc}", path=exc.path, rule=exc.rule or "R-VAL-3"
+            ) from exc
+        except CodecError as exc:
+            raise CodecError(f"{where}: {exc}") from exc
+    return NodeOutputs(reason=node_record.reason, ready=ready, skipped=frozenset(skipped))
+
+
+def decode_confirmed(
+    graph: Graph, record: RunRecord, codecs: Codecs
+) -> dict[tuple[str, str], NodeOutputs]:
+    """Decode every confirmed node of every scope and check dependency closure.
+
+    Scopes under failed attempts are decoded and checked too: their results are void, but a
+    record whose old values no longer decode is damaged all the same (R-ATT-5).
+
+    Args:
+        graph: the run's graph (its definition matches the record's).
+        record: the loaded record, already validated (``validate_record``).
+        codecs: the registry that decodes the values.
+
+    Returns:
+        The decoded outputs by ``(scope id, node id)``.
+
+    Raises:
+        CorruptRecordError: a digest does not match, a scope names a graph or node the
+            definition does not have, or a confirmed node's upstream node in its scope is not
+            confirmed (R-NODE-2).
+        CodecError: a value's codec id/version changed or it does not decode to its type.
+    """
+    graphs = graph.graphs()
+    restored: dict[tuple[str, str], NodeOutputs] = {}
+    for scope_id, scope in record.scopes.items():
+        scope_graph = graphs.get(scope.graph)
+        if scope_graph is None:
+            raise CorruptRecordError(
+                f"scope {scope_id} of run {record.run_id!r} names graph {scope.graph!r}, which "
+                "is not part of the definition",
+                rule="R-SCOPE-1",
+            )
+        label = scope.path or "(root)"
+        for node_id, node_record in scope.nodes.items():
+            node = scope_graph.nodes.get(node_id)
+            if node is None:
+                raise CorruptRecordError(
+                    f"scope {scope_id} holds node {node_id!r}, which graph {scope.graph!r} "
+                    "does not have",
+                    rule="R-NODE-1",
+                )
+            for key in node.requires:
+                source = scope_graph.source_of(key)
+                if source is not None and source not in scope.nodes:
+                    raise CorruptRecordError(
+                        f"run {record.run_id!r}, scope {label!r}: node {node_id!r} is confirmed "
+                        f"but its upstream node {source!r} (source of {key.name!r}) is not; a "
+                        "node is confirmed only after everything it read was (R-NODE-2). "
+                        "Durable does not repair records: keep this one as evidence (E-1).",
+                        rule="R-NODE-2",
+                    )
+            where = f"run {record.run_id!r}, scope {label!r}, node {node_id!r}"
+            restored[(scope_id, node_id)] = decode_outputs(
+                codecs, node.provides, node_record, where
+            )
+    return restored
+
+
+@attrs.frozen
+class Failures:
+    """Failures that a loaded record already implies.
+
+    Attributes:
+        propagated: active attempts that really failed: each owns (is the id of) a child
+            scope in which a node's root attempt failed, so the Sub node's try or root
+            attempt failed with it, and the process stopped before saving that. The runtime
+            saves them failed with its next save; a Retry then goes on from the next try.
+        terminal: ``(node id, attempt id)`` of the root graph's nodes whose root attempt is
+            failed (stored, or propagated): the run failed for good.
+    """
+
+    propagated: tuple[str, ...] = ()
+    terminal: tuple[tuple[str, str], ...] = ()
+
+
+def propagate_failures(record: RunRecord) -> Failures:
+    """Work out the failures that ``record`` implies (R-ATT-4, R-SCOPE-2).
+
+    When a node fails inside a Sub node's child scope, the engine saves the node's failure,
+    then the failure of the Sub node's attempt (a Retry try, or its root attempt). A process
+    that dies between the two saves leaves the Sub's attempt active over a failed child. That
+    attempt failed all the same (a child failure is the Sub node's failure, G-9), so it is
+    treated as failed, up the chain of root attempts, until a Retry try or the root scope.
+
+    Args:
+        record: a validated record.
+
+    Returns:
+        The :class:`Failures`.
+    """
+    attempts = record.attempts
+    root = record.root_scope
+    failed = {aid for aid, a in attempts.items() if a.state is AttemptState.FAILED}
+    work = [aid for aid in failed if not attempts[aid].boundary]
+    propagated: list[str] = []
+    while work:
+        scope_id = attempts[work.pop()].parent
+        if scope_id == root or scope_id in failed:
+            continue
+        owner = attempts.get(scope_id)
+        if owner is None or owner.state is not AttemptState.ACTIVE:
+            continue
+        failed.add(scope_id)
+        propagated.append(scope_id)
+        if not owner.boundary:
+            work.append(scope_id)
+    terminal = sorted(
+        (attempts[aid].node_id, aid)
+        for aid in failed
+        if not attempts[aid].boundary and attempts[aid].parent == root
+    )
+    return Failures(propagated=tuple(sorted(propagated)), terminal=tuple(terminal))

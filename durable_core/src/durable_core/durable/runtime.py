@@ -1,0 +1,620 @@
+"""``Runtime``: run and resume graphs durably (seed 000; SPEC R, R-RT-1…3, R-ATT-*, R-VAL-3).
+
+A :class:`Runtime` pairs a :class:`~durable_core.store.Store` with
+:class:`~durable_core.codecs.Codecs`. ``run`` starts a new run and writes its first record;
+``resume`` loads an existing record, checks that it belongs to the graph, version and inputs it
+is given, validates and decodes everything it holds, and continues: confirmed nodes are restored
+without running their bodies, active attempts are adopted, spent Retry tries stay spent.
+
+Every change is saved by compare-and-swap through one commit path before the engine goes on
+(see :mod:`durable_core.durable.ledger`). A save that fails stops the run at once with a
+:class:`~durable_core.errors.CheckpointError`; the next ``resume`` loads again (R-RT-2).
+See ``docs/durable.md``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+import attrs
+
+from durable_core.codecs import Codecs
+from durable_core.durable.checkpointer import (
+    DurableCheckpointer,
+    describe_error,
+    encode_value_record,
+)
+from durable_core.durable.events import EventKind, RecoveryEvent
+from durable_core.durable.fingerprint import values_fingerprint
+from durable_core.durable.ledger import Ledger, new_id
+from durable_core.durable.recovery import Failures, decode_confirmed, propagate_failures
+from durable_core.errors import (
+    CheckpointError,
+    CodecError,
+    ConfigError,
+    ConflictError,
+    CorruptRecordError,
+    DefinitionMismatchError,
+    GraphError,
+    InputsMismatchError,
+    NodeFailedError,
+    NotFoundError,
+    VersionMismatchError,
+)
+from durable_core.graph import (
+    CancelToken,
+    Graph,
+    Key,
+    RunResult,
+    RunStatus,
+    execute_async,
+)
+from durable_core.graph.checkpoint import NodeOutputs
+from durable_core.integrity import validate_record
+from durable_core.records import RECORD_FORMAT, RunRecord, ScopeRecord, ValueRecord
+from durable_core.store import Store
+
+__all__ = ["DurableResult", "Observer", "Runtime", "count_nodes"]
+
+log = logging.getLogger("durable_core.durable")
+
+Observer = Callable[[RecoveryEvent], Any]
+"""A runtime observer: called with each :class:`RecoveryEvent`; its return value is ignored."""
+
+
+@attrs.frozen
+class DurableResult:
+    """The outcome of ``Runtime.run``/``resume``.
+
+    Attributes:
+        run_id: the run.
+        status: ``"completed"``, ``"failed"`` or ``"canceled"``.
+        error: the run's error when it failed (a ``NodeFailedError`` naming the node, the
+            original exception as ``__cause__`` when it failed in this process), else None.
+        revision: the record's revision when the run ended.
+        saves: how many saves this call made (the first record included).
+        restored: how many nodes were restored from the record instead of run.
+        result: the engine's :class:`~durable_core.graph.RunResult` (values by key).
+    """
+
+    run_id: str
+    status: str
+    error: BaseException | None
+    revision: int
+    saves: int
+    restored: int
+    result: RunResult = attrs.field(repr=False)
+
+    def __getitem__(self, key: Key[Any]) -> Any:
+        """The ready value of ``key`` (see :meth:`RunResult.__getitem__`)."""
+        return self.result[key]
+
+    def get(self, key: Key[Any], default: Any = None) -> Any:
+        """The ready value of ``key``, or ``default`` when it is skipped or pending."""
+        return self.result.get(key, default)
+
+    def skipped(self, key: Key[Any]) -> bool:
+        """Whether ``key`` ended skipped."""
+        return self.result.skipped(key)
+
+
+def count_nodes(graph: Graph) -> int:
+    """Nodes of ``graph`` plus, for each Sub node, the nodes of its child graph (recursively)."""
+    total = 0
+    for node in graph.nodes.values():
+        total += 1
+        if node.child is not None:
+            total += count_nodes(node.child)
+    return total
+
+
+def _check_graph(graph: Graph) -> None:
+    graph.validate()
+    for sub_graph in graph.graphs().values():
+        for key in sub_graph.keys.values():
+            if key.stream:
+                raise GraphError(
+                    f"graph {sub_graph.name!r} has the stream key {key.name!r}: streams are not "
+                    "checkpointed by this version of the durable runtime. Run the graph with "
+                    "execute(), or use value keys. Nothing was saved."
+                )
+
+
+def _check_max_running(max_running: object) -> None:
+    if max_running is None:
+        return
+    if isinstance(max_running, bool) or not isinstance(max_running, int) or max_running < 1:
+        raise ConfigError(
+            f"max_running must be a positive integer (bodies running at once), got "
+            f"{max_running!r}; nothing was saved"
+        )
+
+
+def _check_version(version: object) -> None:
+    if not isinstance(version, str):
+        raise ConfigError(
+            f"version must be a str (the host's business version), got {version!r}; nothing "
+            "was saved"
+        )
+
+
+class Runtime:
+    """Runs graphs durably on one store.
+
+    Args:
+        store: where records are saved (any :class:`~durable_core.store.Store`).
+        codecs: encodes inputs and outputs; default :meth:`Codecs.default`.
+        observers: callables receiving each :class:`RecoveryEvent` after the save it
+            describes; an observer that raises is logged and never fails the run.
+        plugins: a plugin manager (``make_plugin_manager()``) whose
+            ``durable_recovery_event`` hook also receives the events (each implementation is
+            called on its own: one that raises is logged and the others still get the event);
+            None: no hook calls.
+
+    Example:
+        >>> from durable_core import Graph, Key, MemoryStore
+        >>> N, TWICE = Key("n", int), Key("twice", int)
+        >>> g = Graph("double", inputs=[N])
+        >>> @g.node("double", requires=[N], provides=[TWICE])
+        ... def double(rc):
+        ...     rc.set(TWICE, rc.get(N) * 2)
+        >>> runtime = Runtime(MemoryStore())
+        >>> runtime.run(g, run_id="job-1", version="1", inputs={N: 21})[TWICE]
+        42
+        >>> runtime.resume(g, run_id="job-1", version="1", inputs={N: 21}).restored
+        1
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        codecs: Codecs | None = None,
+        *,
+        observers: Iterable[Observer] = (),
+        plugins: Any = None,
+    ) -> None:
+        self.store = store
+        self.codecs = codecs if codecs is not None else Codecs.default()
+        self._observers = list(observers)
+        self._plugins = plugins
+
+    # -- public API ------------------------------------------------------------------------
+
+    def run(
+        self,
+        graph: Graph,
+        *,
+        run_id: str,
+        version: str,
+        inputs: Mapping[Key[Any], Any],
+        max_running: int | None = None,
+        timeout: float | None = None,
+        cancel: CancelToken | None = None,
+    ) -> DurableResult:
+        """Start a new run of ``graph`` and execute it (R-RT-3).
+
+        In order: the graph and the inputs are checked and every input is encoded (nothing
+        is saved when that fails); the run is acquired; an existing record is refused; the
+        first record is saved (format 2, revision 1, ``Version``, ``Definition`` = the graph's
+        fingerprint, ``Inputs`` = the inputs' fingerprint, a random ``RootScope``); then the
+        graph executes, every change saved before the engine goes on.
+
+        Args:
+            graph: the graph.
+            run_id: the run's identity in the store (must not exist yet).
+            version: the host's business version; ``resume`` must give the same.
+            inputs: a value for every root input, by key; ``resume`` must give the same again.
+            max_running: at most this many bodies run at once (engine default when None).
+            timeout: seconds to wait at most in ``store.acquire`` (capacity/network only).
+            cancel: a :class:`~durable_core.graph.CancelToken` to stop the run from outside
+                (Ctrl-C): running bodies are canceled, the record stays resumable.
+
+        Returns:
+            The :class:`DurableResult`; a node's failure is ``status == "failed"`` with a
+            ``NodeFailedError`` naming it.
+
+        Raises:
+            BusyError: another session owns the run.
+            CheckpointError: the record already exists (``ConflictError`` inside: use
+                ``resume``), an input cannot be encoded (before anything is saved; the message
+                names the key), or a save failed (the run stopped; resume later).
+            GraphError: the graph is invalid (or has stream keys), or the inputs do not match
+                its root inputs; nothing was saved.
+            ConfigError: ``max_running`` or ``version`` is invalid; nothing was saved.
+            CodecError: an output cannot be encoded (the run stopped; the node stays active
+                and runs again on resume).
+            CorruptRecordError: a record of the run exists but cannot be read; it is left
+                alone.
+        """
+        return asyncio.run(
+            self.run_async(
+                graph,
+                run_id=run_id,
+                version=version,
+                inputs=inputs,
+                max_running=max_running,
+                timeout=timeout,
+                cancel=cancel,
+            )
+        )
+
+    def resume(
+        self,
+        graph: Graph,
+        *,
+        run_id: str,
+        version: str,
+        inputs: Mapping[Key[Any], Any],
+        max_running: int | None = None,
+        timeout: float | None = None,
+        cancel: CancelToken | None = None,
+    ) -> DurableResult:
+        """Continue an existing run of ``graph`` from its record.
+
+        Before any node runs: the record must exist (``NotFoundError`` is never turned into a
+        new run, R-RT-3), have a supported format (R-REC-1), the same run id, ``version``,
+        definition fingerprint and inputs fingerprint; the whole record is validated
+        (``validate_record``) and every confirmed value of every scope decoded and checked
+        (codec id/version, digest, type: R-VAL-3). Nothing is saved when a check fails. Then
+        the graph executes: confirmed nodes are restored without running, active attempts are
+        adopted, failed Retry tries count as spent. A format-1 record is written back as
+        format 2 by the first save.
+
+        Args: as :meth:`run`.
+
+        Returns:
+            The :class:`DurableResult`. When a node of the root graph failed for good in an
+            earlier process, nothing runs and the result is ``failed`` with a
+            ``NodeFailedError`` naming it.
+
+        Raises:
+            NotFoundError: no record for ``run_id``; nothing is created.
+            BusyError: another session owns the run.
+            VersionMismatchError, DefinitionMismatchError, InputsMismatchError: the record
+                belongs to another version, graph or inputs.
+            CorruptRecordError: the record breaks a rule of the data model, a stored value is
+                damaged (digest mismatch), or its format is newer than this runtime's.
+            CodecError: a stored value's codec changed or it no longer decodes to its type.
+            CheckpointError: a save failed (the run stopped; resume again later).
+            GraphError, ConfigError: as :meth:`run`.
+        """
+        return asyncio.run(
+            self.resume_async(
+                graph,
+                run_id=run_id,
+                version=version,
+                inputs=inputs,
+                max_running=max_running,
+                timeout=timeout,
+                cancel=cancel,
+            )
+        )
+
+    async def run_async(
+        self,
+        graph: Graph,
+        *,
+        run_id: str,
+        version: str,
+        inputs: Mapping[Key[Any], Any],
+        max_running: int | None = None,
+        timeout: float | None = None,
+        cancel: CancelToken | None = None,
+    ) -> DurableResult:
+        """The ``async`` form of :meth:`run` (same arguments, errors and result)."""
+        _check_graph(graph)
+        _check_max_running(max_running)
+        _check_version(version)
+        try:
+            values = self._encode_inputs(graph, inputs)
+        except CodecError as exc:
+            raise CheckpointError(
+                f"run {run_id!r}: {exc}. Register a codec for its type (Codecs.register / "
+                "register_json). Nothing was saved."
+            ) from exc
+        fingerprint = values_fingerprint(values)
+        session = await self._acquire(run_id, timeout)
+        try:
+            try:
+                await asyncio.to_thread(session.load)
+            except NotFoundError:
+                pass
+            else:
+                conflict = ConflictError(f"a record of run {run_id!r} already exists")
+                raise CheckpointError(
+                    f"run {run_id!r} already has a record: call resume to continue it, or "
+                    "choose a new run id (R-RT-3). Nothing was saved."
+                ) from conflict
+            root = new_id()
+            record = RunRecord(
+                run_id=run_id,
+                format=RECORD_FORMAT,
+                revision=0,
+                version=version,
+                definition=graph.fingerprint(),
+                inputs=fingerprint,
+                root_scope=root,
+                scopes={
+                    root: ScopeRecord(
+                        graph=graph.name, path="", inputs=fingerprint, nodes={}, bindings=False
+                    )
+                },
+            )
+            ledger = Ledger(session, None)
+            await asyncio.to_thread(ledger.create, record)
+            self._emit(
+                RecoveryEvent(
+                    kind=EventKind.RUN_STARTED,
+                    run_id=run_id,
+                    revision=ledger.revision,
+                    total_nodes=count_nodes(graph),
+                )
+            )
+            return await self._execute(graph, ledger, inputs, {}, Failures(), max_running, cancel)
+        finally:
+            session.close()
+
+    async def resume_async(
+        self,
+        graph: Graph,
+        *,
+        run_id: str,
+        version: str,
+        inputs: Mapping[Key[Any], Any],
+        max_running: int | None = None,
+        timeout: float | None = None,
+        cancel: CancelToken | None = None,
+    ) -> DurableResult:
+        """The ``async`` form of :meth:`resume` (same arguments, errors and result)."""
+        _check_graph(graph)
+        _check_max_running(max_running)
+        _check_version(version)
+        session = await self._acquire(run_id, timeout)
+        try:
+            record = await asyncio.to_thread(session.load)
+            restored = self._check_record(graph, record, run_id, version, inputs)
+            failures = propagate_failures(record)
+            ledger = Ledger(session, record)
+            self._emit(
+                RecoveryEvent(
+                    kind=EventKind.RUN_RESUMED,
+                    run_id=run_id,
+                    revision=ledger.revision,
+                    total_nodes=count_nodes(graph),
+                )
+            )
+            if failures.terminal:
+                return self._failed_for_good(graph, record, restored, failures)
+            return await self._execute(
+                graph, ledger, inputs, restored, failures, max_running, cancel
+            )
+        finally:
+            session.close()
+
+    # -- steps -----------------------------------------------------------------------------
+
+    async def _acquire(self, run_id: str, timeout: float | None) -> Any:
+        """``store.acquire`` in a worker thread; when the caller is canceled meanwhile, the
+        session the thread still gets is closed at once (the run is not left owned)."""
+        future = asyncio.ensure_future(asyncio.to_thread(self.store.acquire, run_id, timeout))
+        try:
+            return await asyncio.shield(future)
+        except asyncio.CancelledError:
+
+            def release(done: asyncio.Future[Any]) -> None:
+                if not done.cancelled() and done.exception() is None:
+                    done.result().close()
+
+            future.add_done_callback(release)
+            raise
+
+    def _encode_inputs(self, graph: Graph, inputs: Mapping[Key[Any], Any]) -> list[ValueRecord]:
+        """Check the root inputs like the engine does, then encode each (R-REC-2 ``Inputs``).
+
+        Raises:
+            GraphError: a key is not a root input, a value is not of its key's type, or an
+                input is missing.
+            CodecError: a value cannot be encoded (the message names the key).
+        """
+        if not isinstance(inputs, Mapping):
+            raise GraphError(
+                f"inputs must be a mapping of the root input keys of graph {graph.name!r} to "
+                f"values, got {type(inputs).__name__}"
+            )
+        declared = {key.name: key for key in graph.inputs}
+        values: list[ValueRecord] = []
+        for key, value in inputs.items():
+            name = getattr(key, "name", None)
+            if not isinstance(key, Key) or declared.get(name) != key:  # type: ignore[arg-type]
+                raise GraphError(
+                    f"{key!r} is not a root input of graph {graph.name!r}; its inputs are "
+                    f"{sorted(declared)}, keyed by their Key. Nothing was saved."
+                )
+            if not key.accepts(value):
+                raise GraphError(
+                    f"root input {key.name!r} of graph {graph.name!r} takes {key!r} values, got "
+                    f"{type(value).__name__}. Nothing was saved."
+                )
+            try:
+                values.append(encode_value_record(self.codecs, key, True, value))
+            except CodecError as exc:
+                raise CodecError(f"root input {key.name!r} cannot be encoded: {exc}") from exc
+        missing = sorted(set(declared) - {v.name for v in values})
+        if missing:
+            raise GraphError(
+                f"graph {graph.name!r}: inputs {missing} were not given; pass a value for every "
+                "root input. Nothing was saved."
+            )
+        return values
+
+    def _check_record(
+        self,
+        graph: Graph,
+        record: RunRecord,
+        run_id: str,
+        version: str,
+        inputs: Mapping[Key[Any], Any],
+    ) -> dict[tuple[str, str], NodeOutputs]:
+        if not 1 <= record.format <= RECORD_FORMAT:
+            raise CorruptRecordError(
+                f"run {run_id!r} has record format {record.format}; this version of Durable "
+                f"reads formats 1 to {RECORD_FORMAT}. Use the Durable version that wrote it; "
+                "nothing was saved (R-REC-1).",
+                path="$.Format",
+                rule="R-REC-1",
+            )
+        if record.run_id != run_id:
+            raise CorruptRecordError(
+                f"the record loaded for run {run_id!r} names run {record.run_id!r}; nothing was "
+                "saved. Check the store.",
+                path="$.RunID",
+                rule="R-STORE-3",
+            )
+        if record.version != version:
+            raise VersionMismatchError(
+                f"run {run_id!r} was started with version {record.version!r}, resume was given "
+                f"{version!r}. Resume with the version it was started with, or start a new run "
+                "id. Nothing was saved."
+            )
+        definition = graph.fingerprint()
+        if record.definition != definition:
+            raise DefinitionMismatchError(
+                f"run {run_id!r} was started with another definition of graph {graph.name!r} "
+                f"(stored fingerprint {record.definition[:12]}…, current {definition[:12]}…): "
+                "a node, key, aspect or binding changed. Resume with the graph it was started "
+                "with, or start a new run id. Nothing was saved."
+            )
+        try:
+            values = self._encode_inputs(graph, inputs)
+        except CodecError as exc:
+            raise InputsMismatchError(
+                f"resume of run {run_id!r}: {exc}; such an input cannot be the one the run was "
+                "started with. Nothing was saved."
+            ) from exc
+        if values_fingerprint(values) != record.inputs:
+            raise InputsMismatchError(
+                f"the inputs given to resume run {run_id!r} differ from those it was started "
+                "with (their fingerprints differ: a value, or the codec id/version of an input "
+                "type, changed). Resume needs the original inputs again (R-REC-3). Nothing was "
+                "saved."
+            )
+        validate_record(record, definition=graph.describe_provides())
+        return decode_confirmed(graph, record, self.codecs)
+
+    def _failed_for_good(
+        self,
+        graph: Graph,
+        record: RunRecord,
+        restored: dict[tuple[str, str], NodeOutputs],
+        failures: Failures,
+    ) -> DurableResult:
+        """The result of resuming a run whose root graph has a failed node: nothing runs."""
+        nodes = [node_id for node_id, _ in failures.terminal]
+        first_node, first_attempt = failures.terminal[0]
+        others = f" (and {nodes[1:]})" if len(nodes) > 1 else ""
+        error = NodeFailedError(
+            f"node {first_node!r}{others} of run {record.run_id!r} failed for good in an earlier "
+            f"process (root attempt {first_attempt} is failed); nothing was run. A failed "
+            "attempt is never run again and no Retry budget is refilled (R-ATT-4): start a new "
+            "run id to run the graph again.",
+            path=first_node,
+        )
+        ready: dict[str, Any] = {}
+        skipped: set[str] = set()
+        root_scope = record.root_scope
+        for (scope_id, _), outputs in restored.items():
+            if scope_id == root_scope:
+                ready.update(outputs.ready)
+                skipped.update(outputs.skipped)
+        self._emit(
+            RecoveryEvent(
+                kind=EventKind.RUN_FINISHED,
+                run_id=record.run_id,
+                revision=record.revision,
+                status=str(RunStatus.FAILED),
+                error=describe_error(error),
+            )
+        )
+        return DurableResult(
+            run_id=record.run_id,
+            status=str(RunStatus.FAILED),
+            error=error,
+            revision=record.revision,
+            saves=0,
+            restored=0,
+            result=RunResult(graph, RunStatus.FAILED, error, ready, skipped),
+        )
+
+    async def _execute(
+        self,
+        graph: Graph,
+        ledger: Ledger,
+        inputs: Mapping[Key[Any], Any],
+        restored: dict[tuple[str, str], NodeOutputs],
+        failures: Failures,
+        max_running: int | None,
+        cancel: CancelToken | None,
+    ) -> DurableResult:
+        restored_count = 0
+
+        def emit(event: RecoveryEvent) -> None:
+            nonlocal restored_count
+            if event.kind is EventKind.NODE_RESTORED:
+                restored_count += 1
+            self._emit(event)
+
+        checkpointer = DurableCheckpointer(
+            ledger, self.codecs, restored, emit, propagated=failures.propagated
+        )
+        options: dict[str, Any] = {"checkpointer": checkpointer, "cancel": cancel}
+        if max_running is not None:
+            options["max_running"] = max_running
+        result = await execute_async(graph, inputs=dict(inputs), **options)
+        record = ledger.record
+        error = result.error
+        if ledger.error is not None:
+            error = ledger.error
+        self._emit(
+            RecoveryEvent(
+                kind=EventKind.RUN_FINISHED,
+                run_id=record.run_id,
+                revision=ledger.revision,
+                status=str(result.status),
+                error=describe_error(error),
+            )
+        )
+        if ledger.error is not None:
+            raise ledger.error
+        if error is not None and not isinstance(error, NodeFailedError):
+            # The run was stopped by the checkpointer itself (an output no codec encodes, a
+            # record that disagrees with the graph): not a node failure, raise it.
+            raise error
+        return DurableResult(
+            run_id=record.run_id,
+            status=str(result.status),
+            error=error,
+            revision=ledger.revision,
+            saves=ledger.saves,
+            restored=restored_count,
+            result=result,
+        )
+
+    def _emit(self, event: RecoveryEvent) -> None:
+        for observer in self._observers:
+            try:
+                observer(event)
+            except Exception:
+                log.exception("recovery event observer %r raised; the run goes on", observer)
+        if self._plugins is None:
+            return
+        for impl in reversed(self._plugins.hook.durable_recovery_event.get_hookimpls()):
+            try:
+                impl.function(*({"event": event}[name] for name in impl.argnames))
+            except Exception:
+                log.exception(
+                    "the durable_recovery_event hook of plugin %r raised; the run goes on",
+                    impl.plugin_name,
+                )

@@ -1,0 +1,177 @@
+"""Recovery events: runtime observers and the ``durable_recovery_event`` plugin hook."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pytest
+from durable_scenarios import SEED, CallLog, FailingStore, load, open_store, retry3, with_sub
+
+from durable_core import (
+    EventKind,
+    MemoryStore,
+    RecoveryEvent,
+    Runtime,
+    hookimpl,
+    make_plugin_manager,
+)
+
+STORES = ["memory", "file", "sqlite"]
+
+
+class Recorder:
+    """A real plugin object implementing the ``durable_recovery_event`` hook."""
+
+    def __init__(self) -> None:
+        self.events: list[RecoveryEvent] = []
+
+    @hookimpl
+    def durable_recovery_event(self, event: RecoveryEvent) -> None:
+        self.events.append(event)
+
+
+class Broken:
+    """A plugin whose hook raises: logged, never fails the run, never hides the event from
+    other plugins."""
+
+    calls = 0
+
+    @hookimpl
+    def durable_recovery_event(self, event: RecoveryEvent) -> None:
+        Broken.calls += 1
+        raise RuntimeError("the dashboard is down")
+
+
+def summary(events: list[RecoveryEvent]) -> list[tuple[str, str, str, int, int]]:
+    return [
+        (str(e.kind), e.scope_path, e.node_id, e.attempt_index, e.attempt_limit) for e in events
+    ]
+
+
+@pytest.mark.parametrize("kind", STORES)
+def test_the_hook_and_observers_see_every_step_of_run_and_resume(kind: str, tmp_path: Path) -> None:
+    # covers: R-ATT-1, R-ATT-2, R-ATT-3, R-SCOPE-2
+    store = open_store(kind, tmp_path / "store")
+    recorder = Recorder()
+    plugins = make_plugin_manager(autoload=False, plugins=[("recorder", recorder)])
+    observed: list[RecoveryEvent] = []
+    log = CallLog(tmp_path / "calls.log")
+    runtime = Runtime(store, observers=[observed.append], plugins=plugins)
+    result = runtime.run(retry3(log), run_id="r1", version="v1", inputs={SEED: 2})
+    assert result.status == "completed"
+    assert recorder.events == observed
+    assert {e.run_id for e in observed} == {"r1"}
+    steps = summary(observed)
+    assert steps[0] == ("run_started", "", "", 0, 0)
+    assert observed[0].total_nodes == 2 and observed[0].revision == 1
+    assert steps[-1] == ("run_finished", "", "", 0, 0)
+    assert observed[-1].status == "completed"
+    flaky = [s for s in steps if s[2] == "flaky"]
+    assert flaky == [
+        ("attempt_started", "", "flaky", 1, 1),  # the root attempt
+        ("attempt_started", "", "flaky", 1, 3),  # Retry tries
+        ("attempt_failed", "", "flaky", 1, 3),
+        ("attempt_started", "", "flaky", 2, 3),
+        ("attempt_failed", "", "flaky", 2, 3),
+        ("attempt_started", "", "flaky", 3, 3),
+        ("node_confirmed", "", "flaky", 1, 1),
+    ]
+    failed = [e for e in observed if e.kind is EventKind.ATTEMPT_FAILED]
+    assert failed[0].error == "ConnectionError: flaky try 1 failed"
+    # each event carries the revision of the save that holds its change
+    record = load(store, "r1")
+    assert observed[-1].revision == record.revision
+    for event in observed:
+        if event.kind in (EventKind.ATTEMPT_STARTED, EventKind.ATTEMPT_FAILED):
+            assert event.attempt_id in record.attempts
+    revisions = [e.revision for e in observed]
+    assert revisions == sorted(revisions)
+
+    recorder.events.clear()
+    again = Runtime(store, plugins=plugins).resume(
+        retry3(log), run_id="r1", version="v1", inputs={SEED: 2}
+    )
+    assert again.status == "completed"
+    assert summary(recorder.events) == [
+        ("run_resumed", "", "", 0, 0),
+        ("node_restored", "", "prep", 1, 1),
+        ("node_restored", "", "flaky", 1, 1),
+        ("run_finished", "", "", 0, 0),
+    ]
+    store.close()
+
+
+def test_events_name_the_scope_path_of_nodes_in_a_sub(tmp_path: Path) -> None:
+    # covers: R-SCOPE-1, R-SCOPE-2
+    recorder = Recorder()
+    plugins = make_plugin_manager(autoload=False, plugins=[("recorder", recorder)])
+    store = MemoryStore()
+    log = CallLog(tmp_path / "calls.log")
+    Runtime(store, plugins=plugins).run(with_sub(log), run_id="r1", version="v1", inputs={SEED: 1})
+    confirmed = [
+        (e.scope_path, e.node_id) for e in recorder.events if e.kind is EventKind.NODE_CONFIRMED
+    ]
+    assert confirmed == [
+        ("", "before"),
+        ("inner", "c1"),
+        ("inner", "c2"),
+        ("inner", "c3"),
+        ("", "inner"),
+        ("", "after"),
+    ]
+
+
+def test_adopted_attempts_are_reported(tmp_path: Path) -> None:
+    # covers: R-ATT-4
+    real = MemoryStore()
+    log = CallLog(tmp_path / "calls.log")
+    # stop the run at the save that confirms "prep": flaky's root attempt is active, no try yet
+    failing = FailingStore(real, lambda record: "prep" in record.scopes[record.root_scope].nodes)
+    with pytest.raises(Exception, match="may or may not"):
+        Runtime(failing).run(retry3(log), run_id="r1", version="v1", inputs={SEED: 2})
+    stored = load(real, "r1")
+    assert {a.node_id for a in stored.attempts.values()} == {"prep", "flaky"}
+    observed: list[RecoveryEvent] = []
+    result = Runtime(real, observers=[observed.append]).resume(
+        retry3(log), run_id="r1", version="v1", inputs={SEED: 2}
+    )
+    assert result.status == "completed"
+    adopted = [
+        (e.node_id, e.attempt_index, e.attempt_limit)
+        for e in observed
+        if e.kind is EventKind.ATTEMPT_ADOPTED
+    ]
+    expected = [("prep", 1, 1), ("flaky", 1, 1)]
+    # The Retry begins its first try while the node waits for input (it wraps "wait for input
+    # + run body"): adopted when that save came before the failing one.
+    if any(a.boundary for a in stored.attempts.values()):
+        expected.append(("flaky", 1, 3))
+    assert adopted == expected
+    assert log.count("prep") == 2 and log.count("flaky") == 3
+    assert observed[0].kind is EventKind.RUN_RESUMED and observed[0].total_nodes == 2
+
+
+def test_an_observer_or_a_hook_that_raises_never_fails_the_run(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # covers: G-11
+    recorder = Recorder()
+    Broken.calls = 0
+    plugins = make_plugin_manager(
+        autoload=False, plugins=[("recorder", recorder), ("broken", Broken())]
+    )
+
+    def bad_observer(event: RecoveryEvent) -> None:
+        raise ValueError("observer bug")
+
+    seen: list[RecoveryEvent] = []
+    log = CallLog(tmp_path / "calls.log")
+    with caplog.at_level(logging.ERROR, logger="durable_core.durable"):
+        result = Runtime(MemoryStore(), observers=[bad_observer, seen.append], plugins=plugins).run(
+            retry3(log), run_id="r1", version="v1", inputs={SEED: 2}
+        )
+    assert result.status == "completed"
+    assert len(seen) == len(recorder.events) == Broken.calls > 5
+    assert "observer bug" in caplog.text and "the dashboard is down" in caplog.text
+    assert "'broken'" in caplog.text
