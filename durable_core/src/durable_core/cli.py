@@ -11,7 +11,10 @@ import enum
 import json
 import os
 import pathlib
+import shlex
+import signal
 import sys
+import threading
 import traceback
 from typing import Any
 
@@ -28,6 +31,7 @@ from durable_core.errors import (
     AcquireTimeoutError,
     BusyError,
     CheckpointError,
+    CodecError,
     ConfigError,
     ConflictError,
     CorruptRecordError,
@@ -450,6 +454,234 @@ def _list_row(store: Any, summary: Any, graph: Any) -> dict[str, Any]:
         definition_matches=info.definition_matches,
     )
     return row
+
+
+# -- run and resume ---------------------------------------------------------------------------
+
+
+class _Interrupt:
+    """SIGINT while a run executes: the first Ctrl-C cancels the run cleanly (the record stays
+    resumable), a second one stops waiting for running bodies."""
+
+    def __init__(self, token: Any, quiet: bool) -> None:
+        self.token = token
+        self.quiet = quiet
+        self.requested = False
+        self._previous: Any = None
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        if self.requested:
+            raise KeyboardInterrupt
+        self.requested = True
+        if not self.quiet:
+            click.echo(
+                "\nstopping: waiting for running nodes to end (Ctrl-C again to stop at once)",
+                err=True,
+            )
+        self.token.cancel()
+
+    def __enter__(self) -> _Interrupt:
+        if threading.current_thread() is threading.main_thread():
+            self._previous = signal.signal(signal.SIGINT, self._handle)
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self._previous is not None:
+            signal.signal(signal.SIGINT, self._previous)
+
+
+def _resume_hint(config_arg: str, run_id_option: str | None) -> str:
+    command = f"durable resume {shlex.quote(config_arg)}"
+    if run_id_option is not None:
+        command += f" --run-id {shlex.quote(run_id_option)}"
+    return command
+
+
+def _leaf_outputs(graph: Any, result: Any) -> list[tuple[str, Any]]:
+    """The root graph's results nobody in the graph consumes (what the run was for)."""
+    required = {key.name for node in graph.nodes.values() for key in node.requires}
+    leaves = []
+    for node in graph.nodes.values():
+        for key in node.provides:
+            if key.name in required or getattr(key, "stream", False):
+                continue
+            if result.skipped(key):
+                leaves.append((key.name, "(skipped)"))
+            else:
+                leaves.append((key.name, result.get(key)))
+    return sorted(leaves, key=lambda kv: kv[0])
+
+
+def _short(value: Any, limit: int = 200) -> str:
+    text = value if isinstance(value, str) and value == "(skipped)" else repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _launch(config_arg: str, run_id_option: str | None, as_json: bool, *, resume: bool) -> None:
+    from durable_core.durable import Runtime
+    from durable_core.graph import CancelToken
+    from durable_core.progress import ProgressCounter, StatusLine
+
+    config = load_config(config_arg).with_run_id(run_id_option)
+    pm = make_plugin_manager()
+    graph = config.load_graph()
+    config.register_graph_module(pm)
+    codecs = config.make_codecs(pm)
+    inputs = config.resolve_inputs(graph)
+    counter = ProgressCounter()
+    interactive = not as_json and sys.stdout.isatty() and sys.stderr.isatty()
+    token = CancelToken()
+    verb = "resume" if resume else "run"
+    store = config.open_store(pm)
+    status_line = None
+    try:
+        runtime = Runtime(store, codecs, observers=[counter], plugins=pm)
+        if interactive:
+            status_line = StatusLine(counter, sys.stderr, label=config.run_id).start()
+        with _Interrupt(token, quiet=as_json) as interrupt:
+            try:
+                call = runtime.resume if resume else runtime.run
+                result = call(
+                    graph,
+                    run_id=config.run_id,
+                    version=config.version,
+                    inputs=inputs,
+                    max_running=config.runtime.max_running,
+                    cancel=token,
+                )
+            except KeyboardInterrupt:
+                result = None
+            except CheckpointError as exc:
+                if not counter.snapshot().started:
+                    raise _before_start(exc, config, config_arg, run_id_option) from exc
+                raise
+            except NotFoundError as exc:
+                raise NotFoundError(
+                    f"no record of run {config.run_id!r} in the {config.store.describe()}: "
+                    f"check the store and the run id, or start it with 'durable run "
+                    f"{shlex.quote(config_arg)}' (a missing record does not mean the run "
+                    f"finished)"
+                ) from exc
+            except BusyError as exc:
+                raise _busy(config.run_id, config.store, exc) from exc
+    finally:
+        if status_line is not None:
+            status_line.stop()
+        store.close()
+    snap = counter.snapshot()
+    interrupted = interrupt.requested or result is None
+    status = "canceled" if result is None else str(result.status)
+    if as_json:
+        click.echo(
+            json.dumps(
+                {
+                    "run_id": config.run_id,
+                    "command": verb,
+                    "status": status,
+                    "interrupted": interrupted,
+                    "revision": result.revision if result is not None else snap.revision,
+                    "saves": result.saves if result is not None else None,
+                    "total_nodes": snap.total_nodes,
+                    "confirmed": snap.confirmed,
+                    "restored": snap.restored,
+                    "retries": snap.retries,
+                    "failed_attempts": snap.failed_attempts,
+                    "elapsed_seconds": round(snap.elapsed, 3),
+                    "error": (
+                        f"{type(result.error).__name__}: {result.error}"
+                        if result is not None and result.error is not None
+                        else None
+                    ),
+                    "store": config.store.describe(),
+                },
+                indent=2,
+            )
+        )
+    hint = _resume_hint(config_arg, run_id_option)
+    if interrupted:
+        if not as_json:
+            click.echo(
+                f"interrupted: run {config.run_id!r} stopped at revision {snap.revision} with "
+                f"{snap.confirmed + snap.restored} of {snap.total_nodes} nodes done; the record "
+                f"stays resumable. Continue it with: {hint}",
+                err=True,
+            )
+        sys.exit(ExitCode.INTERRUPTED)
+    assert result is not None
+    if not as_json:
+        summary = (
+            f"{_count(snap.confirmed, 'node')} confirmed, {snap.restored} restored from "
+            f"checkpoint, "
+            f"{snap.retries} {'retry' if snap.retries == 1 else 'retries'}; revision "
+            f"{result.revision} in the {config.store.describe()}"
+        )
+        if status == "completed":
+            click.echo(f"run {config.run_id!r} completed in {snap.elapsed:.1f} s: {summary}")
+            for name, value in _leaf_outputs(graph, result):
+                click.echo(f"  {name} = {_short(value)}")
+        else:
+            click.echo(f"run {config.run_id!r} {status} after {snap.elapsed:.1f} s: {summary}")
+            if result.error is not None:
+                click.echo(f"error: {result.error}", err=True)
+            click.echo(
+                f"inspect it with: durable inspect {shlex.quote(config_arg)}"
+                + (f" {shlex.quote(config.run_id)}" if run_id_option is not None else ""),
+                err=True,
+            )
+    if status != "completed":
+        sys.exit(ExitCode.RUN_FAILED)
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
+def _before_start(
+    exc: CheckpointError, config: RunConfig, config_arg: str, run_id_option: str | None
+) -> DurableError:
+    """Name a refusal that came before anything was saved by what it really is."""
+    cause = exc.__cause__
+    if isinstance(cause, ConflictError):
+        again = f"durable run {shlex.quote(config_arg)} --run-id NEW-ID"
+        return ConflictError(
+            f"run {config.run_id!r} already exists in the {config.store.describe()}: continue "
+            f"it with '{_resume_hint(config_arg, run_id_option)}', or start another run with "
+            f"'{again}'. Nothing was saved"
+        )
+    if isinstance(cause, CodecError):
+        return ConfigError(
+            f"{config.path}: [inputs]: {cause}. Register a codec for the input's type (see "
+            f"docs/codecs.md). Nothing was saved"
+        )
+    return exc
+
+
+@cli.command("run")
+@click.argument("config_arg", metavar="CONFIG")
+@click.option("--run-id", "run_id", metavar="ID", help="Run id instead of the config's run_id.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+def run_command(config_arg: str, run_id: str | None, as_json: bool) -> None:
+    """Start a new run of the CONFIG's graph and execute it.
+
+    Every change is saved to the store as it happens. Ctrl-C stops the run cleanly and prints
+    how to resume it; a crash (even kill -9) leaves it resumable too. A run id that already has
+    a record is refused (exit 5): use 'durable resume'.
+    """
+    _launch(config_arg, run_id, as_json, resume=False)
+
+
+@cli.command("resume")
+@click.argument("config_arg", metavar="CONFIG")
+@click.option("--run-id", "run_id", metavar="ID", help="Run id instead of the config's run_id.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+def resume_command(config_arg: str, run_id: str | None, as_json: bool) -> None:
+    """Continue a run of the CONFIG's graph from its record.
+
+    Confirmed nodes are restored without running again, spent Retry budgets stay spent. The
+    graph, version and inputs must be the ones the run started with (else exit 5); a run with
+    no record is not started (exit 4).
+    """
+    _launch(config_arg, run_id, as_json, resume=True)
 
 
 # -- entry point ------------------------------------------------------------------------------

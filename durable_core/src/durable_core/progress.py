@@ -33,6 +33,8 @@ class ProgressSnapshot:
         revision: the record's revision after the latest save.
         status: the run's final status once it finished ("completed", "failed", "canceled").
         resumed: True when the run was resumed rather than started.
+        started: True once the run started (its first record saved) or resumed (its record
+            loaded and checked): before that, nothing was saved or changed.
         elapsed: seconds since the counter was created.
     """
 
@@ -45,6 +47,7 @@ class ProgressSnapshot:
     revision: int
     status: str
     resumed: bool
+    started: bool
     elapsed: float
 
     @property
@@ -74,6 +77,7 @@ class ProgressCounter:
         self._revision = 0
         self._status = ""
         self._resumed = False
+        self._started = False
 
     def __call__(self, event: RecoveryEvent) -> None:
         with self._lock:
@@ -83,6 +87,7 @@ class ProgressCounter:
             if kind in (EventKind.RUN_STARTED, EventKind.RUN_RESUMED):
                 self._total = event.total_nodes
                 self._resumed = kind == EventKind.RUN_RESUMED
+                self._started = True
             elif kind == EventKind.NODE_CONFIRMED:
                 self._confirmed += 1
             elif kind == EventKind.NODE_RESTORED:
@@ -108,6 +113,7 @@ class ProgressCounter:
                 revision=self._revision,
                 status=self._status,
                 resumed=self._resumed,
+                started=self._started,
                 elapsed=self._clock() - self._start,
             )
 
