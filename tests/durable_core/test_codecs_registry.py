@@ -7,6 +7,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Annotated, NewType, Optional
 
 import pytest
+from codec_models import Animal, Cat, Dog, HasName, Point, Shape
 
 from durable_core import CodecError, ConflictError, PluginError, hookimpl, make_plugin_manager
 from durable_core.codecs import Codec, Codecs, JSONCodec, register_builtin_codecs
@@ -285,3 +286,58 @@ def test_a_plugin_failing_while_registering_codecs_is_a_plugin_error():
 def test_blocking_the_core_plugin_leaves_an_empty_registry():
     pm = make_plugin_manager(autoload=False, block=["memory"])
     assert list(Codecs.from_plugins(pm)) == []
+
+
+# covers: C-2, C-4, R-VAL-1
+@pytest.mark.parametrize(
+    "declared",
+    [
+        int,
+        list[int],
+        typing.Any,
+        object,
+        typing.TypeVar("T"),
+        Shape,  # abstract: each value is stored with its own class's codec
+        HasName,  # a protocol
+        Shape | None,
+        Cat | Dog,  # a union of registered classes JSON cannot tell apart
+        Cat | Dog | None,
+        Animal,  # a concrete base class with a registered subclass
+    ],
+)
+def test_check_declared_accepts_served_and_intentionally_broad_types(declared):
+    codecs = Codecs.default()
+    codecs.register_json(Cat)
+    codecs.register_json(Dog)
+    codecs.check_declared(declared)
+
+
+# covers: C-2, C-4
+@pytest.mark.parametrize(
+    ("declared", "problem"),
+    [
+        (Money, r"^no codec is registered for .*Money: register a custom codec"),
+        (list[Money], r"^no codec for list\[.*Money\]: no codec is registered for .*Money"),
+        (Point, r"call codecs.register_json\(Point\) first"),
+        (list[Cat | Dog], "ambiguous"),  # inside a container only the declared form is used
+        (list[int] | tuple[int, ...], "ambiguous"),  # a list's own class has no codec
+        (Cat | Point, r"codecs.register_json\(Point\)"),  # one member without codec
+        (set[int], r"^no codec for set\[int\]: sets are not stored"),
+        (typing.Sequence[int], "abstract"),
+    ],
+)
+def test_check_declared_refuses_types_no_value_could_be_stored_with(declared, problem):
+    codecs = Codecs.default()
+    codecs.register_json(Cat)
+    codecs.register_json(Dog)
+    with pytest.raises(CodecError, match=problem):
+        codecs.check_declared(declared)
+
+
+# covers: C-2
+def test_the_no_codec_message_says_it_once_and_mentions_codec_plugins():
+    with pytest.raises(CodecError) as caught:
+        Codecs.default().encode_value(Money, Money(1), name="price")
+    message = str(caught.value)
+    assert message.count("no codec") == 1, message
+    assert "Codecs.from_plugins()" in message

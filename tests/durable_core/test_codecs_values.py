@@ -247,7 +247,7 @@ def test_a_subclass_without_codec_is_refused_rather_than_stored_as_its_base(code
     ("declared", "value", "problem"),
     [
         (int, True, "expected int, found bool True"),
-        (float, 1, r"expected float, found int 1 \(convert it with float"),
+        (float, True, r"expected float, found bool True \(a bool is not a float"),
         (int, "1", "expected int, found str '1'"),
         (list[int], (1,), r"expected list\[int\], found tuple"),
         (tuple[int, int], (1, 2, 3), "expected 2 items"),
@@ -286,3 +286,44 @@ def test_error_messages_name_the_key_type_codec_and_path(codecs):
         "inf",
     ):
         assert part in message
+
+
+# covers: C-1, C-4, R-VAL-3
+@pytest.mark.parametrize(
+    ("declared", "value", "data", "decoded"),
+    [
+        (float, 1, b"1.0", 1.0),
+        (float, -3, b"-3.0", -3.0),
+        (float | None, 2, b"2.0", 2.0),
+        (list[float], [1, 2.5], b"[1.0,2.5]", [1.0, 2.5]),
+        (dict[str, float], {"a": 0}, b'{"a":0.0}', {"a": 0.0}),
+        (tuple[float, int], (1, 1), b"[1.0,1]", (1.0, 1)),
+        # in a union with int, an int stays an int and a float a float
+        (int | float, 1, b"1", 1),
+        (int | float, 1.0, b"1.0", 1.0),
+        (float | str, 7, b"7.0", 7.0),
+    ],
+)
+def test_an_int_for_a_float_is_stored_as_a_float(codecs, declared, value, data, decoded):
+    encoded = codecs.encode_value(declared, value)
+    assert encoded.data == data
+    back = codecs.decode_value(declared, *encoded)
+    assert back == decoded
+    assert type(back) is type(decoded)
+    if isinstance(decoded, list):
+        assert [type(x) for x in back] == [type(x) for x in decoded]
+
+
+# covers: C-4
+def test_an_int_too_large_for_a_float_is_refused_with_advice(codecs):
+    with pytest.raises(CodecError, match=r"too large for a float; declare the key int"):
+        codecs.encode_value(float, 2**1100, name="big")
+
+
+# covers: C-4
+def test_a_bool_is_neither_an_int_nor_a_float(codecs):
+    for declared, value in ((float, True), (list[float], [1.0, False])):
+        with pytest.raises(CodecError, match=r"found bool .*a bool is not a float for Durable"):
+            codecs.encode_value(declared, value)
+    with pytest.raises(CodecError, match=r"expected float \| None, found bool True"):
+        codecs.encode_value(float | None, True)

@@ -429,16 +429,31 @@ class _IntCodec(JSONCodec):
 
 
 class _FloatCodec(JSONCodec):
+    """``float``; an ``int`` (not a ``bool``) is accepted too and stored as ``float(value)``,
+    as the engine accepts an int where a float is declared (PEP 484's numeric tower). It
+    decodes as a float: a float key never gives back an int."""
+
     type = float
     id = "json:float"
     version = "1"
     json_kinds = frozenset({FLOAT})
+
+    def accepts(self, value: Any) -> bool:
+        return type(value) is float or type(value) is int
 
     @staticmethod
     def fast_items(items: Any) -> bool:
         return _all_finite_floats(items)
 
     def to_json(self, value: float) -> float:
+        if type(value) is int:
+            try:
+                return float(value)
+            except OverflowError:
+                raise PathProblem(
+                    f"the int {_short_int(value)} is too large for a float; declare the key "
+                    "int, or use a custom codec"
+                ) from None
         if value != value or value in (float("inf"), float("-inf")):
             raise PathProblem(
                 f"{value!r} cannot be stored as JSON (NaN and ±Infinity are refused); store "
@@ -452,6 +467,11 @@ class _FloatCodec(JSONCodec):
                 f"the JSON number overflows to {obj!r}; only finite floats are stored"
             )
         return obj
+
+
+def _short_int(value: int) -> str:
+    text = str(value) if value.bit_length() < 200 else f"of {value.bit_length()} bits"
+    return text if len(text) <= 30 else text[:27] + "..."
 
 
 class _StrCodec(JSONCodec):
@@ -681,6 +701,9 @@ class _UnionCodec(_Composite):
                     )
                 seen[kind] = m
         self.members = members
+        # An int is also accepted by the float codec: try members that take a value as
+        # itself first, so an int in an ``int | float`` key stays an int.
+        self._encode_order = sorted(members, key=lambda m: isinstance(m, _FloatCodec))
         self.json_kinds = frozenset(seen)
         self._by_kind = seen
         self._finish(
@@ -693,7 +716,7 @@ class _UnionCodec(_Composite):
         return any(m.accepts(value) for m in self.members)
 
     def to_json(self, value: Any) -> Any:
-        for m in self.members:
+        for m in self._encode_order:
             if m.accepts(value):
                 return to_json_checked(m, value)
         raise mismatch(self.type, value)
@@ -997,11 +1020,14 @@ class Resolver:
         if serves_as_class(tp):
             raise ResolveProblem(
                 f"no codec is registered for {type_name(tp)}: call "
-                f"codecs.register_json({tp.__qualname__}) first"
+                f"codecs.register_json({tp.__qualname__}) first (or, when an installed codec "
+                "plugin provides it, build the registry with Codecs.from_plugins())"
             )
         raise ResolveProblem(
             f"no codec is registered for {type_name(tp)}: register a custom codec for it "
-            "(see docs/codecs.md), or convert the value to a stored type"
+            "(codecs.register, see docs/codecs.md), install a codec plugin that provides one "
+            "and build the registry with Codecs.from_plugins(), or convert the value to a "
+            "stored type"
         )
 
     def _union(self, tp: Any) -> Any:

@@ -124,10 +124,8 @@ def mismatch_text(expected: Any, value: Any) -> str:
     """``expected int, found str 'x'``, with a hint for the bool/int/float confusions and for
     subclasses (which JSON containers cannot tag)."""
     hint = ""
-    if expected is int and type(value) is bool:
-        hint = " (a bool is not an int for Durable)"
-    elif expected is float and type(value) is int:
-        hint = " (convert it with float(...) before storing it)"
+    if expected in (int, float) and type(value) is bool:
+        hint = f" (a bool is not {'an int' if expected is int else 'a float'} for Durable)"
     elif isinstance(expected, type) and type(value) is not expected and isinstance(value, expected):
         hint = (
             f" (a subclass of {type_name(expected)}: inside a JSON value only the exact class "
@@ -152,9 +150,10 @@ class InstanceMismatch(Exception):
 def check_instance(value: Any, tp: Any, path: tuple[str, ...] = ()) -> None:
     """Check that ``value`` is an instance of the normalised type form ``tp``, deeply.
 
-    ``bool`` is not accepted for ``int``, and ``int`` not for ``float`` (Durable stores them
-    as different types). ``Any`` and ``object`` accept everything; forms this module cannot
-    check (protocols without runtime support, type variables) are accepted.
+    ``bool`` is not accepted for ``int`` or ``float`` (Durable stores them as different
+    types); an ``int`` is accepted for ``float`` (the float codec stores it as a float).
+    ``Any`` and ``object`` accept everything; forms this module cannot check (protocols
+    without runtime support, type variables) are accepted.
 
     Raises:
         InstanceMismatch: with the path to the first element that does not fit.
@@ -208,6 +207,8 @@ def check_instance(value: Any, tp: Any, path: tuple[str, ...] = ()) -> None:
         return
     if tp is int and type(value) is bool:
         raise InstanceMismatch(mismatch_text(int, value), path)
+    if tp is float and type(value) is int:
+        return
     try:
         ok = isinstance(value, tp)
     except TypeError:  # e.g. a Protocol without @runtime_checkable

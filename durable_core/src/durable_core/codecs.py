@@ -33,6 +33,7 @@ from durable_core._codecjson import (
     compose_version,
     default_class_id,
     default_json_codecs,
+    is_abstract,
     make_converter,
     serves_as_class,
 )
@@ -43,6 +44,7 @@ from durable_core._typeforms import (
     check_instance,
     describe_value,
     format_path,
+    is_union,
     normalize,
     type_name,
 )
@@ -353,9 +355,59 @@ class Codecs:
                 codec = resolver.build(key)
             except ResolveProblem as problem:
                 head = f"no codec for {type_name(key)}"
+                if not problem.where:  # the problem is about the type itself: say it once
+                    if problem.problem.startswith(f"no codec is registered for {type_name(key)}:"):
+                        raise CodecError(problem.problem) from None
+                    named = f"{type_name(key)}: "
+                    if problem.problem.startswith(named):
+                        problem = ResolveProblem(problem.problem[len(named) :])
                 raise CodecError(_resolve_message(head, problem)) from None
             self._built[key] = codec
             return codec
+
+    def check_declared(self, key_type: Any) -> None:
+        """Check, before anything runs, that values of a declared key type can be stored.
+
+        Passes when :meth:`lookup` finds a codec for ``key_type``, and for the declared types
+        that are broad on purpose, whose values :meth:`encode_value` stores with the codec of
+        their actual class: ``object``, ``Any``, a type variable, an abstract class or
+        protocol, a class that a registered codec serves a subclass of, and a union of
+        classes each of which passes (``Cat | Dog``, ``Animal | None``). Whether a value
+        behind such a type can be stored is only known when it is encoded.
+
+        The durable runtime runs this for every value key of a graph (and of its Sub graphs)
+        before a run starts or resumes.
+
+        Args:
+            key_type: a declared key type.
+
+        Raises:
+            CodecError: no codec serves the type (for a union: one of its members); the message
+                is :meth:`lookup`'s, saying what to do.
+        """
+        key = normalize(key_type)
+        try:
+            self.lookup(key)
+            return
+        except CodecError as exc:
+            problem = exc
+        if key is typing.Any or key is object or isinstance(key, typing.TypeVar):
+            return
+        if is_union(key):
+            members = typing.get_args(key)
+            if all(isinstance(m, type | typing.TypeVar) or m is typing.Any for m in members):
+                for member in members:  # each value is stored with its own class's codec
+                    self.check_declared(member)
+                return
+            raise problem  # a member such as list[int]: only the union's own codec could
+        if isinstance(key, type):
+            if is_abstract(key):
+                return
+            with self._lock:
+                served = [normalize(codec.type) for codec in self._by_type.values()]
+            if any(isinstance(t, type) and t is not key and issubclass(t, key) for t in served):
+                return
+        raise problem
 
     def by_id(self, codec_id: str) -> Any:
         """The registered codec with id ``codec_id``.

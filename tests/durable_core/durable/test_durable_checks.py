@@ -294,11 +294,30 @@ class Opaque:
     """A type no codec serves."""
 
 
-def test_a_root_input_no_codec_handles_fails_before_anything_is_saved(
+def test_a_root_input_whose_type_has_no_codec_fails_before_anything_is_saved(
+    store: Any, log: CallLog
+) -> None:
+    # covers: R-RT-3, C-2
+    thing = Key("thing", Opaque)
+    g = Graph("opaque", inputs=[SEED, thing])
+
+    @g.node("use", requires=[SEED, thing], provides=[OUT])
+    def use(rc: Any) -> None:
+        log.write("use")
+        rc.set(OUT, "x")
+
+    with pytest.raises(CodecError, match="key 'thing' of graph 'opaque'") as caught:
+        Runtime(store).run(g, run_id="r1", version="v1", inputs={SEED: 1, thing: Opaque()})
+    assert "Nothing was run or saved" in str(caught.value)
+    assert log.calls() == []
+    assert nothing_stored(store, "r1")
+
+
+def test_a_root_input_value_no_codec_handles_fails_before_anything_is_saved(
     store: Any, log: CallLog
 ) -> None:
     # covers: R-RT-3, C-2, C-3
-    thing = Key("thing", Opaque)
+    thing = Key("thing", object)  # broad on purpose: the value's own class needs a codec
     g = Graph("opaque", inputs=[SEED, thing])
 
     @g.node("use", requires=[SEED, thing], provides=[OUT])
@@ -309,7 +328,10 @@ def test_a_root_input_no_codec_handles_fails_before_anything_is_saved(
     with pytest.raises(CheckpointError, match="'thing'") as caught:
         Runtime(store).run(g, run_id="r1", version="v1", inputs={SEED: 1, thing: Opaque()})
     assert isinstance(caught.value.__cause__, CodecError)
-    assert "Nothing was saved" in str(caught.value)
+    message = str(caught.value)
+    assert "no codec is registered for test_durable_checks.Opaque" in message
+    assert "Codecs.from_plugins()" in message
+    assert "Nothing was saved" in message
     assert log.calls() == []
     assert nothing_stored(store, "r1")
 
@@ -318,7 +340,7 @@ def test_a_root_input_no_codec_handles_fails_before_anything_is_saved(
     ("inputs", "error", "match"),
     [
         ({}, GraphError, "not given"),
-        ({SEED: "three"}, GraphError, "takes"),
+        ({SEED: "three"}, GraphError, "takes int values: expected int, found str 'three'"),
         ({Key("other", int): 1, SEED: 3}, GraphError, "not a root input"),
     ],
 )

@@ -171,6 +171,7 @@ class DurableCheckpointer(Checkpointer):
                 kind=kind,
                 run_id=self._run_id,
                 scope_path=attempt.scope.path,
+                scope_id=attempt.scope.id,
                 node_id=attempt.node_id,
                 attempt_index=attempt.index,
                 attempt_limit=attempt.limit,

@@ -58,6 +58,10 @@ class RecoveryEvent:
         attempt_id: the attempt's id in the record ("" when not about an attempt).
         error: for ``ATTEMPT_FAILED`` and a failed ``RUN_FINISHED``: the error's type and
             message (never stored in the record, R-REC-2); else "".
+        scope_id: the id of the scope the node runs in ("" for run-level events): the
+            record's ``RootScope`` for the root graph, a child scope's id (the Sub node's
+            attempt id, R-SCOPE-2) inside a Sub. Two child runs of a Sub node retried by a
+            ``Retry`` have the same ``scope_path`` and different ``scope_id``.
     """
 
     kind: EventKind
@@ -71,3 +75,4 @@ class RecoveryEvent:
     total_nodes: int = 0
     attempt_id: str = ""
     error: str = ""
+    scope_id: str = ""

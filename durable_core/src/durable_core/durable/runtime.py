@@ -21,12 +21,16 @@ from typing import Any
 
 import attrs
 
-from durable_core.codecs import Codecs
-from durable_core.durable.checkpointer import (
-    DurableCheckpointer,
-    describe_error,
-    encode_value_record,
+from durable_core._typeforms import (
+    InstanceMismatch,
+    check_instance,
+    format_path,
+    mismatch_text,
+    normalize,
+    type_name,
 )
+from durable_core.codecs import Codecs
+from durable_core.durable.checkpointer import DurableCheckpointer, describe_error
 from durable_core.durable.events import EventKind, RecoveryEvent
 from durable_core.durable.fingerprint import values_fingerprint
 from durable_core.durable.ledger import Ledger, new_id
@@ -52,9 +56,10 @@ from durable_core.graph import (
     RunStatus,
     execute_async,
 )
+from durable_core.graph import Observer as GraphObserver
 from durable_core.graph.checkpoint import NodeOutputs
 from durable_core.integrity import validate_record
-from durable_core.records import RECORD_FORMAT, RunRecord, ScopeRecord, ValueRecord
+from durable_core.records import RECORD_FORMAT, RunRecord, ScopeRecord, ValueRecord, ValueState
 from durable_core.store import Store
 
 __all__ = ["DurableResult", "Observer", "Runtime", "count_nodes"]
@@ -76,8 +81,13 @@ class DurableResult:
             original exception as ``__cause__`` when it failed in this process), else None.
         revision: the record's revision when the run ended.
         saves: how many saves this call made (the first record included).
-        restored: how many nodes were restored from the record instead of run.
+        restored: how many nodes were restored from the record instead of run (a count,
+            Sub graphs' nodes included; the restored values are in ``result``).
         result: the engine's :class:`~durable_core.graph.RunResult` (values by key).
+
+    Like the engine's ``RunResult``, it answers for the root graph's keys: ``result[KEY]``,
+    ``KEY in result``, :meth:`get`, :meth:`skipped`, :meth:`pending` and :attr:`values`; a key
+    that is not a key of the root graph raises ``UndeclaredKeyError``.
     """
 
     run_id: str
@@ -92,6 +102,10 @@ class DurableResult:
         """The ready value of ``key`` (see :meth:`RunResult.__getitem__`)."""
         return self.result[key]
 
+    def __contains__(self, key: Key[Any]) -> bool:
+        """True when ``key`` is ready (see :meth:`RunResult.__contains__`)."""
+        return key in self.result
+
     def get(self, key: Key[Any], default: Any = None) -> Any:
         """The ready value of ``key``, or ``default`` when it is skipped or pending."""
         return self.result.get(key, default)
@@ -99,6 +113,15 @@ class DurableResult:
     def skipped(self, key: Key[Any]) -> bool:
         """Whether ``key`` ended skipped."""
         return self.result.skipped(key)
+
+    def pending(self, key: Key[Any]) -> bool:
+        """Whether ``key`` never arrived (the run failed or was canceled first)."""
+        return self.result.pending(key)
+
+    @property
+    def values(self) -> dict[str, Any]:
+        """Every ready value of the root graph, by key name (a copy)."""
+        return self.result.values
 
 
 def count_nodes(graph: Graph) -> int:
@@ -146,13 +169,24 @@ class Runtime:
 
     Args:
         store: where records are saved (any :class:`~durable_core.store.Store`).
-        codecs: encodes inputs and outputs; default :meth:`Codecs.default`.
+        codecs: encodes inputs and outputs. When None: ``Codecs.from_plugins(plugins)`` when
+            ``plugins`` is given (the built-ins plus every loaded codec plugin's codecs), else
+            :meth:`Codecs.default` (the built-ins only).
         observers: callables receiving each :class:`RecoveryEvent` after the save it
             describes; an observer that raises is logged and never fails the run.
+        graph_observers: engine observers (:class:`~durable_core.graph.Observer`) passed to
+            every run: ``graph_started``/``graph_finished`` and ``node_waiting``/
+            ``node_running``/``node_finished`` (``restored=True`` for a node restored from
+            the record), as with ``execute(..., observers=...)`` (G-11).
         plugins: a plugin manager (``make_plugin_manager()``) whose
             ``durable_recovery_event`` hook also receives the events (each implementation is
-            called on its own: one that raises is logged and the others still get the event);
-            None: no hook calls.
+            called on its own: one that raises is logged and the others still get the event),
+            and whose codec plugins fill the registry when ``codecs`` is None; None: no hook
+            calls.
+
+    Raises:
+        ConflictError, CodecError, PluginError: building the registry from ``plugins`` failed
+            (see :meth:`Codecs.from_plugins`).
 
     Example:
         >>> from durable_core import Graph, Key, MemoryStore
@@ -174,11 +208,19 @@ class Runtime:
         codecs: Codecs | None = None,
         *,
         observers: Iterable[Observer] = (),
+        graph_observers: Iterable[GraphObserver] = (),
         plugins: Any = None,
     ) -> None:
         self.store = store
-        self.codecs = codecs if codecs is not None else Codecs.default()
+        self._codecs_from_plugins = codecs is None and plugins is not None
+        if codecs is not None:
+            self.codecs = codecs
+        elif plugins is not None:
+            self.codecs = Codecs.from_plugins(plugins)
+        else:
+            self.codecs = Codecs.default()
         self._observers = list(observers)
+        self._graph_observers = tuple(graph_observers)
         self._plugins = plugins
 
     # -- public API ------------------------------------------------------------------------
@@ -196,11 +238,14 @@ class Runtime:
     ) -> DurableResult:
         """Start a new run of ``graph`` and execute it (R-RT-3).
 
-        In order: the graph and the inputs are checked and every input is encoded (nothing
-        is saved when that fails); the run is acquired; an existing record is refused; the
-        first record is saved (format 2, revision 1, ``Version``, ``Definition`` = the graph's
-        fingerprint, ``Inputs`` = the inputs' fingerprint, a random ``RootScope``); then the
-        graph executes, every change saved before the engine goes on.
+        In order: the graph is checked, and every value key of it and of its Sub graphs must
+        have a codec for its declared type (:meth:`Codecs.check_declared`); the inputs are
+        checked (every root input given, each value of its key's type, the whole value) and
+        encoded; nothing is acquired or saved when any of that fails. Then the run is
+        acquired; an existing record is refused; the first record is saved (format 2,
+        revision 1, ``Version``, ``Definition`` = the graph's fingerprint, ``Inputs`` = the
+        inputs' fingerprint, a random ``RootScope``); then the graph executes, every change
+        saved before the engine goes on.
 
         Args:
             graph: the graph.
@@ -208,9 +253,17 @@ class Runtime:
             version: the host's business version; ``resume`` must give the same.
             inputs: a value for every root input, by key; ``resume`` must give the same again.
             max_running: at most this many bodies run at once (engine default when None).
-            timeout: seconds to wait at most in ``store.acquire`` (capacity/network only).
+            timeout: seconds ``store.acquire`` may wait at most, or None for the store's own
+                limit. It bounds only waiting for capacity or a network check (PostgreSQL:
+                a free pool connection plus the lock query; the shorter of this and the store's
+                ``acquire_timeout`` wins) and never the run itself; a run owned by another
+                session is ``BusyError`` at once, never waited for. The file, SQLite and
+                memory stores do not wait in ``acquire`` and only check the value.
             cancel: a :class:`~durable_core.graph.CancelToken` to stop the run from outside
-                (Ctrl-C): running bodies are canceled, the record stays resumable.
+                (for example from a SIGINT handler): running bodies are canceled, the call
+                returns ``status == "canceled"`` and the record stays resumable. Without one,
+                Ctrl-C raises ``KeyboardInterrupt`` once the running bodies have ended (a plain
+                body first finishes its current call); the record stays resumable as well.
 
         Returns:
             The :class:`DurableResult`; a node's failure is ``status == "failed"`` with a
@@ -218,16 +271,22 @@ class Runtime:
 
         Raises:
             BusyError: another session owns the run.
+            CodecError: a value key's declared type has no codec (the message lists every
+                such key and how to register one); nothing was acquired or saved. Also: an
+                output cannot be encoded while the run executes (the run stopped; the node
+                stays active and runs again on resume).
             CheckpointError: the record already exists (``ConflictError`` inside: use
-                ``resume``), an input cannot be encoded (before anything is saved; the message
-                names the key), or a save failed (the run stopped; resume later).
+                ``resume``), an input value cannot be encoded (``CodecError`` inside, naming
+                the key: NaN, a lock inside an ``object`` value …; nothing was saved), or a
+                save failed (the run stopped; resume later).
             GraphError: the graph is invalid (or has stream keys), or the inputs do not match
-                its root inputs; nothing was saved.
+                its root inputs: a key that is not a root input, one missing, or a value that
+                is not of its key's declared type (checked deeply: ``[1, "two"]`` for
+                ``list[int]``, ``True`` for ``int``); nothing was saved.
             ConfigError: ``max_running`` or ``version`` is invalid; nothing was saved.
-            CodecError: an output cannot be encoded (the run stopped; the node stays active
-                and runs again on resume).
             CorruptRecordError: a record of the run exists but cannot be read; it is left
                 alone.
+            ValueError: ``timeout`` is negative or not a number.
         """
         return asyncio.run(
             self.run_async(
@@ -277,9 +336,13 @@ class Runtime:
                 belongs to another version, graph or inputs.
             CorruptRecordError: the record breaks a rule of the data model, a stored value is
                 damaged (digest mismatch), or its format is newer than this runtime's.
-            CodecError: a stored value's codec changed or it no longer decodes to its type.
+            CodecError: a value key's declared type has no codec (as :meth:`run`; checked
+                before the run is acquired), a stored value's codec changed, or it no longer
+                decodes to its type.
+            InputsMismatchError: an input value cannot be encoded (so it cannot be the one
+                the run was started with).
             CheckpointError: a save failed (the run stopped; resume again later).
-            GraphError, ConfigError: as :meth:`run`.
+            GraphError, ConfigError, ValueError: as :meth:`run`.
         """
         return asyncio.run(
             self.resume_async(
@@ -308,13 +371,11 @@ class Runtime:
         _check_graph(graph)
         _check_max_running(max_running)
         _check_version(version)
+        self._check_codecs(graph)
         try:
             values = self._encode_inputs(graph, inputs)
         except CodecError as exc:
-            raise CheckpointError(
-                f"run {run_id!r}: {exc}. Register a codec for its type (Codecs.register / "
-                "register_json). Nothing was saved."
-            ) from exc
+            raise CheckpointError(f"run {run_id!r}: {exc}. Nothing was saved.") from exc
         fingerprint = values_fingerprint(values)
         session = await self._acquire(run_id, timeout)
         try:
@@ -372,6 +433,7 @@ class Runtime:
         _check_graph(graph)
         _check_max_running(max_running)
         _check_version(version)
+        self._check_codecs(graph)
         session = await self._acquire(run_id, timeout)
         try:
             record = await asyncio.to_thread(session.load)
@@ -411,8 +473,82 @@ class Runtime:
             future.add_done_callback(release)
             raise
 
+    def _check_codecs(self, graph: Graph) -> None:
+        """Every value key of ``graph`` and of its Sub graphs has a codec for its declared
+        type (or a type broad on purpose, see :meth:`Codecs.check_declared`).
+
+        Raises:
+            CodecError: listing every key without one, and how to register it.
+        """
+        missing: list[tuple[str, Key[Any], str]] = []
+        for sub_graph in graph.graphs().values():
+            for key in sub_graph.keys.values():
+                if key.stream:
+                    continue
+                try:
+                    self.codecs.check_declared(key.type)
+                except CodecError as exc:
+                    missing.append((sub_graph.name, key, str(exc)))
+        if not missing:
+            return
+        served = self._served_by_plugins([key.type for _, key, _ in missing])
+        lines = []
+        for graph_name, key, problem in missing:
+            line = f"  - key {key.name!r} of graph {graph_name!r} (type {type_name(key.type)}): "
+            line += problem
+            hint = served.get(type_name(key.type))
+            if hint is not None:
+                line += (
+                    f". An installed codec plugin serves this type ({hint}), but this "
+                    "runtime's registry does not use it: pass codecs=Codecs.from_plugins() or "
+                    "plugins=make_plugin_manager() to Runtime"
+                )
+            lines.append(line)
+        count = f"{len(missing)} key{'s' if len(missing) > 1 else ''}"
+        raise CodecError(
+            f"graph {graph.name!r} cannot run durably: no codec serves the declared type of "
+            f"{count}, so their values could not be stored. Nothing was run or saved.\n"
+            + "\n".join(lines)
+            + "\nRegister a codec for each type in the registry the Runtime uses: "
+            "codecs.register_json(T) for attrs classes, dataclasses and enums, "
+            "codecs.register(codec) for a custom codec, or install a codec plugin and build "
+            "the registry with Codecs.from_plugins() (see docs/codecs.md)."
+        )
+
+    def _served_by_plugins(self, types: list[Any]) -> dict[str, str]:
+        """For types this runtime's registry lacks: the codec id an installed codec plugin
+        has for them, by type name (empty when the registry already comes from the plugins,
+        or the plugins cannot be loaded)."""
+        if self._codecs_from_plugins:
+            return {}
+        try:
+            from durable_core.plugins import make_plugin_manager
+
+            pm = self._plugins if self._plugins is not None else make_plugin_manager()
+            available = Codecs.from_plugins(pm)
+        except Exception:  # only a hint: never hide the real error behind a plugin's
+            log.debug("codec plugins could not be loaded for a hint", exc_info=True)
+            return {}
+        served: dict[str, str] = {}
+        for tp in types:
+            try:
+                available.check_declared(tp)
+            except CodecError:
+                continue
+            try:
+                served[type_name(tp)] = f"codec {available.lookup(tp).id}"
+            except CodecError:
+                served[type_name(tp)] = "its values' classes have codecs"
+        return served
+
     def _encode_inputs(self, graph: Graph, inputs: Mapping[Key[Any], Any]) -> list[ValueRecord]:
-        """Check the root inputs like the engine does, then encode each (R-REC-2 ``Inputs``).
+        """Check the root inputs, then encode each (R-REC-2 ``Inputs``).
+
+        Each value must be of its key's declared type, checked deeply as a durable run
+        checks every value it stores (``[1, "two"]`` is not a ``list[int]``, ``True`` not an
+        ``int``; an ``int`` is a ``float``): a wrong type is a ``GraphError``, like an input
+        the engine refuses. A value of the right type that cannot be encoded is a
+        ``CodecError``.
 
         Raises:
             GraphError: a key is not a root input, a value is not of its key's type, or an
@@ -433,15 +569,31 @@ class Runtime:
                     f"{key!r} is not a root input of graph {graph.name!r}; its inputs are "
                     f"{sorted(declared)}, keyed by their Key. Nothing was saved."
                 )
-            if not key.accepts(value):
-                raise GraphError(
-                    f"root input {key.name!r} of graph {graph.name!r} takes {key!r} values, got "
-                    f"{type(value).__name__}. Nothing was saved."
-                )
+            key_type = normalize(key.type)
             try:
-                values.append(encode_value_record(self.codecs, key, True, value))
+                if not key.accepts(value):
+                    raise InstanceMismatch(mismatch_text(key_type, value))
+                check_instance(value, key_type)
+            except InstanceMismatch as exc:
+                where = f"at {format_path(exc.path)}: " if exc.path else ""
+                raise GraphError(
+                    f"root input {key.name!r} of graph {graph.name!r} takes "
+                    f"{type_name(key.type)} values: {where}{exc.problem}. Nothing was saved."
+                ) from None
+            try:
+                encoded = self.codecs.encode_value(key.type, value)
             except CodecError as exc:
-                raise CodecError(f"root input {key.name!r} cannot be encoded: {exc}") from exc
+                raise CodecError(f"root input {key.name!r} cannot be stored: {exc}") from exc
+            values.append(
+                ValueRecord(
+                    name=key.name,
+                    type_id=encoded.codec_id,
+                    version=encoded.version,
+                    state=ValueState.READY,
+                    digest=encoded.digest,
+                    data=encoded.data,
+                )
+            )
         missing = sorted(set(declared) - {v.name for v in values})
         if missing:
             raise GraphError(
@@ -569,7 +721,11 @@ class Runtime:
         checkpointer = DurableCheckpointer(
             ledger, self.codecs, restored, emit, propagated=failures.propagated
         )
-        options: dict[str, Any] = {"checkpointer": checkpointer, "cancel": cancel}
+        options: dict[str, Any] = {
+            "checkpointer": checkpointer,
+            "cancel": cancel,
+            "observers": self._graph_observers,
+        }
         if max_running is not None:
             options["max_running"] = max_running
         result = await execute_async(graph, inputs=dict(inputs), **options)
