@@ -1,0 +1,83 @@
+"""Run a graph durably in this (child) process until the parent sends SIGINT.
+
+Usage::
+
+    python interrupt_child.py MODE STORE_KIND STORE_LOCATION CALL_LOG
+
+``MODE`` is ``plain`` (no cancel token: Ctrl-C raises ``KeyboardInterrupt``) or ``token`` (a
+SIGINT handler cancels a ``CancelToken``). Prints one JSON line describing how the call ended.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import sys
+import time
+from typing import Any
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from durable_scenarios import CallLog, open_store
+
+from durable_core import CancelToken, Graph, Key, Runtime
+
+SEED, A, B, C = Key("seed", int), Key("a", int), Key("b", int), Key("c", int)
+
+
+def graph(log: CallLog, seconds: float) -> Graph:
+    """seed -> first -> (plain: a plain body busy for ``seconds``, waits: an async body asleep
+    for ``seconds``)."""
+    g = Graph("interrupt", inputs=[SEED])
+
+    @g.node("first", requires=[SEED], provides=[A])
+    def first(rc: Any) -> None:
+        log.write("first")
+        rc.set(A, 1)
+
+    @g.node("plain", requires=[A], provides=[B])
+    def plain(rc: Any) -> None:
+        log.write("plain")
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:  # busy, and not looking at rc.canceled
+            time.sleep(0.01)
+        log.write("plain-returned")
+        rc.set(B, 2)
+
+    @g.node("waits", requires=[A], provides=[C])
+    async def waits(rc: Any) -> None:
+        log.write("waits")
+        await asyncio.sleep(seconds)
+        rc.set(C, 3)
+
+    return g
+
+
+def main() -> None:
+    mode, kind, location, log_path = sys.argv[1:5]
+    log = CallLog(log_path)
+    store = open_store(kind, location)
+    runtime = Runtime(store)
+    options: dict[str, Any] = {"run_id": "r1", "version": "v1", "inputs": {SEED: 1}}
+    if mode == "token":
+        token = CancelToken()
+        signal.signal(signal.SIGINT, lambda signum, frame: token.cancel())
+        options["cancel"] = token
+    try:
+        result = runtime.run(graph(log, 1.0), **options)
+    except KeyboardInterrupt:
+        outcome = {"raised": "KeyboardInterrupt", "plain_returned": "plain-returned" in log.calls()}
+    else:
+        outcome = {
+            "status": str(result.status),
+            "error": None if result.error is None else repr(result.error),
+            "plain_returned": "plain-returned" in log.calls(),
+        }
+    store.close()
+    print(json.dumps(outcome))
+
+
+if __name__ == "__main__":
+    main()
