@@ -15,7 +15,7 @@ def blocks() -> list[str]:
 
 
 def test_every_python_block_of_the_durable_guide_runs(capsys: pytest.CaptureFixture[str]) -> None:
-    # covers: R-RT-3, R-NODE-1
+    # covers: R-RT-3, R-NODE-1, G-6, G-11
     found = blocks()
     assert len(found) >= 2
     namespace = {"__name__": "docs_durable"}
@@ -27,4 +27,9 @@ def test_every_python_block_of_the_durable_guide_runs(capsys: pytest.CaptureFixt
     printed = capsys.readouterr().out.splitlines()
     assert printed[0] == "completed durable"
     assert printed[1] == "completed durable 2"
-    assert printed[2] == "['split confirmed at revision 4', 'longest confirmed at revision 5']"
+    assert printed[2] == "completed"  # the CancelToken example, nobody pressed Ctrl-C
+    assert printed[3] == "['split confirmed at revision 4', 'longest confirmed at revision 5']"
+    assert printed[4] == (
+        "['running split', 'split completed', 'running longest', 'longest completed']"
+    )
+    assert len(printed) == 5
