@@ -327,3 +327,18 @@ def test_a_bool_is_neither_an_int_nor_a_float(codecs):
             codecs.encode_value(declared, value)
     with pytest.raises(CodecError, match=r"expected float \| None, found bool True"):
         codecs.encode_value(float | None, True)
+
+
+class _Unserved:
+    """A class no codec serves."""
+
+
+# covers: R-VAL-1, C-2
+@pytest.mark.parametrize("declared", [object, typing.Any, _Unserved | int])
+def test_a_value_whose_class_has_no_codec_is_explained_once(codecs, declared):
+    with pytest.raises(CodecError) as caught:
+        codecs.encode_value(declared, _Unserved(), name="k")
+    message = str(caught.value)
+    assert message.count("no codec is registered for test_codecs_values._Unserved") == 1, message
+    assert "says nothing" not in message  # a broad declared type has no codec on purpose
+    assert "Codecs.from_plugins()" in message

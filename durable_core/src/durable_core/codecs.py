@@ -536,9 +536,22 @@ class Codecs:
                 f"{describe_value(value)}"
             )
         detail = static_problem
-        if dynamic_problem:
+        if dynamic_problem and self._broad(declared):
+            # the declared type has no codec on purpose: only the value's class matters
+            detail = (
+                f"the value is stored with the codec of its own class, "
+                f"{type_name(actual)}: {dynamic_problem}"
+            )
+        elif dynamic_problem and dynamic_problem not in static_problem:
             detail += f"; and for the value's actual type: {dynamic_problem}"
         raise CodecError(f"cannot encode {_subject(declared, name)}: {detail}")
+
+    def _broad(self, declared: Any) -> bool:
+        try:
+            self.check_declared(declared)
+        except CodecError:
+            return False
+        return True
 
     def decode_value(
         self,
