@@ -113,7 +113,8 @@ def test_unknown_backend_is_a_config_error_naming_installed_backends(runner, tmp
     config = write(tmp_path, MINIMAL + '[store]\nbackend = "cassandra"\n')
     result = runner.invoke(cli, ["list", str(config)])
     assert result.exit_code == ExitCode.CONFIG
-    assert "error (PluginError): unknown store backend 'cassandra'" in result.stderr
+    assert "error (PluginError): " in result.stderr
+    assert f"{config}: [store]: backend 'cassandra': unknown store backend" in result.stderr
     assert "sqlite" in result.stderr
 
 

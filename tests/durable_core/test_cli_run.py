@@ -128,6 +128,9 @@ def test_resume_of_a_missing_run_is_not_found(runner, project):
     assert result.exit_code == ExitCode.NOT_FOUND
     assert "no record of run 'calc-1'" in result.stderr
     assert not (tmp_path / "runs").exists() or not list((tmp_path / "runs").glob("*.json"))
+    other = runner.invoke(cli, ["resume", config(tmp_path, module), "--run-id", "calc-9"])
+    assert other.exit_code == ExitCode.NOT_FOUND
+    assert "--run-id calc-9'" in other.stderr
 
 
 @pytest.mark.parametrize(
@@ -192,3 +195,16 @@ def test_unknown_backend_in_run_is_a_config_error(runner, project):
     result = runner.invoke(cli, ["run", path])
     assert result.exit_code == ExitCode.CONFIG
     assert "unknown store backend 's3'" in result.stderr
+    assert f"{tmp_path / 'calc.toml'}: [store]" in result.stderr
+
+
+# covers: E-1 (a bad store option names the file and the table)
+def test_a_store_option_the_backend_refuses_names_the_file_and_table(runner, project):
+    tmp_path, module = project
+    path = config(tmp_path, module)
+    text = (tmp_path / "calc.toml").read_text().replace('backend = "file"', 'backend = "sqlite"')
+    (tmp_path / "calc.toml").write_text(text.replace('directory = "runs"', 'paht = "runs.db"'))
+    result = runner.invoke(cli, ["run", path])
+    assert result.exit_code == ExitCode.CONFIG, result.output
+    assert f"{tmp_path / 'calc.toml'}: [store]" in result.stderr
+    assert "paht" in result.stderr

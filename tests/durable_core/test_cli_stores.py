@@ -228,8 +228,8 @@ def test_inspect_of_a_run_owned_elsewhere_is_busy_at_once(runner, store_url, hol
     result = invoke(runner, "inspect", "--store", store_url, "run-1")
     assert time.monotonic() - started < 5
     assert result.exit_code == ExitCode.BUSY
-    assert "owned by another session" in result.stderr
-    assert "never delete lock files" in result.stderr
+    assert "is busy" in result.stderr and "owned by another session" in result.stderr
+    assert "never delete the lock file" in result.stderr
 
 
 def test_list_shows_each_run_with_its_status(runner, store_url, hold):
@@ -303,9 +303,23 @@ def test_list_with_a_config_judges_completion_against_the_graph(runner, tmp_path
 
 
 def test_list_of_an_empty_store(runner, tmp_path):
+    (tmp_path / "empty").mkdir()
     result = invoke(runner, "list", "--store", f"file://{tmp_path / 'empty'}")
     assert result.exit_code == 0
     assert "no runs in the file store" in result.stdout
+
+
+# covers: E-2, E-1
+@pytest.mark.parametrize("command", [["list"], ["inspect", "some-run"]])
+@pytest.mark.parametrize(
+    "url", ["file://{tmp}/typo-dir", "sqlite://{tmp}/typo-dir/runs.sqlite", "sqlite://{tmp}/x.db"]
+)
+def test_inspect_and_list_never_create_a_missing_store(runner, tmp_path, command, url):
+    before = sorted(tmp_path.iterdir())
+    result = invoke(runner, command[0], "--store", url.format(tmp=tmp_path), *command[1:])
+    assert result.exit_code == ExitCode.NOT_FOUND, result.output
+    assert "there is no" in result.stderr and "never create a store" in result.stderr
+    assert sorted(tmp_path.iterdir()) == before
 
 
 def test_list_shows_an_unreadable_record_with_its_location(runner, tmp_path):

@@ -244,18 +244,19 @@ def test_killed_run_resumes_on_the_postgres_store(tmp_path, baseline, postgres_d
     kill_and_resume(tmp_path, config, postgres_reader(postgres_dsn), env, baseline)
 
 
-def test_ctrl_c_stops_cleanly_and_says_how_to_resume(tmp_path, baseline):
+@pytest.mark.parametrize(("signum", "exit_code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_ctrl_c_stops_cleanly_and_says_how_to_resume(tmp_path, baseline, signum, exit_code):
     config = write_config(tmp_path, '[store]\nbackend = "file"\ndirectory = "runs"\n')
     read = file_reader(tmp_path)
     proc = durable("run", str(config), env=env_with_example())
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and proc.poll() is None:
         if confirmed_shards(read()):
-            proc.send_signal(signal.SIGINT)
+            proc.send_signal(signum)
             break
         time.sleep(0.005)
     code, _, err = finish(proc)
-    assert code == 130, err
+    assert code == exit_code, err
     assert f"Continue it with: durable resume {config}" in err
     assert "Traceback" not in err
     stopped = read()
@@ -299,3 +300,17 @@ def test_a_run_owned_elsewhere_gives_the_busy_exit_code_at_once(tmp_path):
         holder.stdin.close()
         holder.wait(timeout=30)
     assert not (tmp_path / "report").exists()
+
+
+def test_output_cut_short_by_the_reader_ends_quietly(tmp_path):
+    """`durable inspect … | head -1`: a closed pipe is not an error of Durable."""
+    config = write_config(tmp_path, '[store]\nbackend = "file"\ndirectory = "runs"\n')
+    code, _, err = finish(durable("run", str(config), env=env_with_example()))
+    assert code == 0, err
+    # `true` exits at once, so every write of inspect meets a closed pipe.
+    shell = f"{sys.executable} -m durable_core inspect {config} | true; exit ${{PIPESTATUS[0]}}"
+    proc = subprocess.run(
+        ["bash", "-c", shell], capture_output=True, text=True, env=env_with_example(), timeout=60
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "BrokenPipe" not in proc.stderr and "rror" not in proc.stderr, proc.stderr

@@ -77,6 +77,8 @@ class ExitCode(enum.IntEnum):
     """Any other error: I/O, permissions, schema, codec, a timeout deciding ownership."""
     INTERRUPTED = 130
     """Interrupted (Ctrl-C / SIGINT); the run stays resumable."""
+    TERMINATED = 143
+    """Stopped by SIGTERM (a deploy, a service manager); the run stays resumable."""
 
 
 def exit_code_for(exc: BaseException) -> ExitCode:
@@ -116,6 +118,12 @@ class _DurableGroup(click.Group):
         except KeyboardInterrupt:
             click.echo("interrupted", err=True)
             ctx.exit(ExitCode.INTERRUPTED)
+        except BrokenPipeError:
+            # The reader went away (``durable inspect | head``): stop quietly. Point stdout at
+            # devnull so that flushing it at exit does not raise again.
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            ctx.exit(ExitCode.OK)
         except Exception as exc:
             if _debug_enabled(ctx):
                 traceback.print_exception(exc, file=sys.stderr)
@@ -235,10 +243,26 @@ def _graph_of(config: RunConfig | None) -> Any:
 
 def _busy(run_id: str, store: StoreConfig, exc: BusyError) -> BusyError:
     return BusyError(
-        f"run {run_id!r} in the {store.describe()} is owned by another session (a running "
-        f"'durable run' or 'durable resume', or another host): {exc}. Wait for it to stop; never "
-        f"delete lock files"
+        f"run {run_id!r} in the {store.describe()} is busy: a running 'durable run' or "
+        f"'durable resume' (here or on another host) owns it. Details: {exc}"
     )
+
+
+def _require_existing_store(store: StoreConfig) -> None:
+    """inspect/list only read: a file or SQLite store that does not exist is not created.
+
+    Raises:
+        NotFoundError: the store's directory or database file does not exist.
+    """
+    option = {"file": "directory", "sqlite": "path"}.get(store.backend)
+    if option is None:
+        return
+    location = store.resolved_options().get(option)
+    if isinstance(location, str) and not os.path.exists(location):
+        raise NotFoundError(
+            f"there is no {store.backend} store at {location}: check the location (inspect "
+            "and list only read, they never create a store)"
+        )
 
 
 def _not_found(run_id: str, store: StoreConfig) -> NotFoundError:
@@ -279,6 +303,7 @@ def inspect_command(args: tuple[str, ...], store_url: str | None, as_json: bool)
     store_config, run_id, config = _store_target(args, store_url, want_run_id=True)
     assert run_id is not None
     graph = _graph_of(config)
+    _require_existing_store(store_config)
     store = store_config.open(make_plugin_manager())
     try:
         record = _load_record(store_config, store, run_id)
@@ -363,6 +388,7 @@ def list_command(args: tuple[str, ...], store_url: str | None, as_json: bool) ->
     """
     store_config, _, config = _store_target(args, store_url, want_run_id=False)
     graph = _graph_of(config)
+    _require_existing_store(store_config)
     store = store_config.open(make_plugin_manager())
     rows: list[dict[str, Any]] = []
     try:
@@ -459,39 +485,63 @@ def _list_row(store: Any, summary: Any, graph: Any) -> dict[str, Any]:
 # -- run and resume ---------------------------------------------------------------------------
 
 
+_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
 class _Interrupt:
-    """SIGINT while a run executes: the first Ctrl-C cancels the run cleanly (the record stays
-    resumable), a second one stops waiting for running bodies."""
+    """SIGINT (Ctrl-C) or SIGTERM (what deploy tools and service managers send) while a run
+    executes: the first signal cancels the run cleanly (the record stays resumable), a second
+    one stops waiting for running bodies."""
 
     def __init__(self, token: Any, quiet: bool) -> None:
         self.token = token
         self.quiet = quiet
         self.requested = False
-        self._previous: Any = None
+        self.signal: int | None = None
+        self._previous: dict[int, Any] = {}
 
     def _handle(self, signum: int, frame: Any) -> None:
         if self.requested:
             raise KeyboardInterrupt
         self.requested = True
+        self.signal = signum
         if not self.quiet:
+            name = "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
             click.echo(
-                "\nstopping: waiting for running nodes to end (Ctrl-C again to stop at once)",
+                f"\nstopping ({name}): waiting for running nodes to end (Ctrl-C again to stop "
+                "at once)",
                 err=True,
             )
         self.token.cancel()
 
+    @property
+    def exit_code(self) -> int:
+        """130 after SIGINT (or a second signal), 143 after SIGTERM: 128 + the signal."""
+        if self.signal == signal.SIGTERM:
+            return ExitCode.TERMINATED
+        return ExitCode.INTERRUPTED
+
     def __enter__(self) -> _Interrupt:
         if threading.current_thread() is threading.main_thread():
-            self._previous = signal.signal(signal.SIGINT, self._handle)
+            for signum in _STOP_SIGNALS:
+                self._previous[signum] = signal.signal(signum, self._handle)
         return self
 
     def __exit__(self, *exc_info: object) -> None:
-        if self._previous is not None:
-            signal.signal(signal.SIGINT, self._previous)
+        for signum, previous in self._previous.items():
+            signal.signal(signum, previous)
 
 
 def _resume_hint(config_arg: str, run_id_option: str | None) -> str:
-    command = f"durable resume {shlex.quote(config_arg)}"
+    return _command_hint("resume", config_arg, run_id_option)
+
+
+def _run_hint(config_arg: str, run_id_option: str | None) -> str:
+    return _command_hint("run", config_arg, run_id_option)
+
+
+def _command_hint(verb: str, config_arg: str, run_id_option: str | None) -> str:
+    command = f"durable {verb} {shlex.quote(config_arg)}"
     if run_id_option is not None:
         command += f" --run-id {shlex.quote(run_id_option)}"
     return command
@@ -558,9 +608,9 @@ def _launch(config_arg: str, run_id_option: str | None, as_json: bool, *, resume
             except NotFoundError as exc:
                 raise NotFoundError(
                     f"no record of run {config.run_id!r} in the {config.store.describe()}: "
-                    f"check the store and the run id, or start it with 'durable run "
-                    f"{shlex.quote(config_arg)}' (a missing record does not mean the run "
-                    f"finished)"
+                    f"check the store and the run id, or start it with "
+                    f"'{_run_hint(config_arg, run_id_option)}' (a missing record does not mean "
+                    f"the run finished)"
                 ) from exc
             except BusyError as exc:
                 raise _busy(config.run_id, config.store, exc) from exc
@@ -606,7 +656,7 @@ def _launch(config_arg: str, run_id_option: str | None, as_json: bool, *, resume
                 f"stays resumable. Continue it with: {hint}",
                 err=True,
             )
-        sys.exit(ExitCode.INTERRUPTED)
+        sys.exit(interrupt.exit_code)
     assert result is not None
     if not as_json:
         summary = (
@@ -698,4 +748,10 @@ def _add_plugin_commands(group: click.Group) -> None:
 def main(argv: list[str] | None = None) -> None:
     """Entry point of the ``durable`` console script."""
     _add_plugin_commands(cli)
-    cli.main(args=argv, prog_name="durable", standalone_mode=True)
+    try:
+        cli.main(args=argv, prog_name="durable", standalone_mode=True)
+    finally:
+        try:
+            sys.stdout.flush()
+        except BrokenPipeError:  # the reader went away after the command wrote its output
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

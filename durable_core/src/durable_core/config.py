@@ -230,7 +230,10 @@ class StoreConfig:
             from durable_core.plugins import make_plugin_manager
 
             pm = make_plugin_manager()
-        factory = pm.store_factory(self.backend)
+        try:
+            factory = pm.store_factory(self.backend)
+        except PluginError as exc:
+            raise PluginError(f"{self.origin}: backend {self.backend!r}: {exc}") from exc
         options = self.resolved_options()
         try:
             inspect.signature(factory).bind(**options)
@@ -248,6 +251,8 @@ class StoreConfig:
                 f"{self.origin}: the {self.backend!r} store rejected its options "
                 f"({', '.join(sorted(options)) or 'none'}): {exc}"
             ) from exc
+        except ConfigError as exc:
+            raise ConfigError(f"{self.origin}: {exc}") from exc
 
 
 @attrs.frozen
