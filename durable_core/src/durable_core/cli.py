@@ -699,10 +699,9 @@ def _before_start(
             f"'{again}'. Nothing was saved"
         )
     if isinstance(cause, CodecError):
-        return ConfigError(
-            f"{config.path}: [inputs]: {cause}. Register a codec for the input's type (see "
-            f"docs/codecs.md). Nothing was saved"
-        )
+        # The codec layer's message already says what to do (and, for a missing codec, how
+        # to register one); repeating advice here would be wrong for NaN or a lock.
+        return ConfigError(f"{config.path}: [inputs]: {cause}. Nothing was saved")
     return exc
 
 
