@@ -346,3 +346,15 @@ def test_default_store_honours_durable_home(runner, tmp_path, monkeypatch):
     result = invoke(runner, "inspect", "home-run")
     assert result.exit_code == 0, result.output
     assert "run        home-run" in result.stdout
+
+
+# covers: E-2 (--run-id works for inspect as for run and resume)
+def test_inspect_takes_the_run_id_as_an_option_too(runner, store_url):
+    save(store_url, make_record("run-7", shard_state=None, merge_done=True))
+    positional = invoke(runner, "inspect", "--store", store_url, "run-7", "--json")
+    option = invoke(runner, "inspect", "--store", store_url, "--run-id", "run-7", "--json")
+    assert positional.exit_code == option.exit_code == 0, option.output
+    assert json.loads(option.stdout)["run_id"] == "run-7"
+    assert json.loads(option.stdout) == json.loads(positional.stdout)
+    both = invoke(runner, "inspect", "--store", store_url, "run-7", "--run-id", "run-7")
+    assert both.exit_code == 2

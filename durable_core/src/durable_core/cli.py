@@ -291,15 +291,23 @@ def _load_record(store_config: StoreConfig, store: Any, run_id: str) -> Any:
 @cli.command("inspect")
 @click.argument("args", nargs=-1, metavar="[CONFIG] [RUN_ID]")
 @click.option("--store", "store_url", metavar="URL", help="The store, instead of a CONFIG.")
+@click.option("--run-id", "run_id_option", metavar="ID", help="The run id (same as RUN_ID).")
 @click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
-def inspect_command(args: tuple[str, ...], store_url: str | None, as_json: bool) -> None:
+def inspect_command(
+    args: tuple[str, ...], store_url: str | None, run_id_option: str | None, as_json: bool
+) -> None:
     """Show a run's metadata: revision, version, scopes, attempts, confirmed nodes, streams.
 
     The store is the CONFIG's (the run id defaults to the config's), the one given by
-    --store URL, or the default file store. The run is read through an exclusive session
-    and never saved; business values are never shown. A run owned by a running process is
-    reported busy at once (exit 3).
+    --store URL, or the default file store. The run id may also be given as --run-id ID, as
+    for run and resume. The run is read through an exclusive session and never saved;
+    business values are never shown. A run owned by a running process is reported busy at
+    once (exit 3).
     """
+    if run_id_option is not None:
+        if len(args) > 1 or (args and not _looks_like_config(args[0])):
+            raise click.UsageError("give the run id either as RUN_ID or as --run-id, not both")
+        args = (*args, run_id_option)
     store_config, run_id, config = _store_target(args, store_url, want_run_id=True)
     assert run_id is not None
     graph = _graph_of(config)
@@ -338,7 +346,7 @@ def _print_info(info: RunInfo, store: StoreConfig) -> None:
     row(
         "attempts",
         f"{sum(a.values())}: {a['confirmed']} confirmed, {a['active']} active, "
-        f"{a['failed']} failed; {info.retries} retries",
+        f"{a['failed']} failed; {info.retries} {'retry' if info.retries == 1 else 'retries'}",
     )
     row("scopes", len(info.scopes))
     for scope in info.scopes:
