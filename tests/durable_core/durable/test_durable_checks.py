@@ -540,3 +540,32 @@ def test_a_run_canceled_while_acquiring_does_not_keep_the_run(log: CallLog) -> N
     with real.acquire("r1") as session, pytest.raises(NotFoundError):
         session.load()
     assert log.calls() == []
+
+
+@pytest.mark.parametrize("kind", ["file", "sqlite"])
+def test_a_confirmed_node_whose_upstream_is_not_confirmed_is_refused(
+    kind: str, tmp_path: Path, log: CallLog
+) -> None:
+    # covers: R-NODE-2, E-1
+    store = open_store(kind, tmp_path / "store")
+    store.kind, store.location = kind, tmp_path / "store"
+    try:
+        half_done(store, log)
+
+        def change(document: dict[str, Any]) -> None:
+            # ``make`` loses its confirmation (its root attempt active again, no NodeRecord)
+            # while ``norm``, which read make's output, stays confirmed.
+            root = document["RootScope"]
+            make = document["Scopes"][root]["Nodes"].pop("make")
+            document["Attempts"][make["Attempt"]]["State"] = "active"
+
+        tamper(store, "r1", change)
+        revision = raw_revision(store, "r1")
+        with pytest.raises(CorruptRecordError) as caught:
+            resume(store, log)
+        assert caught.value.rule == "R-NODE-2"
+        assert "'norm'" in str(caught.value) and "'make'" in str(caught.value)
+        assert log.calls() == ["make", "norm", "halt"]
+        assert raw_revision(store, "r1") == revision
+    finally:
+        store.close()
