@@ -102,11 +102,13 @@ def test_run_json_then_resume_restores(runner, project):
     assert (first["confirmed"], first["restored"], first["total_nodes"]) == (2, 0, 2)
     assert (first["retries"], first["failed_attempts"]) == (2, 2)
     assert first["revision"] == first["saves"]
+    assert first["outputs"] == {"total": 43}
     again = runner.invoke(cli, ["resume", path, "--json"])
     assert again.exit_code == 0, again.output
     second = json.loads(again.stdout)
     assert (second["confirmed"], second["restored"], second["saves"]) == (0, 2, 0)
     assert second["revision"] == first["revision"]
+    assert second["outputs"] == {"total": 43}
 
 
 def test_run_of_an_existing_run_is_a_conflict(runner, project):

@@ -555,6 +555,10 @@ def _command_hint(verb: str, config_arg: str, run_id_option: str | None) -> str:
     return command
 
 
+_SKIPPED = object()
+"""Stands for a skipped result in :func:`_leaf_outputs`."""
+
+
 def _leaf_outputs(graph: Any, result: Any) -> list[tuple[str, Any]]:
     """The root graph's results nobody in the graph consumes (what the run was for)."""
     required = {key.name for node in graph.nodes.values() for key in node.requires}
@@ -564,14 +568,30 @@ def _leaf_outputs(graph: Any, result: Any) -> list[tuple[str, Any]]:
             if key.name in required or getattr(key, "stream", False):
                 continue
             if result.skipped(key):
-                leaves.append((key.name, "(skipped)"))
+                leaves.append((key.name, _SKIPPED))
             else:
                 leaves.append((key.name, result.get(key)))
     return sorted(leaves, key=lambda kv: kv[0])
 
 
+def _json_outputs(graph: Any, result: Any) -> dict[str, Any]:
+    """The root graph's results for ``--json``: JSON values as they are, anything else as its
+    ``repr``; skipped results as ``{"skipped": true}``."""
+    out: dict[str, Any] = {}
+    for name, value in _leaf_outputs(graph, result):
+        if value is _SKIPPED:
+            out[name] = {"skipped": True}
+            continue
+        try:
+            json.dumps(value, allow_nan=False)
+        except (TypeError, ValueError):
+            value = repr(value)
+        out[name] = value
+    return out
+
+
 def _short(value: Any, limit: int = 200) -> str:
-    text = value if isinstance(value, str) and value == "(skipped)" else repr(value)
+    text = "(skipped)" if value is _SKIPPED else repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
@@ -651,6 +671,11 @@ def _launch(config_arg: str, run_id_option: str | None, as_json: bool, *, resume
                         else None
                     ),
                     "store": config.store.describe(),
+                    "outputs": (
+                        _json_outputs(graph, result)
+                        if result is not None and status == "completed"
+                        else None
+                    ),
                 },
                 indent=2,
             )
