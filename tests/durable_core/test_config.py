@@ -300,6 +300,14 @@ def test_codec_plugins_must_be_loaded(tmp_path):
         config.check_codec_plugins(make_plugin_manager(autoload=False))
 
 
+def test_codec_plugin_missing_because_autoload_is_off_says_so(tmp_path, monkeypatch):
+    monkeypatch.setenv("DURABLE_DISABLE_PLUGIN_AUTOLOAD", "1")
+    config = load_config(write(tmp_path, MINIMAL + 'codecs = ["numpy"]\n'))
+    with pytest.raises(PluginError, match="autoload is disabled") as caught:
+        config.check_codec_plugins(make_plugin_manager())
+    assert "not installed" not in str(caught.value)
+
+
 def test_blocked_codec_plugin_is_named(tmp_path):
     config = load_config(write(tmp_path, MINIMAL + 'codecs = ["numpy"]\n'))
     with pytest.raises(PluginError, match="'numpy', which is blocked"):

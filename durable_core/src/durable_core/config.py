@@ -359,10 +359,16 @@ class RunConfig:
                     f"(DURABLE_BLOCK_PLUGINS); unblock it or remove it from 'codecs'"
                 )
             loaded = ", ".join(sorted(n for n, p in pm.list_name_plugin() if p is not None))
+            if os.environ.get("DURABLE_DISABLE_PLUGIN_AUTOLOAD", "") not in ("", "0"):
+                raise PluginError(
+                    f"{self.path}: 'codecs' needs the plugin {name!r}, but plugin autoload is "
+                    f"disabled (DURABLE_DISABLE_PLUGIN_AUTOLOAD); unset it, or remove {name!r} "
+                    f"from 'codecs'. Loaded plugins: {loaded or 'none'}"
+                )
             raise PluginError(
                 f"{self.path}: 'codecs' needs the plugin {name!r}, which is not installed; "
-                f"install the distribution that provides it (for example "
-                f"'durable-codec-{name}'). Loaded plugins: {loaded or 'none'}"
+                f"install the distribution that declares the entry point {name!r} in the group "
+                f"'durable'. Loaded plugins: {loaded or 'none'}"
             )
 
     def register_graph_module(self, pm: DurablePluginManager) -> bool:
