@@ -449,7 +449,7 @@ class Runtime:
                 )
             )
             if failures.terminal:
-                return self._failed_for_good(graph, record, restored, failures)
+                return self._failed_for_good(graph, record, inputs, restored, failures)
             return await self._execute(
                 graph, ledger, inputs, restored, failures, max_running, cancel
             )
@@ -660,10 +660,15 @@ class Runtime:
         self,
         graph: Graph,
         record: RunRecord,
+        inputs: Mapping[Key[Any], Any],
         restored: dict[tuple[str, str], NodeOutputs],
         failures: Failures,
     ) -> DurableResult:
-        """The result of resuming a run whose root graph has a failed node: nothing runs."""
+        """The result of resuming a run whose root graph has a failed node: nothing runs.
+
+        Its slots are what ``run`` would have shown: the root inputs and the outputs of the
+        root graph's confirmed nodes.
+        """
         nodes = [node_id for node_id, _ in failures.terminal]
         first_node, first_attempt = failures.terminal[0]
         others = f" (and {nodes[1:]})" if len(nodes) > 1 else ""
@@ -674,7 +679,7 @@ class Runtime:
             "run id to run the graph again.",
             path=first_node,
         )
-        ready: dict[str, Any] = {}
+        ready: dict[str, Any] = {key.name: value for key, value in inputs.items()}
         skipped: set[str] = set()
         root_scope = record.root_scope
         for (scope_id, _), outputs in restored.items():
