@@ -331,9 +331,14 @@ def test_list_shows_an_unreadable_record_with_its_location(runner, tmp_path):
     result = invoke(runner, "list", "--store", url, "--json")
     assert result.exit_code == 0, result.output
     rows = json.loads(result.stdout)
-    bad = [r for r in rows if r["status"].startswith("unreadable")]
+    bad = [r for r in rows if r["status"] == "unreadable"]
     assert len(bad) == 1
     assert bad[0]["location"] == str(broken)
+    assert bad[0]["error"] and all(r["error"] is None for r in rows if r is not bad[0])
+    table = invoke(runner, "list", "--store", url)
+    assert table.exit_code == 0, table.output
+    assert bad[0]["error"] not in table.stdout  # the reason is not in the table...
+    assert f"{broken}: unreadable: " in table.stderr  # ...but right after it
     assert broken.read_bytes() == b"{not json"  # evidence kept
 
 

@@ -443,6 +443,10 @@ def list_command(args: tuple[str, ...], store_url: str | None, as_json: bool) ->
     widths = {k: max(len(line[k]) for line in lines) for k in header}
     for line in lines:
         click.echo("  ".join(line[k].ljust(widths[k]) for k in header).rstrip())
+    # Long reasons go below the table, so that the table stays readable.
+    for r in rows:
+        if r["error"] is not None:
+            click.echo(f"{r['run_id'] or r['location']}: {r['status']}: {r['error']}", err=True)
 
 
 def _list_row(store: Any, summary: Any, graph: Any) -> dict[str, Any]:
@@ -455,11 +459,12 @@ def _list_row(store: Any, summary: Any, graph: Any) -> dict[str, Any]:
         "root_nodes_total": None,
         "definition_matches": None,
         "location": getattr(summary, "location", ""),
+        "error": None,
     }
     error = getattr(summary, "error", None)
     if error is not None:
         # listed, never skipped: keep the evidence and say where it is (E-1)
-        row["status"] = f"unreadable ({error})"
+        row["status"], row["error"] = "unreadable", str(error)
         return row
     try:
         session = store.acquire(summary.run_id)
@@ -467,7 +472,8 @@ def _list_row(store: Any, summary: Any, graph: Any) -> dict[str, Any]:
         row["status"] = str(RunStatus.RUNNING)
         return row
     except AcquireTimeoutError:
-        row["status"] = "unknown (ownership could not be decided in time)"
+        row["status"] = "unknown"
+        row["error"] = "ownership could not be decided in time"
         return row
     with session:
         try:
@@ -476,7 +482,7 @@ def _list_row(store: Any, summary: Any, graph: Any) -> dict[str, Any]:
             row["status"] = "gone"
             return row
         except CorruptRecordError as exc:
-            row["status"] = f"corrupt ({exc})"
+            row["status"], row["error"] = "corrupt", str(exc)
             return row
     info = describe_record(record, graph)
     row.update(
