@@ -356,6 +356,13 @@ class Runtime:
             )
         )
 
+    def _preflight(self, graph: Graph, version: str, max_running: int | None) -> None:
+        """The checks ``run`` and ``resume`` make before touching the store."""
+        _check_graph(graph)
+        _check_max_running(max_running)
+        _check_version(version)
+        self._check_codecs(graph)
+
     async def run_async(
         self,
         graph: Graph,
@@ -368,10 +375,7 @@ class Runtime:
         cancel: CancelToken | None = None,
     ) -> DurableResult:
         """The ``async`` form of :meth:`run` (same arguments, errors and result)."""
-        _check_graph(graph)
-        _check_max_running(max_running)
-        _check_version(version)
-        self._check_codecs(graph)
+        self._preflight(graph, version, max_running)
         try:
             values = self._encode_inputs(graph, inputs)
         except CodecError as exc:
@@ -430,10 +434,7 @@ class Runtime:
         cancel: CancelToken | None = None,
     ) -> DurableResult:
         """The ``async`` form of :meth:`resume` (same arguments, errors and result)."""
-        _check_graph(graph)
-        _check_max_running(max_running)
-        _check_version(version)
-        self._check_codecs(graph)
+        self._preflight(graph, version, max_running)
         session = await self._acquire(run_id, timeout)
         try:
             record = await asyncio.to_thread(session.load)
