@@ -130,7 +130,9 @@ def _suite_conftest() -> Any:
         "_durable_suite_conftest", ROOT / "tests" / "conftest.py"
     )
     if spec is None or spec.loader is None:
-        raise RuntimeError("cannot load tests/conftest.py")
+        raise SystemExit(
+            f"cannot load {ROOT / 'tests' / 'conftest.py'}: run from a checkout of the repository"
+        )
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -167,7 +169,10 @@ def _make_durable(dsn: str) -> None:
     deadline = time.monotonic() + 30
     while sync_settings(dsn) | DURABLE_SETTINGS != sync_settings(dsn):
         if time.monotonic() > deadline:
-            raise RuntimeError(f"the throwaway server kept {sync_settings(dsn)}")
+            raise SystemExit(
+                f"the throwaway PostgreSQL server kept {sync_settings(dsn)}; "
+                "durable writes cannot be measured on it"
+            )
         time.sleep(0.1)
 
 
@@ -179,7 +184,7 @@ def postgres() -> Iterator[str]:
     prints); otherwise a throwaway server, durable settings on, stopped and removed after.
 
     Raises:
-        RuntimeError: no server could be started (the message says why).
+        SystemExit: no server could be started (the message says why).
     """
     explicit = os.environ.get(POSTGRES_DSN_ENV)
     if explicit:
@@ -190,7 +195,7 @@ def postgres() -> Iterator[str]:
         server = suite.ThrowawayServer(suite._find_bindir())
         server.start()
     except suite.ServerUnavailable as exc:
-        raise RuntimeError(f"no PostgreSQL server: {exc}; or set {POSTGRES_DSN_ENV}") from exc
+        raise SystemExit(f"no PostgreSQL server: {exc}; or set {POSTGRES_DSN_ENV}") from exc
     try:
         _make_durable(server.admin_dsn)
         yield server.dsn_for(suite._TEST_DATABASE)

@@ -193,7 +193,7 @@ def child(name: str, steps: int, base: str, dsn: str | None, strace_to: str | No
     done = subprocess.run(command, capture_output=True, text=True, check=False)
     lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
     if done.returncode != 0 or not lines:
-        raise RuntimeError(f"{name} failed (exit {done.returncode}):\n{done.stderr[-3000:]}")
+        raise SystemExit(f"{name} failed (exit {done.returncode}):\n{done.stderr[-3000:]}")
     return float(json.loads(lines[-1])["seconds"])
 
 
