@@ -28,8 +28,8 @@ and ``2K`` steps (``--check-steps K``), count the flushes to disk, and the diffe
   runs only this benchmark: a throwaway one, or ``PULSE_POSTGRES_TEST_DSN``, then other clients
   of that server add to the count).
 
-A contender with fewer than one flush per step does not persist every step durably; it is
-flagged.
+A contender with clearly fewer than one flush per step (under 0.9) does not persist every step
+durably; it is flagged.
 
 Needs the peers: ``uv sync --group peers``. Run it with::
 
@@ -56,6 +56,9 @@ from typing import Any
 from _support import chain, make_store, median, postgres, postgres_url, sync_settings, wal_syncs
 
 TARGET = 3.0
+FLUSH_FLOOR = 0.9
+"""Flushes per step below which a contender is flagged: one per step, less the counting noise
+(a WAL flush by the server's background writer can carry a commit's records)."""
 SYSTEMS = ("durable", "langgraph", "dbos")
 DATABASES = ("sqlite", "postgres")
 
@@ -255,7 +258,7 @@ def main() -> None:
         }
 
     print()
-    print(f"{'contender':<20}{'ms/step':>9}{'min':>8}{'max':>8}{'flushes/step':>14}  vs durable")
+    print(f"{'contender':<20}{'ms/step':>9}{'min':>8}{'max':>8}{'flushes/step':>14}  peer/durable")
     verdicts = []
     for name in names:
         system, database = name.split("-")
@@ -268,13 +271,13 @@ def main() -> None:
         if system != "durable" and own in per_step:
             # Per round (the peer and Durable ran minutes apart at most), then the median.
             speedup = median([p / d for p, d in zip(per_step[name], per_step[own], strict=True)])
-            line += f"  durable is {speedup:.2f}x faster"
+            line += f"  {speedup:.2f}"
             verdicts.append(
                 f"durable vs {name}: {speedup:.2f}x (target >= {TARGET:.0f}x) "
                 f"{'met' if speedup >= TARGET else 'NOT met'}"
             )
-        if per_flush[name] < 1:
-            line += "  (fewer than one flush per step: not durable at every step)"
+        if per_flush[name] < FLUSH_FLOOR:
+            line += "  (fewer flushes than steps: not every step is durable)"
         print(line)
     print()
     for verdict in verdicts:
