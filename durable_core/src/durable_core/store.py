@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Protocol, runtime_checkable
 
 import attrs
@@ -33,6 +33,7 @@ from durable_core.records import RunRecord
 
 __all__ = [
     "MAX_REVISION",
+    "EncodedRecord",
     "MemoryStore",
     "RunLister",
     "RunSummary",
@@ -47,6 +48,42 @@ __all__ = [
 
 MAX_REVISION = 2**64 - 1
 """Revisions are uint64 (R-STORE-3): a save that would pass this raises ``ConflictError``."""
+
+
+class EncodedRecord:
+    """The caller's encoding of exactly the record passed to ``Session.save`` with it.
+
+    Args:
+        data: the complete canonical JSON bytes (equal to ``record_to_json(record)``), or a
+            callable returning them; a callable is called on the first access of :attr:`data`
+            only, so a store that writes only :attr:`delta` never pays for the whole record.
+        delta: optional: the change against the record stored at the save's expected
+            revision, as :mod:`durable_core.recorddelta` bytes; ``None`` when not known (the
+            first save, or a caller that does not track changes).
+    """
+
+    __slots__ = ("_data", "_lock", "delta")
+
+    def __init__(self, data: bytes | Callable[[], bytes], delta: bytes | None = None) -> None:
+        self._data = data
+        self._lock = threading.Lock()
+        self.delta = delta
+
+    @property
+    def data(self) -> bytes:
+        """The complete record's canonical JSON bytes (computed once, on first access)."""
+        data = self._data
+        if callable(data):
+            with self._lock:
+                data = self._data
+                if callable(data):
+                    data = self._data = data()
+        return data  # type: ignore[return-value]
+
+    def __repr__(self) -> str:
+        data = "<not encoded yet>" if callable(self._data) else f"{len(self._data)} bytes"
+        delta = "None" if self.delta is None else f"{len(self.delta)} bytes"
+        return f"EncodedRecord(data={data}, delta={delta})"
 
 
 @runtime_checkable
@@ -72,11 +109,18 @@ class Session(Protocol):
         """
         ...
 
-    def save(self, record: RunRecord, expected_revision: int) -> None:
+    def save(
+        self, record: RunRecord, expected_revision: int, encoded: EncodedRecord | None = None
+    ) -> None:
         """Atomically replace the record if the stored revision equals ``expected_revision``.
 
         ``record.revision`` must be ``expected_revision + 1`` and ``record.run_id`` must equal
         the session's run id. The first save expects 0 and writes revision 1 (R-STORE-3).
+
+        ``encoded``, when given, is the caller's encoding of exactly ``record``
+        (:class:`EncodedRecord`: the complete bytes, and maybe the delta against the stored
+        revision); a store may write those bytes instead of encoding ``record`` itself, or
+        ignore them. A store must never reuse bytes from an earlier call.
 
         Raises:
             ConflictError: stored revision differs, wrong revision/run id, or uint64 overflow;
@@ -406,10 +450,16 @@ class MemoryStore:
             raise NotFoundError(f"no record is stored for run {run_id!r} in this MemoryStore")
         return validate_loaded(run_id, record_from_json(stored[1]), f"memory:{run_id}")
 
-    def _save(self, session: _MemorySession, record: RunRecord, expected_revision: int) -> None:
+    def _save(
+        self,
+        session: _MemorySession,
+        record: RunRecord,
+        expected_revision: int,
+        encoded: EncodedRecord | None,
+    ) -> None:
         run_id = session.run_id
         validate_save(run_id, record, expected_revision)
-        data = record_to_json(record)
+        data = record_to_json(record) if encoded is None else encoded.data
         with self._lock:
             self._check_owner(session)
             stored = self._records.get(run_id)
@@ -450,9 +500,11 @@ class _MemorySession:
         self._check_open()
         return self._store._load(self)
 
-    def save(self, record: RunRecord, expected_revision: int) -> None:
+    def save(
+        self, record: RunRecord, expected_revision: int, encoded: EncodedRecord | None = None
+    ) -> None:
         self._check_open()
-        self._store._save(self, record, expected_revision)
+        self._store._save(self, record, expected_revision, encoded)
 
     def close(self) -> None:
         if not self._closed:
