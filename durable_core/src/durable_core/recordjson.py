@@ -28,15 +28,13 @@ from __future__ import annotations
 
 import base64
 import binascii
-import contextlib
-import contextvars
 import enum
 import json
 import re
 import types
 import typing
 from bisect import insort
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from itertools import compress
 from operator import is_not
 from typing import Any
@@ -545,9 +543,6 @@ def record_to_json(record: r.RunRecord) -> bytes:
             (R-REC-1), or ``revision`` is not in 1…2**64-1 (R-REC-2).
             The message names the path (``$.Scopes["…"].Graph``); nothing is written.
     """
-    pre_encoded = _PRE_ENCODED.get()
-    if pre_encoded is not None and pre_encoded[0] is record:
-        return pre_encoded[1]
     tree = _WRITE_RUN(_Writer(surrogates=False), record, None, None)
     text = json.dumps(tree, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     try:
@@ -630,9 +625,6 @@ def check_shape(record: r.RunRecord) -> None:
 
 # -- Encoding successive versions of one record ---------------------------------------------------
 
-_PRE_ENCODED: contextvars.ContextVar[tuple[r.RunRecord, bytes] | None] = contextvars.ContextVar(
-    "durable_pre_encoded", default=None
-)
 _DUMPS = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode
 
 
@@ -686,8 +678,9 @@ class RecordEncoder:
     between. The runtime's copy-on-write proposals keep it (a changed part is always a new
     object); do not use an encoder for records that are edited in place.
 
-    :meth:`installed` also lets the store's own ``record_to_json`` call during ``save`` return
-    these bytes instead of encoding the record a second time.
+    The runtime hands the bytes to the store explicitly
+    (:class:`~durable_core.store.EncodedRecord`); :func:`record_to_json` itself never returns
+    remembered bytes.
     """
 
     def __init__(self) -> None:
@@ -707,18 +700,6 @@ class RecordEncoder:
             # nothing it should not: no fragment of a record that cannot be written is kept).
             self._memos = {}
             return record_to_json(record)
-
-    @contextlib.contextmanager
-    def installed(self, record: r.RunRecord) -> Iterator[bytes]:
-        """Encode ``record`` and, within the block, make ``record_to_json(record)`` (in this
-        thread and context) return those bytes: a store's ``save`` then does not encode the
-        same record again. Yields the bytes."""
-        data = self.encode(record)
-        token = _PRE_ENCODED.set((record, data))
-        try:
-            yield data
-        finally:
-            _PRE_ENCODED.reset(token)
 
     def _object(self, cls: type, value: Any, memos: dict[str, _Memo]) -> str:
         maps = _MAP_FIELDS[cls]

@@ -9,10 +9,11 @@ A proposal is a copy-on-write copy: the record object and its maps are new, and 
 attempt record is copied the first time a mutation changes it (:meth:`Proposal.scope`,
 :meth:`Proposal.attempt`). Nothing reachable from the committed record is ever changed in place,
 so a failed save leaves it exactly as it was, and a change costs time in proportion to what it
-changes, not to the size of the record. Saves are whole-record JSON by design; a
-:class:`~durable_core.recordjson.RecordEncoder` re-encodes only the parts that are new objects
-and hands the store the finished bytes (R-STORE-3 is unchanged: the store still writes the whole
-record by compare-and-swap).
+changes, not to the size of the record. A
+:class:`~durable_core.recordjson.RecordEncoder` re-encodes only the parts that are new objects,
+and the bytes are handed to the store explicitly, as the ``encoded`` argument of
+``Session.save`` (:class:`~durable_core.store.EncodedRecord`); a store that does not take that
+argument encodes the record itself.
 
 Mutations that arrive while a save is in flight are applied together to the next proposal and
 saved once (group commit): confirmations of nodes finishing together share one save, and no
@@ -26,6 +27,7 @@ raises the same :class:`~durable_core.errors.CheckpointError`; the next ``resume
 from __future__ import annotations
 
 import asyncio
+import inspect
 import secrets
 import threading
 from collections.abc import Callable
@@ -45,7 +47,7 @@ from durable_core.records import (
     ScopeRecord,
     ValueRecord,
 )
-from durable_core.store import MAX_REVISION, Session
+from durable_core.store import MAX_REVISION, EncodedRecord, Session
 
 __all__ = [
     "Committed",
@@ -64,6 +66,18 @@ Mutation = Callable[["Proposal"], Any]
 def new_id() -> str:
     """A fresh identity: 16 random bytes as 32 lowercase hex characters (R-REC-3)."""
     return secrets.token_hex(16)
+
+
+def _accepts_encoded(session: Session) -> bool:
+    """Whether ``session.save`` takes the ``encoded`` argument (a store written before it was
+    added takes only the record and the expected revision, and encodes the record itself)."""
+    try:
+        parameters = inspect.signature(session.save).parameters
+    except (TypeError, ValueError):
+        return False
+    return "encoded" in parameters or any(
+        p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()
+    )
 
 
 class Proposal:
@@ -173,10 +187,12 @@ class Ledger:
         self._lock = threading.RLock()
         self._error: CheckpointError | None = None
         self._pending: list[tuple[Mutation, asyncio.Future[Any]]] = []
-        self._flusher: asyncio.Task[None] | None = None
+        self._inflight: asyncio.Future[tuple[list[Any], int]] | None = None
+        self._starting = False
         self._deferred: list[Mutation] = []
         self._deferred_lock = threading.Lock()
         self._encoder = RecordEncoder()
+        self._pass_encoded = _accepts_encoded(session)
         self.saves = 0
         """Number of successful saves made through this ledger."""
         self.changes = 0
@@ -275,6 +291,12 @@ class Ledger:
     async def commit_async(self, mutation: Mutation) -> Committed:
         """Commit ``mutation`` from the event loop, sharing a save with concurrent commits.
 
+        The save runs in a worker thread; its outcome is handed to every caller of its batch
+        by a callback of the event loop, not by a task: canceling a caller (or every task of
+        the loop) cancels only that caller's wait. The change is still saved, the other
+        callers still get their answer, and a mutation whose save succeeded is never reported
+        as failed.
+
         Returns:
             When the save containing the mutation has succeeded: the mutation's result and the
             revision that save wrote.
@@ -284,34 +306,64 @@ class Ledger:
             Exception: the mutation itself raised (nothing of it was saved).
         """
         self._raise_if_stopped()
-        future: asyncio.Future[Committed] = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Committed] = loop.create_future()
         self._pending.append((mutation, future))
-        if self._flusher is None or self._flusher.done():
-            self._flusher = asyncio.create_task(self._flush())
+        if self._inflight is None and not self._starting:
+            # Start on the next turn of the loop, so that commits made in this turn (nodes
+            # finishing together) share the save.
+            self._starting = True
+            loop.call_soon(self._start_batch, loop)
         return await future
 
-    async def _flush(self) -> None:
-        while self._pending:
-            batch, self._pending = self._pending, []
-            try:
-                results, revision = await asyncio.to_thread(
-                    self._commit_batch, [m for m, _ in batch]
-                )
-            except BaseException as exc:
-                for _, future in batch + self._pending:
-                    if not future.done():
-                        future.set_exception(exc)
-                self._pending = []
-                if not isinstance(exc, Exception):
-                    raise
-                return
-            for (_, future), result in zip(batch, results, strict=True):
-                if future.done():
-                    continue
-                if isinstance(result, _Failed):
-                    future.set_exception(result.error)
-                else:
-                    future.set_result(Committed(result, revision))
+    async def settle(self) -> None:
+        """Wait until no save started by :meth:`commit_async` is in flight.
+
+        Call it before closing the session, so that a save running in a worker thread is never
+        cut off by the close. Waiting can be canceled; the save still completes.
+        """
+        while self._inflight is not None or self._starting:
+            if self._inflight is None:
+                await asyncio.sleep(0)
+            else:
+                await asyncio.wait([self._inflight])
+
+    def _start_batch(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._starting = False
+        batch, self._pending = self._pending, []
+        mutations = [mutation for mutation, _ in batch]
+        inflight = loop.run_in_executor(None, self._commit_batch, mutations)
+        self._inflight = inflight
+        inflight.add_done_callback(lambda done: self._batch_done(loop, batch, done))
+
+    def _batch_done(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        batch: list[tuple[Mutation, asyncio.Future[Any]]],
+        done: asyncio.Future[tuple[list[Any], int]],
+    ) -> None:
+        self._inflight = None
+        error: BaseException | None = None
+        if done.cancelled():  # only when the loop shuts down its executor
+            error = CheckpointError("the save was canceled by the event loop shutting down")
+        else:
+            error = done.exception()
+        if error is not None:
+            waiting, self._pending = batch + self._pending, []
+            for _, future in waiting:
+                if not future.done():
+                    future.set_exception(error)
+            return
+        results, revision = done.result()
+        for (_, future), result in zip(batch, results, strict=True):
+            if future.done():  # its caller stopped waiting; the change is saved all the same
+                continue
+            if isinstance(result, _Failed):
+                future.set_exception(result.error)
+            else:
+                future.set_result(Committed(result, revision))
+        if self._pending:
+            self._start_batch(loop)
 
     def _commit_batch(self, mutations: list[Mutation]) -> tuple[list[Any], int]:
         with self._lock:
@@ -330,7 +382,10 @@ class Ledger:
                 proposed,
             )
         try:
-            with self._encoder.installed(proposed):
+            encoded = EncodedRecord(self._encoder.encode(proposed))
+            if self._pass_encoded:
+                self._session.save(proposed, expected, encoded=encoded)
+            else:
                 self._session.save(proposed, expected)
         except Exception as exc:
             self._stop(exc, proposed)
