@@ -29,7 +29,17 @@ import attrs
 
 from durable_core.errors import CorruptRecordError
 
-__all__ = ["Delta", "apply_delta", "apply_tree", "canonical_json", "encode_delta", "read_delta"]
+__all__ = [
+    "GONE",
+    "Delta",
+    "ObjectChange",
+    "Partial",
+    "apply_delta",
+    "apply_tree",
+    "canonical_json",
+    "encode_delta",
+    "read_delta",
+]
 
 _DUMPS = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode
 _KEYS = frozenset({"Base", "Revision", "Set", "Unset"})
@@ -58,6 +68,41 @@ class Delta:
     def to_json(self) -> bytes:
         """The canonical bytes of this delta (see :func:`encode_delta`)."""
         return encode_delta(self.base, self.revision, self.set, self.unset)
+
+
+class _Gone:
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "GONE"
+
+
+GONE: Any = _Gone()
+"""Marks a deleted entry in an :class:`ObjectChange` (and in the runtime's proposals)."""
+
+
+@attrs.define
+class Partial:
+    """An entry changed in part: its new ``value`` and what changed inside it."""
+
+    value: Any
+    change: ObjectChange
+
+
+@attrs.define
+class ObjectChange:
+    """What changed in one record object (the run record, or a scope).
+
+    Attributes:
+        fields: attribute names of changed fields that are not maps.
+        maps: by attribute name of a map field, the changed entries: the new value (the entry
+            is set whole), :data:`GONE` (deleted) or a :class:`Partial`.
+        whole: map fields replaced as a whole (a new map object was assigned).
+    """
+
+    fields: list[str] = attrs.Factory(list)
+    maps: dict[str, dict[str, Any]] = attrs.Factory(dict)
+    whole: list[str] = attrs.Factory(list)
 
 
 def canonical_json(tree: Any) -> bytes:

@@ -28,6 +28,7 @@ from durable_core.errors import (
     NotFoundError,
     SessionClosedError,
 )
+from durable_core.recorddelta import apply_delta
 from durable_core.recordjson import record_from_json, record_to_json
 from durable_core.records import RunRecord
 
@@ -360,7 +361,9 @@ class MemoryStore:
     """A store that keeps records in this process's memory (B-MEM; seed 000 "内置 Store").
 
     Usable without arguments. ``load`` and ``save`` copy the record (it is kept as its canonical
-    JSON bytes, so the UTF-8 rules of B-FILE-5 apply here too). It offers in-process exclusive
+    JSON bytes, so the UTF-8 rules of B-FILE-5 apply here too). A save that comes with a delta
+    (``EncodedRecord.delta``) keeps only the delta; deltas are folded into the complete bytes
+    once they outweigh them, and before every ``load``. It offers in-process exclusive
     sessions and compare-and-swap only: no cross-process ownership, and nothing survives the
     process. Meant for examples, unit tests and checking the protocol.
 
@@ -369,7 +372,7 @@ class MemoryStore:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._records: dict[str, tuple[int, bytes]] = {}
+        self._records: dict[str, _MemoryRecord] = {}
         self._owners: dict[str, _MemorySession] = {}
         self._closed = False
 
@@ -413,9 +416,9 @@ class MemoryStore:
     def list_runs(self) -> list[RunSummary]:
         """Summaries of every stored run, sorted by run id (:class:`RunLister`)."""
         with self._lock:
-            items = list(self._records.items())
+            items = [(run_id, stored.complete()) for run_id, stored in self._records.items()]
         summaries = []
-        for run_id, (_, data) in items:
+        for run_id, data in items:
             record = record_from_json(data)
             summaries.append(
                 RunSummary(
@@ -446,9 +449,10 @@ class MemoryStore:
         with self._lock:
             self._check_owner(session)
             stored = self._records.get(run_id)
-        if stored is None:
+            data = None if stored is None else stored.complete()
+        if data is None:
             raise NotFoundError(f"no record is stored for run {run_id!r} in this MemoryStore")
-        return validate_loaded(run_id, record_from_json(stored[1]), f"memory:{run_id}")
+        return validate_loaded(run_id, record_from_json(data), f"memory:{run_id}")
 
     def _save(
         self,
@@ -459,23 +463,56 @@ class MemoryStore:
     ) -> None:
         run_id = session.run_id
         validate_save(run_id, record, expected_revision)
-        data = record_to_json(record) if encoded is None else encoded.data
+        delta = None if encoded is None else encoded.delta
+        data = b""
+        if delta is None:
+            data = record_to_json(record) if encoded is None else encoded.data
         with self._lock:
             self._check_owner(session)
             stored = self._records.get(run_id)
-            current = stored[0] if stored is not None else 0
+            current = stored.revision if stored is not None else 0
             if current != expected_revision:
                 raise ConflictError(
                     f"run {run_id!r} is stored at revision {current}, not at the expected "
                     f"revision {expected_revision}; load the record again (R-STORE-3). The "
                     "stored record is unchanged"
                 )
-            self._records[run_id] = (record.revision, data)
+            if delta is not None and stored is not None:
+                stored.append(record.revision, delta)
+            else:
+                self._records[run_id] = _MemoryRecord(record.revision, data)
 
     def _release(self, session: _MemorySession) -> None:
         with self._lock:
             if self._owners.get(session.run_id) is session:
                 del self._owners[session.run_id]
+
+
+class _MemoryRecord:
+    """One run's bytes in a :class:`MemoryStore`: the last complete record and the deltas saved
+    after it, folded in once they outweigh it (so a save costs what it changed)."""
+
+    __slots__ = ("_complete", "_deltas", "_size", "revision")
+
+    def __init__(self, revision: int, complete: bytes) -> None:
+        self.revision = revision
+        self._complete = complete
+        self._deltas: list[bytes] = []
+        self._size = 0
+
+    def append(self, revision: int, delta: bytes) -> None:
+        self._deltas.append(delta)
+        self._size += len(delta)
+        self.revision = revision
+        if self._size > max(len(self._complete), 1 << 16):
+            self.complete()
+
+    def complete(self) -> bytes:
+        """The complete record (deltas folded in first)."""
+        if self._deltas:
+            self._complete = apply_delta(self._complete, *self._deltas)
+            self._deltas, self._size = [], 0
+        return self._complete
 
 
 class _MemorySession:

@@ -21,6 +21,7 @@ from durable_core import (
     record_to_json,
 )
 from durable_core.durable.ledger import Committed, Ledger, begin_attempt, new_id
+from durable_core.recorddelta import apply_delta
 
 
 class _Session:
@@ -51,7 +52,7 @@ class _Store:
     def __init__(self, **options: Any) -> None:
         self.inner = MemoryStore()
         self.closed_in: list[threading.Thread] = []
-        self.encoded: list[tuple[RunRecord, EncodedRecord | None]] = []
+        self.encoded: list[Any] = []
         self.options = options
 
     def acquire(self, run_id: str, timeout: float | None = None) -> Any:
@@ -85,9 +86,9 @@ class _KeepingSession(_Session):
         self, record: RunRecord, expected_revision: int, encoded: EncodedRecord | None = None
     ) -> None:
         assert encoded is not None
-        self.owner.encoded.append((record, encoded))
         data = encoded.data
         assert data == record_to_json(record)
+        self.owner.encoded.append((record.revision, data, encoded.delta))
         self.inner.save(record, expected_revision, encoded)
 
 
@@ -139,9 +140,17 @@ def test_every_save_gets_the_bytes_of_exactly_its_record(tmp_path) -> None:
     store = _store(_KeepingSession)
     graph = chain5(CallLog(tmp_path / "log"))
     result = Runtime(store).run(graph, run_id="r1", version="v1", inputs={SEED: 4})
-    assert [record.revision for record, _ in store.encoded] == list(range(1, result.saves + 1))
+    assert [revision for revision, _, _ in store.encoded] == list(range(1, result.saves + 1))
     with store.inner.acquire("r1") as session:
-        assert record_to_json(session.load()) == store.encoded[-1][1].data  # type: ignore[union-attr]
+        assert record_to_json(session.load()) == store.encoded[-1][1]
+    # Differential: the first record plus the deltas of every later save, folded, is the
+    # complete record of each save, byte for byte.
+    assert store.encoded[0][2] is None
+    complete = store.encoded[0][1]
+    for _, data, delta in store.encoded[1:]:
+        assert delta is not None
+        complete = apply_delta(complete, delta)
+        assert complete == data
 
 
 def _first_record(run_id: str) -> RunRecord:
