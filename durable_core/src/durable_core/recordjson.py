@@ -810,7 +810,7 @@ class RecordEncoder:
             delta = (
                 f'{{"Base":{base},"Revision":{record.revision},"Set":['
                 + ",".join(f"[{_DUMPS(path)},{text}]" for path, text in sets)
-                + "],\"Unset\":["
+                + '],"Unset":['
                 + ",".join(map(_DUMPS, unsets))
                 + "]}"
             ).encode("utf-8")

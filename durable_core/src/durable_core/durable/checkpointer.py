@@ -15,9 +15,9 @@ engine from what the record already holds:
   not saved yet: it is written (active) with the first change that needs it in the record — a
   Retry try that starts, the child scope of a Sub that opens, the attempt's failure, or the
   node's confirmation. A node that has not got that far leaves nothing in the record, and runs
-  again under a new root attempt after a restart. A failed root attempt in a live scope means the node failed for
-  good in an earlier process: the run stops, naming it (``resume`` reports this before
-  anything runs when the node is in the root graph).
+  again under a new root attempt after a restart. A failed root attempt in a live scope means
+  the node failed for good in an earlier process: the run stops, naming it (``resume`` reports
+  this before anything runs when the node is in the root graph).
 - ``begin_try``: the first try at a Retry boundary looks at the record: failed tries count as
   spent, an active try is adopted with its index, and a spent budget is reported as such
   (R-ATT-4: restarting never refills a budget). Every new try is saved active before it runs
