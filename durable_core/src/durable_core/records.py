@@ -301,8 +301,8 @@ class RunRecord:
 
 # -- Copying ---------------------------------------------------------------------------------------
 # Written out per class (no generic walk, no JSON), for speed. Strings and bytes are immutable
-# and shared; every record object, list and dict is new. A field added to a class above must be added here too (the tests build every
-# field with a non-default value and compare the copy).
+# and shared; every record object, list and dict is new. A field added to a class above must be
+# added here too (the tests build every field with a non-default value and compare the copy).
 
 
 def _copy_descriptor(d: StreamDescriptorRecord) -> StreamDescriptorRecord:
