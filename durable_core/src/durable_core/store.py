@@ -121,7 +121,10 @@ class Session(Protocol):
         ``encoded``, when given, is the caller's encoding of exactly ``record``
         (:class:`EncodedRecord`: the complete bytes, and maybe the delta against the stored
         revision); a store may write those bytes instead of encoding ``record`` itself, or
-        ignore them. A store must never reuse bytes from an earlier call.
+        ignore them. A store must never reuse bytes from an earlier call, and must read
+        ``encoded.data`` during ``save``. The caller changes ``record`` after ``save`` returns
+        (the runtime keeps one record and writes each change into it): keep bytes or a copy,
+        never the object.
 
         Raises:
             ConflictError: stored revision differs, wrong revision/run id, or uint64 overflow;
