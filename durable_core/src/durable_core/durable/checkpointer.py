@@ -39,10 +39,10 @@ from typing import Any
 from durable_core.codecs import Codecs
 from durable_core.durable import ledger as L
 from durable_core.durable.events import EventKind, RecoveryEvent
-from durable_core.durable.fingerprint import bindings_fingerprint
+from durable_core.durable.fingerprint import sub_scope_fingerprint
 from durable_core.durable.recovery import decode_outputs
 from durable_core.errors import CorruptRecordError, DurableError, NodeFailedError
-from durable_core.graph import Checkpointer, Graph, In
+from durable_core.graph import Checkpointer, Graph
 from durable_core.graph.checkpoint import Attempt, NodeOutputs, Scope, Values
 from durable_core.records import (
     AttemptRecord,
@@ -199,13 +199,7 @@ class DurableCheckpointer(Checkpointer):
                     rule="R-SCOPE-2",
                 )
             return Scope(id=scope_id, graph=graph, path=path, parent=parent)
-        wiring = [
-            ("in", b.parent.name, b.child.name)
-            if isinstance(b, In)
-            else ("out", b.parent.name, b.child.name)
-            for b in parent.node.bindings
-        ]
-        fingerprint = bindings_fingerprint(graph.name, wiring)
+        fingerprint = sub_scope_fingerprint(parent.node)
         graph_name = graph.name
 
         def add_scope(proposal: L.Proposal) -> None:
