@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import inspect
 import json
 import os
 import sqlite3
@@ -105,24 +106,55 @@ class ChangeSizes:
 
     def acquire(self, run_id: str, timeout: float | None = None) -> Any:
         session = self._store.acquire(run_id, timeout)
-        outer = self
+        return _Noting(session, self.changes)
 
-        class Noting:
-            def __init__(self) -> None:
-                self.previous: dict[str, Any] | None = None
 
-            def __getattr__(self, name: str) -> Any:
-                return getattr(session, name)
+def _takes_encoded(save: Callable[..., Any]) -> bool:
+    """Whether a session's ``save`` takes the runtime's ``encoded`` argument."""
+    try:
+        parameters = inspect.signature(save).parameters
+    except (TypeError, ValueError):
+        return False
+    return "encoded" in parameters or any(
+        p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()
+    )
 
-            def save(self, record: Any, expected_revision: int, *args: Any, **kwargs: Any) -> None:
-                session.save(record, expected_revision, *args, **kwargs)
-                encoded = args[0] if args else kwargs.get("encoded")
-                given = getattr(encoded, "delta", None)
-                tree = json.loads(record_to_json(record))
-                outer.changes.append(given if given is not None else delta(self.previous, tree))
-                self.previous = tree
 
-        return Noting()
+class _Noting:
+    """Wraps a session; its ``save`` has the wrapped one's signature, so that the runtime
+    passes ``encoded`` exactly when the store itself would get it."""
+
+    def __init__(self, session: Any, changes: list[bytes]) -> None:
+        self._session = session
+        self._changes = changes
+        self._previous: dict[str, Any] | None = None
+        if _takes_encoded(session.save):
+
+            def save(record: Any, expected_revision: int, encoded: Any = None) -> None:
+                session.save(record, expected_revision, encoded=encoded)
+                self._note(record, getattr(encoded, "delta", None))
+
+        else:
+
+            def save(record: Any, expected_revision: int) -> None:  # type: ignore[misc]
+                session.save(record, expected_revision)
+                self._note(record, None)
+
+        self.save = save
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._session, name)
+
+    def __enter__(self) -> Any:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._session.close()
+
+    def _note(self, record: Any, given: bytes | None) -> None:
+        tree = json.loads(record_to_json(record))
+        self._changes.append(given if given is not None else delta(self._previous, tree))
+        self._previous = tree
 
 
 # -- bare durable writes -------------------------------------------------------------------------
