@@ -28,6 +28,7 @@ __all__ = [
     "looks_like_config",
     "not_found",
     "require_existing_store",
+    "split_store_args",
     "store_target",
 ]
 
@@ -71,6 +72,23 @@ def store_target(
     if not want_run_id or len(args) > 1:
         raise click.UsageError(f"{args[0]!r} is not a configuration file (a .toml file)")
     return default_store_config(), args[0], None
+
+
+def split_store_args(
+    args: tuple[str, ...], store_url: str | None
+) -> tuple[StoreConfig, RunConfig | None, tuple[str, ...]]:
+    """``--store URL ARGS…`` | ``CONFIG ARGS…`` | ``ARGS…`` (the default store): the store,
+    the config (or ``None``) and the remaining arguments.
+
+    Raises:
+        ConfigError: the config or the URL is invalid.
+    """
+    if store_url is not None:
+        return parse_store_url(store_url), None, args
+    if args and looks_like_config(args[0]):
+        config = load_config(args[0])
+        return config.store, config, args[1:]
+    return default_store_config(), None, args
 
 
 def graph_of(config: RunConfig | None) -> Any:

@@ -9,12 +9,14 @@ from durable_core.cli.commands.list import list_command
 from durable_core.cli.commands.plugins import plugins_command
 from durable_core.cli.commands.resume import resume_command
 from durable_core.cli.commands.run import run_command
+from durable_core.cli.commands.show import show_command
 
 BUILTIN_COMMANDS = (
     run_command,
     resume_command,
     inspect_command,
     list_command,
+    show_command,
     plugins_command,
 )
 """Every built-in command, in the order ``durable --help`` lists them."""
