@@ -128,9 +128,31 @@ def _short(value: Any, limit: int = 200) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def launch(config_arg: str, run_id_option: str | None, as_json: bool, *, resume: bool) -> None:
-    """Run (or resume) the CONFIG's graph and report the result; exits 1 unless completed."""
+def launch(
+    config_arg: str,
+    run_id_option: str | None,
+    as_json: bool,
+    *,
+    resume: bool,
+    resume_if_exists: bool = False,
+    input_options: tuple[str, ...] = (),
+    max_running: int | None = None,
+) -> None:
+    """Run (or resume) the CONFIG's graph and report the result; exits 1 unless completed.
+
+    Args:
+        config_arg: the configuration file, as given.
+        run_id_option: ``--run-id``, or ``None`` for the config's.
+        as_json: print the result as JSON.
+        resume: continue an existing run instead of starting one.
+        resume_if_exists: (``run`` only) continue the run when it already has a record.
+        input_options: ``--input KEY=VALUE`` / ``KEY=@FILE`` overrides of ``[inputs]``.
+        max_running: ``--max-running``, overriding ``[runtime] max_running``.
+    """
+    import pathlib
+
     from durable_core.config import load_config
+    from durable_core.config.inputs import parse_input_override
     from durable_core.durable import Runtime
     from durable_core.graph import CancelToken
     from durable_core.plugins import make_plugin_manager
@@ -139,6 +161,10 @@ def launch(config_arg: str, run_id_option: str | None, as_json: bool, *, resume:
     config = load_config(config_arg).with_run_id(run_id_option)
     pm = make_plugin_manager()
     graph = config.load_graph()
+    overrides = dict(
+        parse_input_override(text, graph, pathlib.Path.cwd()) for text in input_options
+    )
+    config = config.with_overrides(inputs=overrides, max_running=max_running)
     config.register_graph_module(pm)
     codecs = config.make_codecs(pm)
     inputs = config.resolve_inputs(graph)
@@ -153,16 +179,23 @@ def launch(config_arg: str, run_id_option: str | None, as_json: bool, *, resume:
         if interactive:
             status_line = StatusLine(counter, sys.stderr, label=config.run_id).start()
         with _Interrupt(token, quiet=as_json) as interrupt:
+            options: dict[str, Any] = {
+                "run_id": config.run_id,
+                "version": config.version,
+                "inputs": inputs,
+                "max_running": config.runtime.max_running,
+                "cancel": token,
+            }
             try:
-                call = runtime.resume if resume else runtime.run
-                result = call(
-                    graph,
-                    run_id=config.run_id,
-                    version=config.version,
-                    inputs=inputs,
-                    max_running=config.runtime.max_running,
-                    cancel=token,
-                )
+                try:
+                    call = runtime.resume if resume else runtime.run
+                    result = call(graph, **options)
+                except CheckpointError as exc:
+                    exists = isinstance(exc.__cause__, ConflictError)
+                    if not (resume_if_exists and exists and not counter.snapshot().started):
+                        raise
+                    verb = "resume"
+                    result = runtime.resume(graph, **options)
             except KeyboardInterrupt:
                 result = None
             except CheckpointError as exc:

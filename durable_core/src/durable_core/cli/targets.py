@@ -29,6 +29,7 @@ __all__ = [
     "not_found",
     "require_existing_store",
     "split_store_args",
+    "store_exists",
     "store_target",
 ]
 
@@ -111,6 +112,15 @@ def busy(run_id: str, store: StoreConfig, exc: BusyError) -> BusyError:
         f"run {run_id!r} in the {store.describe()} is busy: a running 'durable run' or "
         f"'durable resume' (here or on another host) owns it. Details: {exc}"
     )
+
+
+def store_exists(store: StoreConfig) -> bool:
+    """False when the file or SQLite store's location does not exist (other backends: True)."""
+    option = {"file": "directory", "sqlite": "path"}.get(store.backend)
+    if option is None:
+        return True
+    location = store.resolved_options().get(option)
+    return not isinstance(location, str) or os.path.exists(location)
 
 
 def require_existing_store(store: StoreConfig) -> None:

@@ -7,6 +7,8 @@ from typing import Any
 
 import click
 
+from durable_core.cli.options import json_option
+
 __all__ = ["inspect_command"]
 
 
@@ -14,7 +16,7 @@ __all__ = ["inspect_command"]
 @click.argument("args", nargs=-1, metavar="[CONFIG] [RUN_ID]")
 @click.option("--store", "store_url", metavar="URL", help="The store, instead of a CONFIG.")
 @click.option("--run-id", "run_id_option", metavar="ID", help="The run id (same as RUN_ID).")
-@click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
+@json_option()
 def inspect_command(
     args: tuple[str, ...], store_url: str | None, run_id_option: str | None, as_json: bool
 ) -> None:

@@ -7,13 +7,15 @@ from typing import Any
 
 import click
 
+from durable_core.cli.options import json_option
+
 __all__ = ["show_command"]
 
 
 @click.command("show")
 @click.argument("args", nargs=-1, metavar="[CONFIG] RUN_ID NODE [KEY]")
 @click.option("--store", "store_url", metavar="URL", help="The store, instead of a CONFIG.")
-@click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
+@json_option()
 def show_command(args: tuple[str, ...], store_url: str | None, as_json: bool) -> None:
     """Print the outputs of a confirmed node of a run (or only its KEY).
 
