@@ -137,6 +137,8 @@ def launch(
     resume_if_exists: bool = False,
     input_options: tuple[str, ...] = (),
     max_running: int | None = None,
+    fork_from: str | None = None,
+    rerun: tuple[str, ...] = (),
 ) -> None:
     """Run (or resume) the CONFIG's graph and report the result; exits 1 unless completed.
 
@@ -148,6 +150,7 @@ def launch(
         resume_if_exists: (``run`` only) continue the run when it already has a record.
         input_options: ``--input KEY=VALUE`` / ``KEY=@FILE`` overrides of ``[inputs]``.
         max_running: ``--max-running``, overriding ``[runtime] max_running``.
+        fork_from: (``fork``) the run to fork into the run id; ``rerun``: nodes to run again.
     """
     import pathlib
 
@@ -171,7 +174,8 @@ def launch(
     counter = ProgressCounter()
     interactive = not as_json and sys.stdout.isatty() and sys.stderr.isatty()
     token = CancelToken()
-    verb = "resume" if resume else "run"
+    verb = "fork" if fork_from is not None else "resume" if resume else "run"
+    plan = None
     store = config.open_store(pm)
     status_line = None
     try:
@@ -188,7 +192,9 @@ def launch(
             }
             try:
                 try:
-                    call = runtime.resume if resume else runtime.run
+                    if fork_from is not None:
+                        plan = _fork(runtime, graph, fork_from, rerun, options, as_json)
+                    call = runtime.resume if resume or plan is not None else runtime.run
                     result = call(graph, **options)
                 except CheckpointError as exc:
                     exists = isinstance(exc.__cause__, ConflictError)
@@ -240,6 +246,11 @@ def launch(
                         else None
                     ),
                     "store": config.store.describe(),
+                    **(
+                        {"forked_from": plan.run_id, "copied": plan.copied, "rerun": plan.rerun}
+                        if plan is not None
+                        else {}
+                    ),
                     "outputs": (
                         _json_outputs(graph, result)
                         if result is not None and status == "completed"
@@ -282,6 +293,43 @@ def launch(
             )
     if status != "completed":
         sys.exit(ExitCode.RUN_FAILED)
+
+
+def _fork(
+    runtime: Any,
+    graph: Any,
+    fork_from: str,
+    rerun: tuple[str, ...],
+    options: dict[str, Any],
+    as_json: bool,
+) -> Any:
+    """Create the fork's first record (see :func:`~durable_core.durable.fork.create_fork`)."""
+    from durable_core.durable.fork import create_fork
+
+    try:
+        plan = create_fork(
+            runtime,
+            graph,
+            run_id=fork_from,
+            new_run_id=options["run_id"],
+            version=options["version"],
+            inputs=options["inputs"],
+            rerun=rerun,
+        )
+    except ConflictError as exc:
+        raise ConflictError(
+            f"run {options['run_id']!r} already exists: a fork needs a new run id ({exc})"
+        ) from exc
+    except NotFoundError as exc:
+        raise NotFoundError(f"no record of run {fork_from!r} to fork: {exc}") from exc
+    if not as_json:
+        click.echo(
+            f"forked run {fork_from!r} into {plan.new_run_id!r}: copied "
+            f"{', '.join(plan.copied) or 'nothing'}; running again: "
+            f"{', '.join(plan.rerun) or 'nothing'}",
+            err=True,
+        )
+    return plan
 
 
 def _count(n: int, noun: str) -> str:

@@ -4,6 +4,7 @@ Each module defines one click command and imports what it needs inside the comma
 that ``durable --help`` loads only click.
 """
 
+from durable_core.cli.commands.fork import fork_command
 from durable_core.cli.commands.inspect import inspect_command
 from durable_core.cli.commands.list import list_command
 from durable_core.cli.commands.plugins import plugins_command
@@ -14,6 +15,7 @@ from durable_core.cli.commands.show import show_command
 BUILTIN_COMMANDS = (
     run_command,
     resume_command,
+    fork_command,
     inspect_command,
     list_command,
     show_command,
