@@ -62,12 +62,35 @@ def inspect_command(
             rule=exc.rule,
         ) from exc
     info = describe_record(record, graph)
+    failures = _last_failures(run_id, info)
     if as_json:
         data = info.to_json()
         data["store"] = store_config.describe()
+        data["last_failures"] = failures
         click.echo(json.dumps(data, indent=2))
         return
     print_info(info, store_config.describe())
+    if failures:
+        click.echo("last failure of each node not confirmed (from the run log):")
+        for node, entry in sorted(failures.items()):
+            click.echo(f"  {node}  try {entry.get('attempt', '?')} at {entry.get('time', '?')}")
+            click.echo(f"    {entry.get('error', '(no error text)')}")
+
+
+def _last_failures(run_id: str, info: Any) -> dict[str, Any]:
+    """Each node's last failed try from the run log, for nodes the record has not confirmed."""
+    from durable_core.runlog import last_failures
+
+    confirmed = {
+        f"{scope.path}/{node}" if scope.path else node
+        for scope in info.scopes
+        for node in (*scope.confirmed, *scope.skipped)
+    }
+    return {
+        node: {k: entry[k] for k in ("time", "attempt", "error") if k in entry}
+        for node, entry in last_failures(run_id).items()
+        if node not in confirmed
+    }
 
 
 def print_info(info: Any, store: str) -> None:
