@@ -13,7 +13,8 @@ They need two optional capabilities of a store's sessions (a store without them 
   record's own revision (a migrated run keeps its revisions).
 
 ``durable prune --older-than`` also needs :class:`SaveTimes` on the store: when each run was
-last saved.
+last saved; ``durable inspect --peek`` needs :class:`RecordPeeker`: the last committed record,
+read without taking the run's session.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from durable_core.records import RunRecord
 
 __all__ = [
     "MigratedRun",
+    "RecordPeeker",
     "RecordRestorer",
     "RunDeleter",
     "SaveTimes",
@@ -64,6 +66,22 @@ class RecordRestorer(Protocol):
             ConflictError: the run already has a record (nothing written).
             CorruptRecordError: ``record`` is not a valid record of this run.
             SessionClosedError: the session was closed.
+        """
+        ...
+
+
+@runtime_checkable
+class RecordPeeker(Protocol):
+    """A store that can read a run's last committed record without owning the run (optional
+    capability): the file store reads the atomically replaced file, SQL stores a plain SELECT.
+    It never writes and never locks; a running run's owner may save a newer revision at once."""
+
+    def peek(self, run_id: str) -> RunRecord:
+        """The last committed record of ``run_id``.
+
+        Raises:
+            NotFoundError: no record.
+            CorruptRecordError: the stored bytes are not a record of this run.
         """
         ...
 
