@@ -46,6 +46,7 @@ __all__ = [
     "last_failures",
     "log_directory",
     "log_path",
+    "log_times",
     "read_log",
     "scrub",
 ]
@@ -180,3 +181,29 @@ def last_failures(run_id: str) -> dict[str, dict[str, Any]]:
     except FileNotFoundError:
         return {}
     return failures
+
+
+def log_times(run_id: str) -> dict[str, Any]:
+    """When the run started (its first ``run_started``), its last event, and the time between,
+    from the run log: ``{"started": ISO time, "last_event": ISO time, "duration_seconds": …}``;
+    empty without a log."""
+    first = last = None
+    try:
+        for entry in read_log(run_id):
+            when = entry.get("time")
+            if not isinstance(when, str):
+                continue
+            if first is None and entry.get("event") == "run_started":
+                first = when
+            last = when
+    except FileNotFoundError:
+        return {}
+    out: dict[str, Any] = {}
+    if first is not None:
+        out["started"] = first
+    if last is not None:
+        out["last_event"] = last
+    if first is not None and last is not None:
+        span = datetime.datetime.fromisoformat(last) - datetime.datetime.fromisoformat(first)
+        out["duration_seconds"] = round(span.total_seconds(), 3)
+    return out

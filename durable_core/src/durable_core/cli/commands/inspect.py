@@ -60,11 +60,11 @@ def inspect_command(
     require_existing_store(store_config)
     store = store_config.open(make_plugin_manager())
     try:
-        record = (
-            peek_record(store_config, store, run_id)
-            if peek
-            else (load_record(store_config, store, run_id))
-        )
+        if peek:
+            record = peek_record(store_config, store, run_id)
+        else:
+            record = load_record(store_config, store, run_id)
+        times = run_times(store, run_id)
     finally:
         store.close()
     try:
@@ -81,6 +81,7 @@ def inspect_command(
         data = info.to_json()
         data["store"] = store_config.describe()
         data["peeked"] = peek
+        data["times"] = times
         data["last_failures"] = failures
         click.echo(json.dumps(data, indent=2))
         return
@@ -91,11 +92,34 @@ def inspect_command(
             err=True,
         )
     print_info(info, store_config.describe())
+    if times:
+        click.echo(
+            "times      " + ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in times.items())
+        )
     if failures:
         click.echo("last failure of each node not confirmed (from the run log):")
         for node, entry in sorted(failures.items()):
             click.echo(f"  {node}  try {entry.get('attempt', '?')} at {entry.get('time', '?')}")
             click.echo(f"    {entry.get('error', '(no error text)')}")
+
+
+def run_times(store: Any, run_id: str) -> dict[str, Any]:
+    """When the run was last saved (a store with ``SaveTimes``), and when it started, its last
+    event and its duration (the run log on this machine); only what is known."""
+    import datetime
+
+    from durable_core.maintenance import SaveTimes
+    from durable_core.runlog import log_times
+
+    times = log_times(run_id)
+    if isinstance(store, SaveTimes):
+        try:
+            saved = store.saved_at(run_id)
+        except Exception:  # the time is extra information: never fail inspect/list on it
+            saved = None
+        if saved is not None:
+            times["saved"] = datetime.datetime.fromtimestamp(saved, datetime.UTC).isoformat()
+    return times
 
 
 def peek_record(store_config: Any, store: Any, run_id: str) -> Any:

@@ -126,6 +126,7 @@ def list_row(store: Any, summary: Any, graph: Any) -> dict[str, Any]:
         "definition_matches": None,
         "location": getattr(summary, "location", ""),
         "error": None,
+        "times": {},
     }
     error = getattr(summary, "error", None)
     if error is not None:
@@ -157,6 +158,9 @@ def list_row(store: Any, summary: Any, graph: Any) -> dict[str, Any]:
         row["format"], row["revision"] = record.format, record.revision
         return row
     info = describe_record(record, graph)
+    from durable_core.cli.commands.inspect import run_times
+
+    row["times"] = run_times(store, summary.run_id)
     row.update(
         format=info.format,
         revision=info.revision,
