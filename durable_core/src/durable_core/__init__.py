@@ -86,6 +86,7 @@ from durable_core.records import (
 )
 from durable_core.store import (
     MAX_REVISION,
+    EncodedRecord,
     MemoryStore,
     RunLister,
     RunSummary,
@@ -120,6 +121,7 @@ __all__ = [
     "DefinitionMismatchError",
     "DurableError",
     "DurableResult",
+    "EncodedRecord",
     "EncodedValue",
     "EventKind",
     "Graph",
