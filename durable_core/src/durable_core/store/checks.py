@@ -190,9 +190,9 @@ def decode_stored(run_id: str, data: object, location: str, column: int | None =
     validate_loaded(run_id, record, location)
     if column is not None and record.revision != column:
         raise CorruptRecordError(
-            f"the record of run {run_id!r} at {location} has revision {record.revision} but "
-            f"the revision stored beside it says {column}; it was edited outside Durable. It "
-            "was left untouched; keep it as evidence"
+            f"the record of run {run_id!r} at {location} has revision {record.revision}, but "
+            f"revision {column} is stored beside it; it was edited outside Durable. It was "
+            "left untouched; keep it as evidence"
         )
     return record
 

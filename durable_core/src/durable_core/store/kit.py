@@ -331,9 +331,9 @@ class BaseSession:
     def _conflict(self, current: int, expected_revision: int) -> ConflictError:
         found = "no record" if current == 0 else f"revision {current}"
         return ConflictError(
-            f"run {self._run_id!r} is stored with {found}, not at the expected revision "
-            f"{expected_revision}; load the record again before deciding anything. The stored "
-            "record is unchanged"
+            f"run {self._run_id!r}: expected stored revision {expected_revision}, found "
+            f"{found}; the stored record is unchanged. Load the record again before deciding "
+            "anything"
         )
 
     def _not_found(self) -> BaseException:
