@@ -280,7 +280,7 @@ def test_a_version_1_schema_is_upgraded_in_place_keeping_its_runs(make_store, ad
 def test_an_altered_version_1_schema_is_refused_unchanged(make_store, admin):
     make_v1(admin)
     admin.execute("ALTER TABLE pulse_durable.runs ADD COLUMN note text")
-    with pytest.raises(SchemaError, match="unexpected column pulse_durable.runs.note"):
+    with pytest.raises(SchemaError, match=r"unexpected column pulse_durable\.runs\.note"):
         make_store()
     assert admin.execute("SELECT version FROM pulse_durable.schema_version").fetchall() == [(1,)]
     columns = admin.execute(

@@ -31,8 +31,8 @@ from durable_core import (
     make_plugin_manager,
     record_to_json,
 )
-from durable_core.testing import BUSY_LIMIT, sample_record
 from durable_core.store.locks import RunLock
+from durable_core.testing import BUSY_LIMIT, sample_record
 from durable_sqlitestore import SCHEMA_V1, SCHEMA_VERSION, SQLiteStore
 from durable_sqlitestore.store import _configure
 

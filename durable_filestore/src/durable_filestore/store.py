@@ -18,7 +18,7 @@ import secrets
 import stat
 from typing import Any
 
-from durable_core.errors import ConfigError, CorruptRecordError, DurableError, NotFoundError
+from durable_core.errors import CorruptRecordError, DurableError, NotFoundError
 from durable_core.recordjson import record_from_json
 from durable_core.records import RunRecord
 from durable_core.store import (
@@ -28,6 +28,7 @@ from durable_core.store import (
     EncodedRecord,
     RunSummary,
     check_options,
+    check_path,
     decode_stored,
     sort_summaries,
     summary_of,
@@ -138,18 +139,7 @@ class FileStore(BaseStore):
     """
 
     def __init__(self, directory: str | os.PathLike[str]) -> None:
-        if isinstance(directory, bytes) or not isinstance(directory, str | os.PathLike):
-            raise ConfigError(
-                f"FileStore directory must be a str or path-like, found "
-                f"{type(directory).__name__} ({directory!r})"
-            )
-        raw = os.fspath(directory)
-        if not isinstance(raw, str) or raw == "":
-            raise ConfigError(
-                "FileStore directory must be a non-empty path; an empty string would silently "
-                "mean the current directory. Pass the checkpoint directory, e.g. "
-                "'./checkpoints'"
-            )
+        raw = check_path(directory, "FileStore directory", "./checkpoints")
         super().__init__()
         self._directory = make_private_directory(raw)
 

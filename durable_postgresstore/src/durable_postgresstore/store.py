@@ -347,6 +347,21 @@ class PostgresStore(BaseStore):
             deadline = time.monotonic() + seconds
         return self._watchdog.schedule(deadline, link.cut)
 
+    def _guarded(
+        self, link: Link, seconds: float | None, fn: Callable[[psycopg.Connection[Any]], T]
+    ) -> tuple[Any, psycopg.Error | None, bool]:
+        """Run ``fn`` on ``link``, cutting it past ``seconds``: (result, error, cut in time)."""
+        alarm = self._guard(link, seconds)
+        result: Any = None
+        error: psycopg.Error | None = None
+        try:
+            result = fn(link.conn)
+        except psycopg.Error as exc:
+            error = exc
+        finally:
+            fired = alarm.cancel() if alarm is not None else False
+        return result, error, fired
+
     def _on_link(
         self,
         doing: str,
@@ -362,14 +377,9 @@ class PostgresStore(BaseStore):
         deadline = time.monotonic() + capacity_timeout
         while True:
             link, reused = self._take(deadline, doing, capacity_timeout)
-            alarm = self._guard(link, operation_timeout)
-            error: psycopg.Error | None = None
             try:
-                result = fn(link.conn)
-            except psycopg.Error as exc:
-                error = exc
+                result, error, fired = self._guarded(link, operation_timeout, fn)
             finally:
-                fired = alarm.cancel() if alarm is not None else False
                 self._connections.give_back(link)
             if error is None:
                 return result
@@ -552,14 +562,7 @@ class PostgresSession(BaseSession):
     def _execute(self, doing: str, fn: Callable[[psycopg.Connection[Any]], T]) -> T:
         link = self._link
         store = self._pg
-        alarm = store._guard(link, store._operation_timeout)
-        error: psycopg.Error | None = None
-        try:
-            result = fn(link.conn)
-        except psycopg.Error as exc:
-            error = exc
-        finally:
-            fired = alarm.cancel() if alarm is not None else False
+        result, error, fired = store._guarded(link, store._operation_timeout, fn)
         lost = fired or not link.healthy()
         if lost:
             self._lost = True

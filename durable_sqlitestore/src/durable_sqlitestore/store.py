@@ -38,6 +38,7 @@ from durable_core.store import (
     EncodedRecord,
     RunSummary,
     check_options,
+    check_path,
     decode_stored,
     sort_summaries,
     summary_of,
@@ -344,17 +345,7 @@ class SQLiteSession(BaseSession):
 
 
 def _database_path(path: object) -> str:
-    if isinstance(path, bytes) or not isinstance(path, str | os.PathLike):
-        raise ConfigError(
-            f"SQLiteStore path must be a str or path-like naming a database file, found "
-            f"{type(path).__name__} ({path!r})"
-        )
-    raw = os.fspath(path)
-    if not isinstance(raw, str) or raw == "":
-        raise ConfigError(
-            "SQLiteStore path must name a database file, e.g. './durable.sqlite'; found an "
-            "empty path (B-SQL-1)"
-        )
+    raw = check_path(path, "SQLiteStore path (a database file)", "./durable.sqlite")
     if raw == ":memory:" or raw.startswith("file:"):
         raise ConfigError(
             f"SQLiteStore path must name a database file on disk, found {raw!r}; in-memory "

@@ -19,6 +19,7 @@ The conformance kit in :mod:`durable_core.testing` proves a backend keeps the co
 
 from durable_core.store.checks import (
     check_options,
+    check_path,
     decode_stored,
     summary_of,
     validate_loaded,
@@ -51,6 +52,7 @@ __all__ = [
     "Session",
     "Store",
     "check_options",
+    "check_path",
     "decode_stored",
     "memory_store_factory",
     "sort_summaries",

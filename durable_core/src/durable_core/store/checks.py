@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Callable, Iterable, Mapping
 
 from durable_core.errors import ConfigError, ConflictError, CorruptRecordError, DurableError
@@ -20,6 +21,7 @@ from durable_core.store.protocol import MAX_REVISION, RunSummary
 
 __all__ = [
     "check_options",
+    "check_path",
     "decode_stored",
     "summary_of",
     "validate_loaded",
@@ -253,3 +255,28 @@ def check_options(
         raise ConfigError(
             f"the {backend} store needs the option(s) {', '.join(repr(n) for n in missing)}"
         )
+
+
+def check_path(value: object, owner: str, example: str) -> str:
+    """Check a store's path argument (a ``str`` or path-like, not empty) and return it as text.
+
+    Args:
+        value: the argument given.
+        owner: what takes it, for the message (``"FileStore directory"``).
+        example: an example of a good value, for the message.
+
+    Raises:
+        ConfigError: ``value`` is bytes, not a path, or empty (an empty path would silently mean
+            the current directory).
+    """
+    if isinstance(value, bytes) or not isinstance(value, str | os.PathLike):
+        raise ConfigError(
+            f"{owner} must be a str or path-like, found {type(value).__name__} ({value!r})"
+        )
+    raw = os.fspath(value)
+    if not isinstance(raw, str) or raw == "":
+        raise ConfigError(
+            f"{owner} must be a non-empty path, e.g. {example!r}; an empty one would silently "
+            "mean the current directory"
+        )
+    return raw
