@@ -248,12 +248,13 @@ def check_options(
     if unknown:
         takes = ", ".join(repr(name) for name in accepted) or "no options"
         raise ConfigError(
-            f"unknown option(s) {', '.join(unknown)} for the {backend} store; it accepts {takes}"
+            f"the {backend!r} store does not take the option(s) {', '.join(unknown)} (unknown "
+            f"options); it accepts {takes}"
         )
     missing = [name for name in required if name not in options]
     if missing:
         raise ConfigError(
-            f"the {backend} store needs the option(s) {', '.join(repr(n) for n in missing)}"
+            f"the {backend!r} store needs the option(s) {', '.join(repr(n) for n in missing)}"
         )
 
 
