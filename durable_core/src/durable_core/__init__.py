@@ -41,6 +41,7 @@ __all__ = [
     "DefinitionMismatchError",
     "DurableError",
     "DurableResult",
+    "EncodedRecord",
     "EncodedValue",
     "EventKind",
     "Graph",

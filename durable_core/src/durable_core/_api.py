@@ -85,6 +85,7 @@ from durable_core.records import (
 )
 from durable_core.store import (
     MAX_REVISION,
+    EncodedRecord,
     MemoryStore,
     RunLister,
     RunSummary,
