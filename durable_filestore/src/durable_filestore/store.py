@@ -32,6 +32,7 @@ from durable_core.store import (
     decode_stored,
     sort_summaries,
     summary_of,
+    validate_run_id,
 )
 from durable_core.store.locks import RunLock, make_private_directory, run_key
 
@@ -219,6 +220,34 @@ class FileStore(BaseStore):
                 continue  # removed between listing and reading: not a stored run any more
         return sort_summaries(summaries)
 
+    def peek(self, run_id: str) -> RunRecord:
+        """The last committed record of ``run_id``, read without the run's lock (RecordPeeker).
+
+        Saves replace ``<key>.json`` atomically, so this sees one whole revision; a running
+        run's owner may have saved a newer one by the time it is shown. Never writes.
+
+        Raises:
+            NotFoundError: no record file.
+            CorruptRecordError: the file is not a record of this run.
+            DurableError: something other than a regular file is there.
+        """
+        validate_run_id(run_id)
+        path = self.record_path(run_id)
+        try:
+            data, _ = _read_regular_file(path)
+        except FileNotFoundError:
+            raise NotFoundError(
+                f"no record of run {run_id!r} in {self._directory} (no file "
+                f"{run_key(run_id)}.json)"
+            ) from None
+        return decode_stored(run_id, data, path)
+
+    def saved_at(self, run_id: str) -> float | None:
+        """When ``<key>.json`` was last replaced (its mtime, seconds since the epoch), or
+        ``None`` when there is no record file (SaveTimes)."""
+        st = _lstat(self.record_path(run_id))
+        return None if st is None else st.st_mtime
+
     def __repr__(self) -> str:
         return f"FileStore({self._directory!r})"
 
@@ -286,6 +315,42 @@ class FileSession(BaseSession):
     def record_path(self) -> str:
         """The absolute path of the run's record file."""
         return self._record_path
+
+    def delete(self) -> None:
+        """Remove the run's record file, then its lock file, while holding the lock; then
+        close the session (RunDeleter).
+
+        How the lock file goes safely: it is unlinked while this session still holds its OS
+        lock, after the record file is gone (and the directory synced). A process that had
+        opened the old lock file and gets its lock after this session lets go finds that the
+        file at the path is not the one it locked (or that there is none), and opens the path
+        again: every acquirer checks this, so two owners never exist.
+
+        Raises:
+            NotFoundError: the run has no record file (nothing removed).
+            SessionClosedError: the session was closed.
+            DurableError: removing failed; the message says what is left.
+        """
+        with self._mutex:
+            self._check_open()
+            st = _lstat(self._record_path)
+            if st is None:
+                self._check_directory()
+                raise self._not_found()
+            if not stat.S_ISREG(st.st_mode):
+                raise _not_regular(self._record_path, st)
+            try:
+                os.unlink(self._record_path)
+                self._known = None
+                _sync_directory(self._directory)
+            except OSError as exc:
+                raise DurableError(
+                    f"could not delete run {self._run_id!r} in {self._directory}: {exc}; its "
+                    "record file may still be there: look, and delete again"
+                ) from exc
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self._lock.path)
+        self.close()
 
     # -- the medium (called with the session's mutex held) ------------------------------------
 
@@ -393,6 +458,15 @@ class FileSession(BaseSession):
                     "load the record again before continuing; never retry with the old "
                     "revision"
                 ) from exc
+
+
+def _sync_directory(directory: str) -> None:
+    if _SYNC_DIRECTORY:
+        dir_fd = os.open(directory, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
 
 
 def file_store_factory(**options: Any) -> FileStore:

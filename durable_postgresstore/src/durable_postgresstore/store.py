@@ -45,6 +45,7 @@ from durable_core.store import (
     decode_stored,
     sort_summaries,
     summary_of,
+    validate_run_id,
 )
 from durable_postgresstore._connections import (
     Closed,
@@ -95,6 +96,7 @@ _UPDATE = (
     "WHERE run_key = %s AND revision = %s::numeric"
 )
 _REVISION = f"SELECT revision FROM {SCHEMA}.runs WHERE run_key = %s"
+_DELETE = f"DELETE FROM {SCHEMA}.runs WHERE run_key = %s"
 _LIST = f"SELECT run_id, revision, record FROM {SCHEMA}.runs"
 _LOCK = "SELECT pg_catalog.pg_try_advisory_lock(%s::bigint)"
 _UNLOCK = "SELECT pg_catalog.pg_advisory_unlock(%s::bigint)"
@@ -248,6 +250,30 @@ class PostgresStore(BaseStore):
             operation_timeout=self._operation_timeout,
         )
         return sort_summaries(summaries)
+
+    def peek(self, run_id: str) -> RunRecord:
+        """The last committed record of ``run_id``: a plain SELECT, without the run's advisory
+        lock (RecordPeeker). Never writes; a running run's owner may have saved a newer
+        revision by the time it is shown.
+
+        Raises:
+            NotFoundError: no row for the run.
+            CorruptRecordError: the row is not a record of this run.
+            AcquireTimeoutError: no connection came free within ``acquire_timeout``.
+            SessionClosedError: the store was closed.
+        """
+        validate_run_id(run_id)
+        key = hashlib.sha256(run_id.encode("utf-8")).digest()
+        row = self._on_link(
+            "reading a record",
+            lambda conn: conn.execute(_SELECT, [key]).fetchone(),
+            capacity_timeout=self.acquire_timeout,
+            operation_timeout=self._operation_timeout,
+        )
+        location = self._location(run_id)
+        if row is None:
+            raise NotFoundError(f"no record of run {run_id!r} in {location}")
+        return decode_stored(run_id, bytes(row[1]), location, int(row[0]))
 
     def close(self) -> None:
         """Close the store: cancel pending acquires, close open sessions, close connections.
@@ -513,6 +539,24 @@ class PostgresSession(BaseSession):
                 "again (another owner may have taken it meanwhile)",
                 connection_lost=True,
             )
+
+    def delete(self) -> None:
+        """Delete the run's row while holding its advisory lock, then close the session
+        (RunDeleter). The advisory lock is not a row: nothing else is left behind.
+
+        Raises:
+            NotFoundError: the run has no row (nothing removed).
+            SessionClosedError: the session was closed.
+            PostgresStoreError: the delete failed (a single statement: it happened or not).
+        """
+        with self._mutex:
+            self._check_open()
+            deleted = self._execute(
+                "deleting", lambda conn: conn.execute(_DELETE, [self._row_key]).rowcount
+            )
+            if deleted != 1:
+                raise self._not_found()
+        self.close()
 
     def _read(self) -> tuple[bytes, int | None] | None:
         row = self._execute(

@@ -27,6 +27,7 @@ from durable_core.errors import (
     ConfigError,
     CorruptRecordError,
     DurableError,
+    NotFoundError,
     SchemaError,
 )
 from durable_core.records import RunRecord
@@ -42,6 +43,7 @@ from durable_core.store import (
     decode_stored,
     sort_summaries,
     summary_of,
+    validate_run_id,
     validate_timeout,
 )
 from durable_core.store.locks import RunLock, acquire_run_lock, make_private_directory
@@ -210,6 +212,27 @@ class SQLiteStore(BaseStore):
             )
         return sort_summaries(summaries)
 
+    def peek(self, run_id: str) -> RunRecord:
+        """The last committed record of ``run_id``: a plain SELECT, without the run's lock
+        (RecordPeeker). Never writes; a running run's owner may have saved a newer revision by
+        the time it is shown.
+
+        Raises:
+            NotFoundError: no row for the run.
+            CorruptRecordError: the row is not a record of this run.
+            SessionClosedError: the store was closed.
+        """
+        validate_run_id(run_id)
+        with self._lock:
+            self._check_open()
+            row = self._connection.execute(
+                f"SELECT revision, record FROM {_TABLE} WHERE run_id = ?", (run_id,)
+            ).fetchone()
+        location = _location(self._path, run_id)
+        if row is None:
+            raise NotFoundError(f"no record of run {run_id!r} at {location}")
+        return decode_stored(run_id, row[1], location, _revision(row[0], location))
+
     def __repr__(self) -> str:
         return f"SQLiteStore({self._path!r})"
 
@@ -264,6 +287,40 @@ class SQLiteSession(BaseSession):
         self._path = store.path
         self._lock = lock
         self._connection = connection
+
+    def delete(self) -> None:
+        """Delete the run's row, then its ``.runlocks`` lock file while still holding its lock;
+        then close the session (RunDeleter). The lock file goes as the file store's does: an
+        acquirer that locked the old file finds it is no longer the one at the path and opens
+        the path again, so two owners never exist.
+
+        Raises:
+            NotFoundError: the run has no row (nothing removed).
+            SessionClosedError: the session was closed.
+            DurableError: the delete failed; the transaction was rolled back.
+        """
+        with self._mutex:
+            self._check_open()
+            connection = self._connection
+            try:
+                connection.execute("BEGIN IMMEDIATE")
+                deleted = connection.execute(
+                    f"DELETE FROM {_TABLE} WHERE run_id = ?", (self._run_id,)
+                ).rowcount
+                connection.execute("COMMIT")
+            except sqlite3.Error as exc:
+                with contextlib.suppress(sqlite3.Error):
+                    if connection.in_transaction:
+                        connection.execute("ROLLBACK")
+                raise DurableError(
+                    f"could not delete run {self._run_id!r} from {self._path}: {exc}; the "
+                    "transaction was rolled back, the run is intact"
+                ) from exc
+            if deleted != 1:
+                raise self._not_found()
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self._lock.path)
+        self.close()
 
     # -- the medium (called with the session's mutex held) ------------------------------------
 

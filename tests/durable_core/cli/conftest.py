@@ -14,11 +14,11 @@ import json
 import pathlib
 import sys
 import textwrap
-import urllib.parse
 from typing import Any
 
 import attrs
 import pytest
+from cli_stores_support import postgres_url
 from click.testing import CliRunner, Result
 
 from durable_core.cli import cli
@@ -137,21 +137,6 @@ _STORE_TABLES = {
     "sqlite": lambda ops: '[store]\nbackend = "sqlite"\npath = "db/runs.sqlite"\n',
     "postgres": _pg_table,
 }
-
-
-def postgres_url(dsn: str) -> str:
-    """A ``postgresql://`` URL for a libpq keyword/value DSN (``--store`` takes URLs)."""
-    from psycopg.conninfo import conninfo_to_dict
-
-    parts = {k: str(v) for k, v in conninfo_to_dict(dsn).items()}
-    user = urllib.parse.quote(parts.get("user", ""), safe="")
-    password = parts.get("password")
-    auth = user + (f":{urllib.parse.quote(password, safe='')}" if password else "")
-    host = parts.get("host", "localhost")
-    netloc = f"{auth}@{host}" if auth else host
-    if "port" in parts:
-        netloc += f":{parts['port']}"
-    return f"postgresql://{netloc}/{urllib.parse.quote(parts.get('dbname', ''), safe='')}"
 
 
 STORE_KINDS = ["file", "sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
