@@ -66,5 +66,18 @@ def test_the_operations_guide_works_as_written(example):
     assert "invoice = '3 items: 45.00'" in durable(
         "fork", "pricing.toml", "order-2", "--new-run-id", "order-2b"
     )
+    log = durable("log", "order-2")
+    assert "attempt_failed" in log and "the invoice printer is broken" in log
+    assert "last failure of each node" in durable("inspect", "pricing.toml", "order-2")
+    durable("log", "order-2b", "--follow")
+    assert "revision" in durable("inspect", "pricing.toml", "order-1", "--peek")
+    assert "deleted run 'big-order'" in durable("delete", "pricing.toml", "big-order", "--yes")
+    assert "would delete" in durable("prune", "pricing.toml", "--finished", "--dry-run")
+    durable("prune", "pricing.toml", "--finished", "--yes")
+    assert durable("list", "pricing.toml").startswith("no runs")
+    durable("run", "pricing.toml")
+    assert "copied run 'order-1'" in durable(
+        "migrate", "--from", "sqlite:.durable/runs.sqlite", "--to", "file:.durable/runs"
+    )
     error = json.loads(durable("inspect", "pricing.toml", "nope", "--json", code=4))
     assert error["type"] == "NotFoundError" and error["exit"] == 4

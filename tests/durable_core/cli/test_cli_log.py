@@ -31,6 +31,13 @@ def test_log_shows_times_failures_and_durations(ops, tmp_path, monkeypatch):
     assert "RuntimeError: total is broken" in inspected.stdout
     data = ops.json("inspect", ops.config)
     assert data["last_failures"]["total"]["error"] == "RuntimeError: total is broken"
+    times = data["times"]
+    assert times["started"] <= times["last_event"] and times["duration_seconds"] >= 0
+    if ops.store_kind == "file":  # the file store knows when the record was saved
+        assert times["saved"].endswith("+00:00")
+    assert "times      started " in inspected.stdout
+    (row,) = ops.json("list", ops.config)
+    assert row["times"]["started"] == times["started"]
     followed = ops.invoke("log", "ops-1", "--follow")  # the run has finished: returns at once
     assert followed.exit_code == 0 and "run_finished" in followed.stdout
 
