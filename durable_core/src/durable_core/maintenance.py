@@ -12,6 +12,9 @@ They need two optional capabilities of a store's sessions (a store without them 
 - :class:`RecordRestorer`: ``session.restore(record)`` writes a run's first record at the
   record's own revision (a migrated run keeps its revisions).
 
+``durable cancel`` needs :class:`CancelRequests`: a way to ask a run's owner, in another process
+(or on another host), to stop; the owner watches for it while it runs.
+
 ``durable prune --older-than`` also needs :class:`SaveTimes` on the store: when each run was
 last saved; ``durable inspect --peek`` needs :class:`RecordPeeker`: the last committed record,
 read without taking the run's session.
@@ -28,6 +31,7 @@ from durable_core.errors import ConfigError, NotFoundError
 from durable_core.records import RunRecord
 
 __all__ = [
+    "CancelRequests",
     "MigratedRun",
     "RecordPeeker",
     "RecordRestorer",
@@ -36,6 +40,7 @@ __all__ = [
     "delete_run",
     "migrate_run",
     "parse_age",
+    "watch_marker_file",
 ]
 
 
@@ -84,6 +89,63 @@ class RecordPeeker(Protocol):
             CorruptRecordError: the stored bytes are not a record of this run.
         """
         ...
+
+
+@runtime_checkable
+class CancelRequests(Protocol):
+    """A store through which a run's owner can be asked to stop (optional capability).
+
+    The request is not part of the record (nobody but the owner writes the record): the file
+    and SQLite stores leave a marker file beside the run's lock file, the PostgreSQL store sends
+    a notification that the owner listens for, from any host.
+    """
+
+    def request_cancel(self, run_id: str) -> None:
+        """Ask the owner of ``run_id`` to stop cleanly. Does not wait."""
+        ...
+
+    def watch_cancel(self, run_id: str, on_request: Callable[[], None]) -> Callable[[], None]:
+        """Call ``on_request`` (from another thread) when a stop of ``run_id`` is asked for,
+        until the returned function is called. A request left from before is dropped first."""
+        ...
+
+
+def watch_marker_file(path: str, on_request: Callable[[], None]) -> Callable[[], None]:
+    """Poll for ``path`` every 0.2 s in a daemon thread; when it appears, remove it and call
+    ``on_request``. Returns the function that stops the watching (and waits for the thread).
+
+    A marker already there is removed first: it was left by a request for an earlier run."""
+    import contextlib
+    import os
+    import threading
+
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)
+    stop = threading.Event()
+
+    def poll() -> None:
+        while not stop.wait(0.2):
+            if os.path.exists(path):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(path)
+                on_request()
+
+    thread = threading.Thread(target=poll, name="durable-cancel-watch", daemon=True)
+    thread.start()
+
+    def stop_watching() -> None:
+        stop.set()
+        thread.join()
+
+    return stop_watching
+
+
+def write_marker_file(path: str) -> None:
+    """Create ``path`` (0600) as a cancel request; it is fine if it is already there."""
+    import os
+
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)
+    os.close(fd)
 
 
 @runtime_checkable

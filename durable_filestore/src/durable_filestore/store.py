@@ -237,10 +237,25 @@ class FileStore(BaseStore):
             data, _ = _read_regular_file(path)
         except FileNotFoundError:
             raise NotFoundError(
-                f"no record of run {run_id!r} in {self._directory} (no file "
-                f"{run_key(run_id)}.json)"
+                f"no record of run {run_id!r} in {self._directory} (no file {run_key(run_id)}.json)"
             ) from None
         return decode_stored(run_id, data, path)
+
+    def request_cancel(self, run_id: str) -> None:
+        """Ask the owner of ``run_id`` to stop: a ``<key>.cancel`` marker file beside the lock
+        file, which the owner's watcher removes (CancelRequests)."""
+        from durable_core.maintenance import write_marker_file
+
+        validate_run_id(run_id)
+        write_marker_file(os.path.join(self._directory, run_key(run_id) + ".cancel"))
+
+    def watch_cancel(self, run_id: str, on_request: Any) -> Any:
+        """Watch for ``<key>.cancel`` while the run executes (CancelRequests)."""
+        from durable_core.maintenance import watch_marker_file
+
+        return watch_marker_file(
+            os.path.join(self._directory, run_key(run_id) + ".cancel"), on_request
+        )
 
     def saved_at(self, run_id: str) -> float | None:
         """When ``<key>.json`` was last replaced (its mtime, seconds since the epoch), or

@@ -97,6 +97,7 @@ _UPDATE = (
 )
 _REVISION = f"SELECT revision FROM {SCHEMA}.runs WHERE run_key = %s"
 _DELETE = f"DELETE FROM {SCHEMA}.runs WHERE run_key = %s"
+_CANCEL_CHANNEL = "durable_cancel"
 _LIST = f"SELECT run_id, revision, record FROM {SCHEMA}.runs"
 _LOCK = "SELECT pg_catalog.pg_try_advisory_lock(%s::bigint)"
 _UNLOCK = "SELECT pg_catalog.pg_advisory_unlock(%s::bigint)"
@@ -274,6 +275,51 @@ class PostgresStore(BaseStore):
         if row is None:
             raise NotFoundError(f"no record of run {run_id!r} in {location}")
         return decode_stored(run_id, bytes(row[1]), location, int(row[0]))
+
+    def request_cancel(self, run_id: str) -> None:
+        """Ask the owner of ``run_id`` to stop, from any host: a notification on the channel
+        ``durable_cancel`` carrying the run's key, which the owner listens for
+        (CancelRequests). Nothing is stored: an owner that is not listening never sees it.
+        """
+        validate_run_id(run_id)
+        payload = hashlib.sha256(run_id.encode("utf-8")).hexdigest()
+        self._on_link(
+            "asking a run to stop",
+            lambda conn: conn.execute(
+                "SELECT pg_catalog.pg_notify(%s, %s)", [_CANCEL_CHANNEL, payload]
+            ),
+            capacity_timeout=self.acquire_timeout,
+            operation_timeout=self._operation_timeout,
+        )
+
+    def watch_cancel(self, run_id: str, on_request: Any) -> Any:
+        """Listen for stop requests of ``run_id`` on a connection of its own, in a daemon
+        thread, until the returned function is called (CancelRequests)."""
+        import threading
+
+        payload = hashlib.sha256(run_id.encode("utf-8")).hexdigest()
+        conn = self._connect()
+        conn.execute(f"LISTEN {_CANCEL_CHANNEL}")
+        stop = threading.Event()
+
+        def listen() -> None:
+            try:
+                while not stop.is_set():
+                    for note in conn.notifies(timeout=0.2):
+                        if note.payload == payload:
+                            on_request()
+            except psycopg.Error:
+                logger.warning("PostgresStore: the stop-request listener of %r ended", run_id)
+
+        thread = threading.Thread(target=listen, name="durable-cancel-listen", daemon=True)
+        thread.start()
+
+        def stop_listening() -> None:
+            stop.set()
+            thread.join()
+            conn.close()
+
+        return stop_listening
 
     def close(self) -> None:
         """Close the store: cancel pending acquires, close open sessions, close connections.

@@ -233,6 +233,25 @@ class SQLiteStore(BaseStore):
             raise NotFoundError(f"no record of run {run_id!r} at {location}")
         return decode_stored(run_id, row[1], location, _revision(row[0], location))
 
+    def request_cancel(self, run_id: str) -> None:
+        """Ask the owner of ``run_id`` to stop: a ``.runlocks/<key>.cancel`` marker file,
+        which the owner's watcher removes (CancelRequests)."""
+        from durable_core.maintenance import write_marker_file
+        from durable_core.store.locks import run_key
+
+        validate_run_id(run_id)
+        write_marker_file(os.path.join(self._runlocks, run_key(run_id) + ".cancel"))
+
+    def watch_cancel(self, run_id: str, on_request: Any) -> Any:
+        """Watch for ``.runlocks/<key>.cancel`` while the run executes (CancelRequests)."""
+        from durable_core.maintenance import watch_marker_file
+        from durable_core.store.locks import run_key
+
+        make_private_directory(self._runlocks)
+        return watch_marker_file(
+            os.path.join(self._runlocks, run_key(run_id) + ".cancel"), on_request
+        )
+
     def __repr__(self) -> str:
         return f"SQLiteStore({self._path!r})"
 

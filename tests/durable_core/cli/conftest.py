@@ -3,8 +3,9 @@ command against a real file, SQLite or PostgreSQL store.
 
 ``ops`` writes the graph's module and a config next to it in a temporary folder. The graph
 (``double`` → ``price`` → ``total``) records every body that runs in ``calls.txt``; ``total``
-fails while the file ``broken`` exists (no Retry: a failure is for good). ``price`` holds a
-value of the module's own class ``Money``, whose codec the module registers.
+fails while the file ``broken`` exists (no Retry: a failure is for good); ``double`` waits
+while the file ``hold`` exists (a run that is running, for as long as a test needs). ``price``
+holds a value of the module's own class ``Money``, whose codec the module registers.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ _counter = itertools.count()
 
 GRAPH = """
 import pathlib
+import time
 
 import attrs
 
@@ -58,6 +60,10 @@ def called(rc, name):
 @graph.node("double", requires=[N, CALLS], provides=[TWICE])
 def double(rc):
     called(rc, "double")
+    hold = pathlib.Path(rc.get(CALLS)).with_name("hold")  # a test holds the run here
+    deadline = time.monotonic() + 60
+    while hold.exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
     rc.set(TWICE, rc.get(N) * 2)
 
 

@@ -178,7 +178,18 @@ def launch(
     plan = None
     store = config.open_store(pm)
     status_line = None
+    stop_watching = None
+    cancel_requested: list[bool] = []
+
+    def on_cancel_request() -> None:  # 'durable cancel' from another process or host
+        cancel_requested.append(True)
+        token.cancel()
+
     try:
+        from durable_core.maintenance import CancelRequests
+
+        if isinstance(store, CancelRequests):
+            stop_watching = store.watch_cancel(config.run_id, on_cancel_request)
         runtime = Runtime(store, codecs, observers=[counter], plugins=pm)
         if interactive:
             status_line = StatusLine(counter, sys.stderr, label=config.run_id).start()
@@ -218,6 +229,8 @@ def launch(
             except BusyError as exc:
                 raise busy(config.run_id, config.store, exc) from exc
     finally:
+        if stop_watching is not None:
+            stop_watching()
         if status_line is not None:
             status_line.stop()
         store.close()
@@ -232,6 +245,7 @@ def launch(
                     "command": verb,
                     "status": status,
                     "interrupted": interrupted,
+                    "cancel_requested": bool(cancel_requested),
                     "revision": result.revision if result is not None else snap.revision,
                     "saves": result.saves if result is not None else None,
                     "total_nodes": snap.total_nodes,
@@ -286,6 +300,13 @@ def launch(
             click.echo(f"run {config.run_id!r} {status} after {snap.elapsed:.1f} s: {summary}")
             if result.error is not None:
                 click.echo(f"error: {result.error}", err=True)
+            if status == "canceled":
+                why = " on request ('durable cancel')" if cancel_requested else ""
+                click.echo(
+                    f"canceled{why}: the record stays resumable. Continue it with: "
+                    f"{_resume_hint(config_arg, run_id_option)}",
+                    err=True,
+                )
             click.echo(
                 f"inspect it with: durable inspect {shlex.quote(config_arg)}"
                 + (f" {shlex.quote(config.run_id)}" if run_id_option is not None else ""),

@@ -4,6 +4,7 @@ Each module defines one click command and imports what it needs inside the comma
 that ``durable --help`` loads only click.
 """
 
+from durable_core.cli.commands.cancel import cancel_command
 from durable_core.cli.commands.delete import delete_command
 from durable_core.cli.commands.fork import fork_command
 from durable_core.cli.commands.inspect import inspect_command
@@ -20,6 +21,7 @@ BUILTIN_COMMANDS = (
     run_command,
     resume_command,
     fork_command,
+    cancel_command,
     inspect_command,
     list_command,
     log_command,
