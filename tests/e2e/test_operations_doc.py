@@ -71,6 +71,7 @@ def test_the_operations_guide_works_as_written(example):
     assert "last failure of each node" in durable("inspect", "pricing.toml", "order-2")
     durable("log", "order-2b", "--follow")
     assert "revision" in durable("inspect", "pricing.toml", "order-1", "--peek")
+    assert "nothing to cancel" in durable("cancel", "pricing.toml", "order-1")
     assert "deleted run 'big-order'" in durable("delete", "pricing.toml", "big-order", "--yes")
     assert "would delete" in durable("prune", "pricing.toml", "--finished", "--dry-run")
     durable("prune", "pricing.toml", "--finished", "--yes")
