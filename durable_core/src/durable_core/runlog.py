@@ -104,6 +104,7 @@ class RunLogWriter:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._started: dict[str, float] = {}
+        self._folders: set[pathlib.Path] = set()
 
     def write(self, event: Any) -> None:
         """Append one line for ``event`` (a :class:`~durable_core.durable.RecoveryEvent`)."""
@@ -135,7 +136,9 @@ class RunLogWriter:
                 if started is not None:
                     line["seconds"] = round(now - started, 6)
             path = log_path(event.run_id)
-            path.parent.mkdir(parents=True, exist_ok=True)
+            if path.parent not in self._folders:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                self._folders.add(path.parent)
             data = (json.dumps(line, ensure_ascii=False) + "\n").encode("utf-8", "replace")
             fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
             try:
