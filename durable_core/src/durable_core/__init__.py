@@ -37,6 +37,7 @@ __all__ = [
     "Codecs",
     "ConfigError",
     "ConflictError",
+    "CopyOnRead",
     "CorruptRecordError",
     "DefinitionMismatchError",
     "DurableError",

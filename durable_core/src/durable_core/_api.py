@@ -38,6 +38,7 @@ from durable_core.graph import (
     BlockingStreamWriter,
     CancelToken,
     Checkpointer,
+    CopyOnRead,
     Graph,
     GraphEvent,
     In,
