@@ -595,26 +595,33 @@ class Codecs:
                     "always names its codec: the record is damaged"
                 )
         codec = self._codec_for_stored(declared, codec_id, version, subject)
-        try:
-            value = codec.decode(data)
-        except CodecError as exc:
-            if name is None:
-                raise
-            raise CodecError(f"key {name!r}: {exc}") from exc
-        except Exception as exc:
-            raise CodecError(
-                f"cannot decode {subject} with codec {codec.id} version {codec.version}: "
-                f"{type(exc).__name__}: {exc}"
-            ) from exc
-        try:
-            check_instance(value, declared)
-        except InstanceMismatch as exc:
-            raise CodecError(
-                f"cannot decode {subject}: codec {codec.id} version {codec.version} returned a "
-                f"value that is not an instance of the declared type: at "
-                f"{format_path(exc.path)}: {exc.problem}; fix the codec"
-            ) from None
-        return value
+        return _decode_checked(codec, declared, data, name, subject)
+
+    def stored_decoder(
+        self, key_type: Any, codec_id: str, version: str, *, name: str | None = None
+    ) -> StoredDecoder:
+        """Decode many values stored with one codec for one declared type, digests checked.
+
+        For a caller that has already checked each value's digest against its bytes (as
+        :func:`~durable_core.validate_record` does): the returned decoder does every other
+        step of :meth:`decode_value` — the codec id and version, decoding, the instance check
+        of the declared type — with the codec looked up once.
+
+        Args:
+            key_type: the key's declared type.
+            codec_id: the stored ``ValueRecord.TypeID`` (non-empty).
+            version: the stored ``ValueRecord.Version`` (non-empty).
+            name: the key's name, used in the message of a codec that changed.
+
+        Returns:
+            A :class:`StoredDecoder`: call it with the stored bytes and the key's name.
+
+        Raises:
+            CodecError: as :meth:`decode_value`, when the codec changed or is not registered.
+        """
+        declared = normalize(key_type)
+        codec = self._codec_for_stored(declared, codec_id, version, _subject(declared, name))
+        return StoredDecoder(codec, declared)
 
     def stored_codec(
         self, key_type: Any, codec_id: str, version: str, *, name: str | None = None
@@ -674,6 +681,50 @@ class Codecs:
                 "a new run"
             )
         return codec
+
+
+class StoredDecoder:
+    """Decodes stored bytes with one codec for one declared type (see
+    :meth:`Codecs.stored_decoder`); the digest is the caller's to check."""
+
+    __slots__ = ("_codec", "_declared")
+
+    def __init__(self, codec: Any, declared: Any) -> None:
+        self._codec = codec
+        self._declared = declared
+
+    def __call__(self, data: bytes, name: str | None = None) -> Any:
+        """The decoded value, an instance of the declared type.
+
+        Raises:
+            CodecError: as :meth:`Codecs.decode_value`.
+        """
+        declared = self._declared
+        return _decode_checked(self._codec, declared, data, name, _subject(declared, name))
+
+
+def _decode_checked(codec: Any, declared: Any, data: bytes, name: str | None, subject: str) -> Any:
+    try:
+        value = codec.decode(data)
+    except CodecError as exc:
+        if name is None:
+            raise
+        raise CodecError(f"key {name!r}: {exc}") from exc
+    except Exception as exc:
+        raise CodecError(
+            f"cannot decode {subject} with codec {codec.id} version {codec.version}: "
+            f"{type(exc).__name__}: {exc}"
+        ) from exc
+    if type(value) is not declared:  # the exact type passes at once (int for int, ...)
+        try:
+            check_instance(value, declared)
+        except InstanceMismatch as exc:
+            raise CodecError(
+                f"cannot decode {subject}: codec {codec.id} version {codec.version} returned a "
+                f"value that is not an instance of the declared type: at "
+                f"{format_path(exc.path)}: {exc.problem}; fix the codec"
+            ) from None
+    return value
 
 
 def _serves(codec: Any, value: Any) -> bool:
