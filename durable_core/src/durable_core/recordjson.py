@@ -619,13 +619,102 @@ def record_from_json(data: bytes | bytearray | memoryview) -> r.RunRecord:
 def check_shape(record: r.RunRecord) -> None:
     """Check that ``record`` can be written: Python types, integer ranges, valid Unicode.
 
-    This is the exact writing pass of :func:`record_to_json` without producing the text; it is
-    the first step of :func:`durable_core.validate_record`.
+    It accepts exactly what the writing pass of :func:`record_to_json` accepts; it is the
+    first step of :func:`durable_core.validate_record`. A quick pass generated from the field
+    table checks the usual record (exact types) without producing any text; when it finds
+    anything else, the writing pass itself decides and names the path.
 
     Raises:
         CorruptRecordError: as :func:`record_to_json`, naming the path.
     """
-    _WRITE_RUN(_Writer(surrogates=True), record, None, None)
+    if not _SHAPE_OK(record):
+        _WRITE_RUN(_Writer(surrogates=True), record, None, None)
+
+
+def _build_shape_checks() -> Callable[[Any], bool]:
+    """Generate one ``_shape_<Class>(value) -> bool`` per record class from the field table.
+
+    Each returns True only when the writing pass would accept the value: the exact type of
+    every object, list and map (the writer accepts subclasses too: they take the slow path),
+    the ranges of the integer fields, valid Unicode of every string and map key, enum members
+    of string enums. It never raises and builds nothing.
+    """
+    names: dict[str, Any] = {
+        "_lone": _LONE_SURROGATE.search,
+        "INT_MAX": INT_MAX,
+        "UINT64_MAX": UINT64_MAX,
+        "RECORD_FORMAT": r.RECORD_FORMAT,
+    }
+    lines: list[str] = []
+    special = {
+        (r.RunRecord, "revision"): "(type({v}) is int and 1 <= {v} <= UINT64_MAX)",
+        (r.RunRecord, "format"): "(type({v}) is int and 1 <= {v} <= RECORD_FORMAT)",
+    }
+
+    def scalar(tp: Any) -> str | None:
+        if tp is str:
+            return "(type({v}) is str and ({v}.isascii() or _lone({v}) is None))"
+        if tp is int:
+            return "(type({v}) is int and 0 <= {v} <= INT_MAX)"
+        if tp is bool:
+            return "(type({v}) is bool)"
+        if tp is bytes:
+            return "(type({v}) is bytes)"
+        if isinstance(tp, type) and issubclass(tp, enum.Enum):
+            names[tp.__name__] = tp
+            # the writer takes a str that is a member's value: a str enum's own members pass
+            return f"(type({{v}}) is {tp.__name__})" if issubclass(tp, str) else "False"
+        if isinstance(tp, type) and tp in _SPECS:
+            return f"_shape_{tp.__name__}({{v}})"
+        return None
+
+    def check(tp: Any, v: str, depth: int, out: list[str], indent: str) -> None:
+        """Append statements that ``return False`` unless ``v`` is acceptable as ``tp``."""
+        expression = scalar(tp)
+        if expression is not None:
+            out.append(f"{indent}if not {expression.format(v=v)}: return False")
+            return
+        origin, args = typing.get_origin(tp), typing.get_args(tp)
+        item = f"x{depth}"
+        if origin is list:
+            out.append(f"{indent}if type({v}) is not list: return False")
+            out.append(f"{indent}for {item} in {v}:")
+            check(args[0], item, depth + 1, out, indent + "    ")
+            return
+        if origin is dict and args[0] is str:
+            key = f"k{depth}"
+            out.append(f"{indent}if type({v}) is not dict: return False")
+            out.append(f"{indent}for {key}, {item} in {v}.items():")
+            key_check = scalar(str)
+            assert key_check is not None
+            out.append(f"{indent}    if not {key_check.format(v=key)}: return False")
+            check(args[1], item, depth + 1, out, indent + "    ")
+            return
+        if origin in (types.UnionType, typing.Union) and len(args) == 2 and type(None) in args:
+            inner = next(a for a in args if a is not type(None))
+            out.append(f"{indent}if {v} is not None:")
+            check(inner, v, depth, out, indent + "    ")
+            return
+        raise TypeError(f"record field type {tp!r} has no shape check")
+
+    for cls, spec in _SPECS.items():
+        names[cls.__name__] = cls
+        hints = typing.get_type_hints(cls)
+        lines.append(f"def _shape_{cls.__name__}(value):")
+        lines.append(f"    if type(value) is not {cls.__name__}: return False")
+        for field in spec.fields:
+            lines.append(f"    v = value.{field.attr}")
+            fixed = special.get((cls, field.attr))
+            if fixed is not None:
+                lines.append(f"    if not {fixed.format(v='v')}: return False")
+            else:
+                check(hints[field.attr], "v", 0, lines, "    ")
+        lines.append("    return True")
+    exec(compile("\n".join(lines), "<record shape checks>", "exec"), names)
+    return names["_shape_RunRecord"]  # type: ignore[no-any-return]
+
+
+_SHAPE_OK = _build_shape_checks()
 
 
 # -- Encoding successive versions of one record ---------------------------------------------------
