@@ -1,7 +1,8 @@
-"""The quick shape check of a record never accepts what the exact writing pass refuses."""
+"""The quick paths of the record layer (shape check, reader) agree with the exact ones."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import attrs
@@ -60,3 +61,34 @@ def test_a_lone_surrogate_in_a_map_key_is_refused_with_its_path() -> None:
     with pytest.raises(CorruptRecordError) as caught:
         check_shape(record)
     assert caught.value.path is not None and caught.value.path.startswith("$.Attempts")
+
+
+@settings(max_examples=200, deadline=None)
+@given(records)
+def test_the_quick_reader_builds_what_the_exact_reader_builds(record: Any) -> None:
+    # covers: R-REC-4
+    tree = json.loads(recordjson.record_to_json(record))
+    quick = recordjson._QUICK_READ(tree)
+    assert quick == recordjson._READ_RUN(recordjson._Reader(False, None), tree, None, None)
+    assert quick == record
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda t: t.update(Extra=1),
+        lambda t: t.update(Revision=True),
+        lambda t: t.pop("RunID"),
+        lambda t: next(iter(t["Attempts"].values())).update(Index=1.0),
+        lambda t: next(iter(t["Attempts"].values())).update(State="pending"),
+    ],
+)
+def test_what_the_quick_reader_refuses_the_exact_reader_names(change: Any) -> None:
+    # covers: R-REC-4
+    tree = json.loads(recordjson.record_to_json(load_format2()))
+    change(tree)
+    with pytest.raises(recordjson._Slow):
+        recordjson._QUICK_READ(tree)
+    with pytest.raises(CorruptRecordError) as caught:
+        recordjson.record_from_json(json.dumps(tree).encode())
+    assert caught.value.path is not None
