@@ -166,6 +166,25 @@ class CheckpointCalls:
             return
         await self._call(self.cp.open_stream(attempt, key, stream))
 
+    def restore_node(self, scope: Scope, node: Node) -> Attempt | None:
+        """The checkpointer's ``restore_node``: a restored attempt known at once, or None."""
+        if self.noop or self.aborted:
+            return None
+        try:
+            attempt = self.cp.restore_node(scope, node)
+        except Exception as error:
+            self.abort(error)
+            return None
+        if attempt is not None and (not isinstance(attempt, Attempt) or attempt.restored is None):
+            self.abort(
+                TypeError(
+                    "Checkpointer.restore_node must return None or an Attempt with restored "
+                    f"outputs, got {attempt!r}"
+                )
+            )
+            return None
+        return attempt
+
     def share(self, scope: Scope, attempt: Attempt | None, ready: Mapping[str, Any]) -> Any:
         """The checkpointer's ``share``: how ``ready`` reaches its readers (no-op: ``ready``)."""
         if self.noop or not ready:
