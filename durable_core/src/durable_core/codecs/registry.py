@@ -5,6 +5,7 @@ See the package docstring of :mod:`durable_core.codecs` for the two calls the ru
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import re
 import threading
@@ -124,6 +125,8 @@ class Codecs:
         self._by_type: dict[Any, Any] = {}
         self._by_id: dict[str, Any] = {}
         self._built: dict[Any, Any] = {}
+        # Declared types check_declared passed: codecs are only ever added, so they stay passed.
+        self._declared_ok: set[Any] = set()
         self._converter = make_converter()
 
     # --- construction ------------------------------------------------------------------------
@@ -363,6 +366,16 @@ class Codecs:
             CodecError: no codec serves the type (for a union: one of its members); the message
                 is :meth:`lookup`'s, saying what to do.
         """
+        try:
+            if key_type in self._declared_ok:
+                return
+        except TypeError:  # a type form that cannot be hashed: check it each time
+            pass
+        self._check_declared(key_type)
+        with contextlib.suppress(TypeError):
+            self._declared_ok.add(key_type)
+
+    def _check_declared(self, key_type: Any) -> None:
         key = normalize(key_type)
         try:
             self.lookup(key)
@@ -375,7 +388,7 @@ class Codecs:
             members = typing.get_args(key)
             if all(isinstance(m, type | typing.TypeVar) or m is typing.Any for m in members):
                 for member in members:  # each value is stored with its own class's codec
-                    self.check_declared(member)
+                    self._check_declared(member)
                 return
             raise problem  # a member such as list[int]: only the union's own codec could
         if isinstance(key, type):
