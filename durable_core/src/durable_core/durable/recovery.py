@@ -242,8 +242,9 @@ def decode_confirmed(
                 rule="R-SCOPE-1",
             )
         label = scope.path or "(root)"
+        graph_nodes = scope_graph.nodes
         for node_id, node_record in scope.nodes.items():
-            node = scope_graph.nodes.get(node_id)
+            node = graph_nodes.get(node_id)
             if node is None:
                 raise CorruptRecordError(
                     f"scope {scope_id} holds node {node_id!r}, which graph {scope.graph!r} "

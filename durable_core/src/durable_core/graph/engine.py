@@ -471,7 +471,8 @@ class _ScopeRun:
             outputs = run.check_outputs(nr.path, self.plan.prov_maps[nr.index], attempt.restored)
             if outputs.ready:
                 shared = run.share(self.handle, attempt, outputs.ready)
-                outputs = NodeOutputs(outputs.reason, shared, outputs.skipped)
+                if shared is not outputs.ready:
+                    outputs = NodeOutputs(outputs.reason, shared, outputs.skipped)
             self.publish_outputs(nr, outputs)
             outcome = str(outputs.reason)
         except RunAborted:
@@ -506,7 +507,8 @@ class _ScopeRun:
                 await run.commit_node(attempt, outputs, nr)
             if outputs.ready and not run.noop:
                 shared = run.share(self.handle, attempt, outputs.ready)
-                outputs = NodeOutputs(outputs.reason, shared, outputs.skipped)
+                if shared is not outputs.ready:
+                    outputs = NodeOutputs(outputs.reason, shared, outputs.skipped)
             self.publish_outputs(nr, outputs)
             for stream in nr.streams.values():
                 stream.end()
