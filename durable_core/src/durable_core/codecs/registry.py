@@ -608,7 +608,7 @@ class Codecs:
                     "always names its codec: the record is damaged"
                 )
         codec = self._codec_for_stored(declared, codec_id, version, subject)
-        return _decode_checked(codec, declared, data, name, subject)
+        return _decode_checked(codec, declared, data, name)
 
     def stored_decoder(
         self, key_type: Any, codec_id: str, version: str, *, name: str | None = None
@@ -712,11 +712,10 @@ class StoredDecoder:
         Raises:
             CodecError: as :meth:`Codecs.decode_value`.
         """
-        declared = self._declared
-        return _decode_checked(self._codec, declared, data, name, _subject(declared, name))
+        return _decode_checked(self._codec, self._declared, data, name)
 
 
-def _decode_checked(codec: Any, declared: Any, data: bytes, name: str | None, subject: str) -> Any:
+def _decode_checked(codec: Any, declared: Any, data: bytes, name: str | None) -> Any:
     try:
         value = codec.decode(data)
     except CodecError as exc:
@@ -725,15 +724,16 @@ def _decode_checked(codec: Any, declared: Any, data: bytes, name: str | None, su
         raise CodecError(f"key {name!r}: {exc}") from exc
     except Exception as exc:
         raise CodecError(
-            f"cannot decode {subject} with codec {codec.id} version {codec.version}: "
-            f"{type(exc).__name__}: {exc}"
+            f"cannot decode {_subject(declared, name)} with codec {codec.id} version "
+            f"{codec.version}: {type(exc).__name__}: {exc}"
         ) from exc
     if type(value) is not declared:  # the exact type passes at once (int for int, ...)
         try:
             check_instance(value, declared)
         except InstanceMismatch as exc:
             raise CodecError(
-                f"cannot decode {subject}: codec {codec.id} version {codec.version} returned a "
+                f"cannot decode {_subject(declared, name)}: codec {codec.id} version "
+                f"{codec.version} returned a "
                 f"value that is not an instance of the declared type: at "
                 f"{format_path(exc.path)}: {exc.problem}; fix the codec"
             ) from None

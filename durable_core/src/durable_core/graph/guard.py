@@ -194,7 +194,9 @@ class CheckpointCalls:
         except Exception as error:
             self.abort(error)
             raise RunAborted from error
-        if not isinstance(shared, Mapping) or shared.keys() != ready.keys():
+        if shared is not ready and (
+            not isinstance(shared, Mapping) or shared.keys() != ready.keys()
+        ):
             error = TypeError(
                 f"Checkpointer.share must return a mapping of the names {sorted(ready)}, got "
                 f"{shared!r}"
