@@ -47,6 +47,7 @@ from typing import Any
 import attrs
 
 from durable_core import records as r
+from durable_core._nogc import nogc
 from durable_core._recordpath import Path, corrupt, describe
 from durable_core.errors import CorruptRecordError
 from durable_core.records import copy_record
@@ -563,6 +564,7 @@ def record_to_json(record: r.RunRecord) -> bytes:
         ) from None
 
 
+@nogc
 def record_from_json(data: bytes | bytearray | memoryview) -> r.RunRecord:
     """Decode a run record from JSON bytes, strictly (R-REC-4, B-FILE-5).
 

@@ -16,6 +16,7 @@ from typing import Any
 
 import attrs
 
+from durable_core._nogc import nogc
 from durable_core.codecs import Codecs
 from durable_core.durable.fingerprint import sub_scope_fingerprint
 from durable_core.errors import CodecError, CorruptRecordError, DurableError
@@ -204,6 +205,7 @@ def check_definition(graph: Graph, record: RunRecord) -> None:
             )
 
 
+@nogc
 def decode_confirmed(
     graph: Graph, record: RunRecord, codecs: Codecs
 ) -> dict[tuple[str, str], NodeOutputs]:
