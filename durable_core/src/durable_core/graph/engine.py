@@ -287,7 +287,7 @@ class _ScopeRun:
         self.remaining = [len(names) for names in plan.requires]
         self.skipped_in = [0] * len(plan.nodes)
         self.waiters: list[asyncio.Future[None] | None] = [None] * len(plan.nodes)
-        self.tasks: list[asyncio.Task[None]] = []
+        self.tasks: list[asyncio.Task[None] | None] = []
         self.node_runs: list[_NodeRun] = []
         self.unfinished = 0
         self.done: asyncio.Future[None] = run.loop.create_future()
@@ -374,11 +374,22 @@ class _ScopeRun:
         if count == 0:
             self.done.set_result(None)
         create_task = self.loop.create_task
-        self.node_runs = [_NodeRun(self, i) for i in range(count)]
+        self.node_runs = node_runs = [_NodeRun(self, i) for i in range(count)]
+        tasks = self.tasks
+        quick = not run.noop
         for i in range(count):
-            task = create_task(self.node_main(self.node_runs[i]))
+            nr = node_runs[i]
+            attempt = run.restore_node(self.handle, nr.node) if quick else None
+            if attempt is not None:
+                self._restore_now(nr, attempt)
+                tasks.append(None)
+                self.unfinished -= 1
+                continue
+            task = create_task(self.node_main(nr))
             task.add_done_callback(self._task_done)
-            self.tasks.append(task)
+            tasks.append(task)
+        if self.unfinished == 0 and not self.done.done():
+            self.done.set_result(None)
         if self.parent is None and run.cancel_requested:
             self.cancel(outside=True)
         try:
@@ -424,7 +435,7 @@ class _ScopeRun:
             return
         self.cancel_done = True
         for task, nr in zip(self.tasks, self.node_runs, strict=True):
-            if task.done():
+            if task is None or task.done():  # None: restored at once, nothing runs
                 continue
             if nr.in_call:  # never cancel a checkpointer call: cancel when it returns
                 nr.cancel_pending = True
@@ -446,6 +457,32 @@ class _ScopeRun:
             nr.running = True
             if self.run.observers:
                 self.run.emit("node_running", self._node_event(nr))
+
+    def _restore_now(self, nr: _NodeRun, attempt: Attempt) -> None:
+        """A node the checkpointer restored at once: publish its outputs, no task (see
+        ``Checkpointer.restore_node``)."""
+        run = self.run
+        if run.observers:
+            run.emit("node_waiting", self._node_event(nr))
+        nr.attempt = attempt
+        outcome = "canceled"
+        try:
+            assert attempt.restored is not None
+            outputs = run.check_outputs(nr.path, self.plan.prov_maps[nr.index], attempt.restored)
+            if outputs.ready:
+                shared = run.share(self.handle, attempt, outputs.ready)
+                if shared is not outputs.ready:
+                    outputs = NodeOutputs(outputs.reason, shared, outputs.skipped)
+            self.publish_outputs(nr, outputs)
+            outcome = str(outputs.reason)
+        except RunAborted:
+            pass
+        except Exception as exc:  # restored outputs that cannot be published: stop the run
+            run.abort(exc)
+        if outcome != "canceled":
+            self._detach_reader(nr)
+        if run.observers:
+            run.emit("node_finished", self._node_event(nr, outcome=outcome, restored=True))
 
     async def node_main(self, nr: _NodeRun) -> None:
         run = self.run
@@ -470,7 +507,8 @@ class _ScopeRun:
                 await run.commit_node(attempt, outputs, nr)
             if outputs.ready and not run.noop:
                 shared = run.share(self.handle, attempt, outputs.ready)
-                outputs = NodeOutputs(outputs.reason, shared, outputs.skipped)
+                if shared is not outputs.ready:
+                    outputs = NodeOutputs(outputs.reason, shared, outputs.skipped)
             self.publish_outputs(nr, outputs)
             for stream in nr.streams.values():
                 stream.end()
