@@ -1,4 +1,5 @@
-"""The plugin manager factory and the store and executor registries (pluggy; entry-point group ``durable``).
+"""The plugin manager factory, the store and executor registries (pluggy; entry points
+``durable``).
 
 Nothing is loaded at import time: call :func:`make_plugin_manager` to get a manager with the
 core's built-ins and every installed plugin registered.

@@ -67,8 +67,7 @@ class ProcessExecutor(Executor):
 
     def __repr__(self) -> str:
         return (
-            f"<ProcessExecutor max_workers={self.max_workers} "
-            f"start_method={self.start_method!r}>"
+            f"<ProcessExecutor max_workers={self.max_workers} start_method={self.start_method!r}>"
         )
 
     def _new_pool(self) -> concurrent.futures.ProcessPoolExecutor:

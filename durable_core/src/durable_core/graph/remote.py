@@ -51,16 +51,20 @@ class RemoteBodies:
         self.loop = asyncio.get_running_loop()
         self._bodies: dict[int, bytes] = {}
 
-    def check(self, graph: Graph) -> None:
-        """Pickle every body of ``graph`` (Sub graphs included) that will travel.
+    def check(self, graph: Graph) -> int:
+        """Pickle every body of ``graph`` (Sub graphs included) that will travel; return how
+        many will.
 
         Raises:
             NotPicklableError: a body cannot be pickled; names the node. Nothing ran.
         """
+        count = 0
         for sub_graph in graph.graphs().values():
             for node in sub_graph.nodes.values():
                 if travels(node, self.executor):
                     self._body(f"graph {sub_graph.name!r}, node {node.id!r}", node)
+                    count += 1
+        return count
 
     def _body(self, where: str, node: Node) -> bytes:
         data = self._bodies.get(id(node))
@@ -69,9 +73,7 @@ class RemoteBodies:
             self._bodies[id(node)] = data
         return data
 
-    async def run(
-        self, path: str, node: Node, args: list[Any], started: Callable[[], None]
-    ) -> Any:
+    async def run(self, path: str, node: Node, args: list[Any], started: Callable[[], None]) -> Any:
         """Run ``node``'s body remotely with ``args`` and return what it returned.
 
         Raises:
