@@ -79,7 +79,8 @@ class Executor:
         return False
 
     def close(self) -> None:
-        """Stop the workers; bodies still running are abandoned. Idempotent."""
+        """Stop the workers; bodies still running are abandoned. Idempotent; an executor used
+        again after ``close`` starts anew."""
 
     def __enter__(self) -> Executor:
         return self

@@ -63,7 +63,6 @@ class ProcessExecutor(Executor):
         self._lock = threading.Lock()
         self._pool: concurrent.futures.ProcessPoolExecutor | None = None
         self._outstanding: set[concurrent.futures.Future[Any]] = set()
-        self._closed = False
 
     def __repr__(self) -> str:
         return (
@@ -79,8 +78,6 @@ class ProcessExecutor(Executor):
     def submit(self, call: RemoteCall) -> concurrent.futures.Future[bytes]:
         """Queue ``call`` in the pool (started, or restarted after a worker died, here)."""
         with self._lock:
-            if self._closed:
-                raise ConfigError("process executor: it was closed; build a new one")
             if self._pool is None:
                 self._pool = self._new_pool()
             try:
@@ -103,9 +100,8 @@ class ProcessExecutor(Executor):
 
     def close(self) -> None:
         """Stop the pool: idle workers exit; workers still running an abandoned body are
-        terminated. Idempotent."""
+        terminated. Idempotent; the next submitted body starts a new pool."""
         with self._lock:
-            self._closed = True
             pool, self._pool = self._pool, None
             busy = any(not f.done() for f in self._outstanding)
         if pool is None:

@@ -40,7 +40,7 @@ from durable_core.graph.function import call_args, function_outputs
 from durable_core.graph.guard import CheckpointCalls, RunAborted, settle
 from durable_core.graph.keys import Key
 from durable_core.graph.observer import GraphEvent, NodeEvent, Observer
-from durable_core.graph.remote import RemoteBodies, travels
+from durable_core.graph.remote import RemoteBodies, dump_bodies, travels
 from durable_core.graph.results import RunResult, RunStatus
 from durable_core.graph.streams import Stream
 from durable_core.records import NodeReason
@@ -701,7 +701,12 @@ def _check_max_running(max_running: object) -> int:
     return max_running
 
 
-def _check_executor(executor: object) -> Executor:
+def check_executor(executor: object) -> Executor:
+    """Return ``executor`` when it is an :class:`~durable_core.executors.Executor`.
+
+    Raises:
+        ConfigError: it is not.
+    """
     if not isinstance(executor, Executor):
         raise ConfigError(
             f"executor must be an Executor (ThreadExecutor(), ProcessExecutor(...), or one "
@@ -753,10 +758,10 @@ async def execute_async(
     seeds = _root_inputs(graph, inputs)
     run = _Run(checkpointer, observers, max_running)
     if executor is not None:
-        remote = RemoteBodies(_check_executor(executor), run.sem)
-        if remote.check(graph):
+        bodies = dump_bodies(graph, check_executor(executor))
+        if bodies:
             await asyncio.to_thread(executor.start)
-            run.remote = remote
+            run.remote = RemoteBodies(executor, run.sem, bodies)
     unsubscribe = (
         cancel._subscribe(lambda: run.loop.call_soon_threadsafe(run.cancel))
         if cancel is not None

@@ -28,7 +28,7 @@ from durable_core.executors.transport import (
 from durable_core.graph.context import SkipNode
 from durable_core.graph.definition import Graph, Node
 
-__all__ = ["RemoteBodies", "travels"]
+__all__ = ["RemoteBodies", "dump_bodies", "travels"]
 
 
 def travels(node: Node, executor: Executor | None) -> bool:
@@ -37,41 +37,42 @@ def travels(node: Node, executor: Executor | None) -> bool:
     return node.executor == "default" and executor is not None and not executor.local
 
 
+def dump_bodies(graph: Graph, executor: Executor) -> dict[int, bytes]:
+    """Pickle every body of ``graph`` (Sub graphs included) that travels to ``executor``.
+
+    Returns:
+        The pickled bodies by ``id(node)``; empty when no body travels.
+
+    Raises:
+        NotPicklableError: a body cannot be pickled; names the graph and the node.
+    """
+    bodies: dict[int, bytes] = {}
+    if executor.local:
+        return bodies
+    for sub_graph in graph.graphs().values():
+        for node in sub_graph.nodes.values():
+            if travels(node, executor):
+                where = f"graph {sub_graph.name!r}, node {node.id!r}"
+                bodies[id(node)] = dump_body(executor.dumps, where, node.body, executor.name)
+    return bodies
+
+
 class RemoteBodies:
     """The remote side of one run: pickled bodies, submissions, slots.
 
     Args:
         executor: a non-local executor.
         sem: the run's ``max_running`` semaphore.
+        bodies: the pickled bodies (:func:`dump_bodies`).
     """
 
-    def __init__(self, executor: Executor, sem: asyncio.Semaphore) -> None:
+    def __init__(
+        self, executor: Executor, sem: asyncio.Semaphore, bodies: dict[int, bytes]
+    ) -> None:
         self.executor = executor
         self.sem = sem
         self.loop = asyncio.get_running_loop()
-        self._bodies: dict[int, bytes] = {}
-
-    def check(self, graph: Graph) -> int:
-        """Pickle every body of ``graph`` (Sub graphs included) that will travel; return how
-        many will.
-
-        Raises:
-            NotPicklableError: a body cannot be pickled; names the node. Nothing ran.
-        """
-        count = 0
-        for sub_graph in graph.graphs().values():
-            for node in sub_graph.nodes.values():
-                if travels(node, self.executor):
-                    self._body(f"graph {sub_graph.name!r}, node {node.id!r}", node)
-                    count += 1
-        return count
-
-    def _body(self, where: str, node: Node) -> bytes:
-        data = self._bodies.get(id(node))
-        if data is None:
-            data = dump_body(self.executor.dumps, where, node.body, self.executor.name)
-            self._bodies[id(node)] = data
-        return data
+        self._bodies = bodies
 
     async def run(self, path: str, node: Node, args: list[Any], started: Callable[[], None]) -> Any:
         """Run ``node``'s body remotely with ``args`` and return what it returned.
@@ -85,7 +86,7 @@ class RemoteBodies:
         executor = self.executor
         call = RemoteCall(
             path=path,
-            body=self._body(f"node {path!r}", node),
+            body=self._bodies[id(node)],
             args=dump_inputs(executor.dumps, path, [k.name for k in node.requires], args),
             provides=tuple(key.name for key in node.provides),
             cloudpickle=executor.cloudpickle,

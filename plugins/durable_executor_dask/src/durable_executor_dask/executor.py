@@ -96,7 +96,6 @@ class DaskExecutor(Executor):
         self._client: Any = None
         self._local_cluster: Any = None
         self._submitter: Any = None
-        self._closed = False
 
     def __repr__(self) -> str:
         where = self.address if self.address is not None else f"local x{self.n_workers}"
@@ -109,12 +108,9 @@ class DaskExecutor(Executor):
         """Connect to the scheduler, or start the local cluster. Idempotent.
 
         Raises:
-            ConfigError: the executor was closed.
             OSError, TimeoutError: the scheduler cannot be reached in ``connect_timeout``.
         """
         with self._lock:
-            if self._closed:
-                raise ConfigError("dask executor: it was closed; build a new one")
             if self._client is not None:
                 return
             import dask
@@ -152,9 +148,9 @@ class DaskExecutor(Executor):
         return isinstance(error, KilledWorker)
 
     def close(self) -> None:
-        """Disconnect; stop the local cluster if this executor started it. Idempotent."""
+        """Disconnect; stop the local cluster if this executor started it. Idempotent; the
+        next run that sends a body here connects (or starts a local cluster) again."""
         with self._lock:
-            self._closed = True
             client, self._client = self._client, None
             cluster, self._local_cluster = self._local_cluster, None
             self._submitter = None
