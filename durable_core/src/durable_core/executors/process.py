@@ -6,6 +6,7 @@ import concurrent.futures
 import multiprocessing
 import os
 import threading
+import time
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any, ClassVar
 
@@ -19,14 +20,22 @@ START_METHODS = ("spawn", "forkserver")
 """Start methods safe in a process that runs threads (the owner always does)."""
 
 
+def _warm_up() -> int:
+    """Runs once per worker at start: the imports are done; the short sleep lets each
+    worker take one (so that all of them start)."""
+    time.sleep(0.05)
+    return os.getpid()
+
+
 class ProcessExecutor(Executor):
     """Run function-form bodies in a :class:`concurrent.futures.ProcessPoolExecutor`.
 
     For CPU-bound pure-Python bodies: each worker process has its own interpreter and GIL.
     Bodies, inputs and outputs are pickled; a body must be importable by name in a worker
     (defined at module level in an importable module: workers get the owner's ``sys.path``).
-    The pool starts on the first submitted body, so a graph without function-form bodies
-    starts no process.
+    The pool starts when a run with a travelling body starts (:meth:`start`, before any body is
+    submitted and outside any Timeout), so a graph without function-form bodies starts no
+    process. It stays up until :meth:`close`.
 
     A worker that dies while a body runs (killed, crashed) breaks the pool: every body running
     in it fails its try with :class:`~durable_core.errors.WorkerLostError` (Retry applies), and
@@ -75,21 +84,31 @@ class ProcessExecutor(Executor):
             mp_context=multiprocessing.get_context(self.start_method),
         )
 
+    def start(self) -> None:
+        """Start the pool and wait until every worker process is up (imports done), so that
+        start-up time is not counted in a body's Timeout. Idempotent."""
+        warm = [self._submit(_warm_up) for _ in range(self.max_workers)]
+        concurrent.futures.wait(warm)
+
     def submit(self, call: RemoteCall) -> concurrent.futures.Future[bytes]:
         """Queue ``call`` in the pool (started, or restarted after a worker died, here)."""
+        future = self._submit(run_call, call)
+        with self._lock:
+            self._outstanding.add(future)
+        future.add_done_callback(self._done)
+        return future
+
+    def _submit(self, fn: Any, *args: Any) -> concurrent.futures.Future[Any]:
         with self._lock:
             if self._pool is None:
                 self._pool = self._new_pool()
             try:
-                future = self._pool.submit(run_call, call)
+                return self._pool.submit(fn, *args)
             except BrokenProcessPool:
                 # A worker died earlier: the bodies that ran in it have failed; start afresh.
                 self._pool.shutdown(wait=False, cancel_futures=True)
                 self._pool = self._new_pool()
-                future = self._pool.submit(run_call, call)
-            self._outstanding.add(future)
-        future.add_done_callback(self._done)
-        return future
+                return self._pool.submit(fn, *args)
 
     def _done(self, future: concurrent.futures.Future[Any]) -> None:
         with self._lock:
