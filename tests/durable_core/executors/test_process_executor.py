@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import threading
 import time
@@ -123,7 +124,7 @@ def test_max_running_counts_remote_and_local_bodies(tmp_path):
         result = execute(g, {d: directory}, executor=executor, max_running=1)
     assert result.status == "completed", result.error
     spans = sorted(result.values[name] for name in ("r0", "r1", "l"))
-    for (_, end), (start, _) in zip(spans, spans[1:], strict=False):
+    for (_, end), (start, _) in itertools.pairwise(spans):
         assert start >= end - 0.01, f"bodies overlapped with max_running=1: {spans}"
 
 
