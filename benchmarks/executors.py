@@ -106,9 +106,7 @@ def trivial_graphs(chain: int, fan: int) -> tuple[tuple[Graph, Any], tuple[Graph
     n = Key("n", int)
     g_fan = Graph("fan", inputs=[n])
     for i in range(fan):
-        g_fan.node(f"n{i}", requires=[n], provides=[Key(f"f{i}", int)], executor="default")(
-            double
-        )
+        g_fan.node(f"n{i}", requires=[n], provides=[Key(f"f{i}", int)], executor="default")(double)
     return (g_chain, {keys[0]: 1}), (g_fan, {n: 1})
 
 
@@ -125,6 +123,7 @@ def per_node(graph: Graph, inputs: Any, executor: Any, count: int, repeat: int) 
 def part_overhead(chain: int, fan: int, repeat: int) -> None:
     import dask
     from distributed import LocalCluster
+
     from durable_executor_dask import DaskExecutor
 
     print(f"# trivial bodies: µs per node, best of {repeat} ({load()})")

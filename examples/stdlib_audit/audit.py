@@ -53,6 +53,7 @@ def _parse(source: bytes, path: str) -> ast.AST:
     with _PARSE_LOCK:
         return ast.parse(source, filename=path)
 
+
 # -- values -----------------------------------------------------------------------------------
 
 
