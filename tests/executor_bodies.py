@@ -134,10 +134,21 @@ def wait_for(predicate, seconds: float = 60.0) -> None:
         time.sleep(0.02)
 
 
-def kill_owner_then_resume(tmp_path: pathlib.Path, where: str, executor: object):
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def kill_owner_then_resume(
+    tmp_path: pathlib.Path, where: str, executor: object, *, workers_die_with_owner: bool = False
+):
     """Start a run of :func:`crash_graph` in a child process (the owner), SIGKILL it while
     ``c`` runs (``a`` and ``b`` are confirmed by then), resume in this process with
-    ``executor`` and return ``(result, marker_dir)``."""
+    ``executor`` and return ``(result, marker_dir)``. With ``workers_die_with_owner``, first
+    check that the worker process that was running ``c`` ends by itself."""
     import subprocess
     import sys
 
@@ -164,6 +175,10 @@ def kill_owner_then_resume(tmp_path: pathlib.Path, where: str, executor: object)
         if owner.poll() is None:
             owner.kill()
             owner.wait()
+    if workers_die_with_owner:
+        # The worker running c had no release file: it must end because its owner died.
+        pids = {int(p.name.split(".")[1]) for p in mark_dir.glob("c.*")}
+        wait_for(lambda: not any(_alive(pid) for pid in pids), 10)
     pathlib.Path(mark_dir, "release").touch()
     runtime = Runtime(FileStore(store_dir), executor=executor)
     result = runtime.resume(crash_graph(), run_id="crash", version="1", inputs={DIR: str(mark_dir)})

@@ -182,7 +182,9 @@ def test_cancelling_the_run_cancels_bodies_that_have_not_started(tmp_path):
 @pytest.mark.slow
 def test_crash_of_the_owner_then_resume_restores_confirmed_remote_nodes(tmp_path):
     with ProcessExecutor(max_workers=2) as executor:
-        result, marks = eb.kill_owner_then_resume(tmp_path, "process", executor)
+        result, marks = eb.kill_owner_then_resume(
+            tmp_path, "process", executor, workers_die_with_owner=True
+        )
     assert result.status == "completed", result.error
     assert result[eb.C] == 3
     assert result.restored == 2

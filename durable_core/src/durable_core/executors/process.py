@@ -20,6 +20,25 @@ START_METHODS = ("spawn", "forkserver")
 """Start methods safe in a process that runs threads (the owner always does)."""
 
 
+_OWNER_POLL = 0.2
+"""Seconds between a worker's checks that the process that started it is still alive."""
+
+
+def _watch_owner() -> None:
+    """Pool initializer: end this worker soon after its parent (the owner, or the fork server
+    that dies with it) is gone, even in the middle of a body. Otherwise a killed owner leaves
+    workers behind that hold its pipes and keep running abandoned bodies."""
+    parent = os.getppid()
+
+    def watch() -> None:
+        while True:
+            time.sleep(_OWNER_POLL)
+            if os.getppid() != parent:
+                os._exit(70)
+
+    threading.Thread(target=watch, name="durable-owner-watch", daemon=True).start()
+
+
 def _warm_up() -> int:
     """Runs once per worker at start: the imports are done; the short sleep lets each
     worker take one (so that all of them start)."""
@@ -40,7 +59,8 @@ class ProcessExecutor(Executor):
     A worker that dies while a body runs (killed, crashed) breaks the pool: every body running
     in it fails its try with :class:`~durable_core.errors.WorkerLostError` (Retry applies), and
     the next body starts a fresh pool. A body abandoned by a Timeout or a canceled run keeps its
-    worker until it returns; :meth:`close` terminates the workers still busy.
+    worker until it returns; :meth:`close` terminates the workers still busy. A worker ends by
+    itself soon after the owner process dies (killed, crashed).
 
     Args:
         max_workers: worker processes (>= 1); None: the machine's CPU count.
@@ -82,6 +102,7 @@ class ProcessExecutor(Executor):
         return concurrent.futures.ProcessPoolExecutor(
             max_workers=self.max_workers,
             mp_context=multiprocessing.get_context(self.start_method),
+            initializer=_watch_owner,
         )
 
     def start(self) -> None:
