@@ -190,3 +190,10 @@ def die_always(directory: str) -> int:
     os.kill(os.getpid(), signal.SIGKILL)
     time.sleep(10)
     return 0
+
+
+def sleep_short(directory: str) -> int:
+    """Mark, then sleep 1 s."""
+    mark(directory, "short")
+    time.sleep(1)
+    return 1

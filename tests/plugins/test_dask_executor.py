@@ -152,3 +152,27 @@ def test_the_plugin_registers_dask_with_durable_register_executors():
 
 def test_cloudpickle_is_the_body_pickler(executor):
     assert cloudpickle.loads(executor.dumps(eb.double))(2) == 4
+
+
+def test_cancelling_the_run_cancels_futures_that_have_not_started(executor, tmp_path):
+    from durable_core import CancelToken
+
+    d = Key("d", str)
+    g = Graph("many", inputs=[d])
+    for i in range(8):
+        g.node(f"s{i}", requires=[d], provides=[Key(f"o{i}", int)], executor="default")(
+            eb.sleep_short
+        )
+    token = CancelToken()
+
+    def cancel_once_one_runs():
+        eb.wait_for(lambda: eb.runs(str(tmp_path), "short") >= 1)
+        token.cancel()
+
+    timer = threading.Thread(target=cancel_once_one_runs)
+    timer.start()
+    result = execute(g, {d: str(tmp_path)}, executor=executor, cancel=token, max_running=8)
+    timer.join()
+    assert result.status == "canceled"
+    time.sleep(2.5)  # long enough for two more rounds of bodies, had they not been canceled
+    assert eb.runs(str(tmp_path), "short") <= 2  # one per worker thread at most
