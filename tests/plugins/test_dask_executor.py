@@ -98,13 +98,15 @@ def test_unpicklable_body_is_refused_before_anything_is_submitted(cluster):
 def test_timeout_on_a_remote_body(executor, tmp_path):
     d = Key("d", str)
     g = Graph("slow", inputs=[d])
-    g.node("slow", requires=[d], provides=[OUT], aspects=[Timeout(0.5)], executor="default")(
+    g.node("slow", requires=[d], provides=[OUT], aspects=[Timeout(1.0)], executor="default")(
         eb.sleep_then
     )
+    assert execute(one_node(eb.double), {N: 1}, executor=executor)[OUT] == 2  # warm workers
     started = time.monotonic()
     result = execute(g, {d: str(tmp_path)}, executor=executor)
     assert isinstance(result.error.original, TimeoutError)
-    assert time.monotonic() - started < 2.5
+    assert "node 'slow' timed out" in str(result.error.original)
+    assert time.monotonic() - started < 2.9  # the body sleeps 3 s: the owner did not wait
 
 
 def test_a_killed_worker_fails_the_try_and_retry_runs_it_again(executor, tmp_path):
