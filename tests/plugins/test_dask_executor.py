@@ -43,6 +43,11 @@ def cluster():
     local.close()
 
 
+def _wait_for_workers(cluster) -> None:
+    with distributed.Client(cluster, set_as_default=False) as client:
+        client.wait_for_workers(2, timeout=120)
+
+
 @pytest.fixture
 def executor(cluster):
     with DaskExecutor(address=cluster.scheduler_address) as executor:
@@ -109,20 +114,6 @@ def test_timeout_on_a_remote_body(executor, tmp_path):
     assert time.monotonic() - started < 2.9  # the body sleeps 3 s: the owner did not wait
 
 
-def test_a_killed_worker_fails_the_try_and_retry_runs_it_again(executor, tmp_path):
-    runtime = Runtime(MemoryStore(), executor=executor)
-    result = runtime.run(eb.die_graph(2), run_id="die", version="1", inputs={eb.DIR: str(tmp_path)})
-    assert result.status == "completed", result.error
-    assert result[eb.C] == 7
-    assert eb.runs(str(tmp_path), "die") == 2
-
-
-def test_a_killed_worker_without_retry_is_a_worker_lost_error(executor, tmp_path):
-    result = execute(eb.die_graph(1), {eb.DIR: str(tmp_path)}, executor=executor)
-    assert isinstance(result.error.original, WorkerLostError)
-    assert "node 'die'" in str(result.error.original)
-
-
 @pytest.mark.slow
 def test_crash_of_the_owner_then_resume_restores_confirmed_remote_nodes(cluster, tmp_path):
     with DaskExecutor(address=cluster.scheduler_address) as executor:
@@ -178,3 +169,23 @@ def test_cancelling_the_run_cancels_futures_that_have_not_started(executor, tmp_
     assert result.status == "canceled"
     time.sleep(2.5)  # long enough for two more rounds of bodies, had they not been canceled
     assert eb.runs(str(tmp_path), "short") <= 2  # one per worker thread at most
+
+
+# The tests that kill workers come last: the nanny restarts a killed worker, which takes a
+# while on a busy machine, and the tests above should not wait for it.
+
+
+def test_a_killed_worker_fails_the_try_and_retry_runs_it_again(executor, cluster, tmp_path):
+    _wait_for_workers(cluster)
+    runtime = Runtime(MemoryStore(), executor=executor)
+    result = runtime.run(eb.die_graph(2), run_id="die", version="1", inputs={eb.DIR: str(tmp_path)})
+    assert result.status == "completed", result.error
+    assert result[eb.C] == 7
+    assert eb.runs(str(tmp_path), "die") == 2
+
+
+def test_a_killed_worker_without_retry_is_a_worker_lost_error(executor, cluster, tmp_path):
+    _wait_for_workers(cluster)
+    result = execute(eb.die_graph(1), {eb.DIR: str(tmp_path)}, executor=executor)
+    assert isinstance(result.error.original, WorkerLostError)
+    assert "node 'die'" in str(result.error.original)
