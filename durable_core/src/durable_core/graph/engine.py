@@ -10,7 +10,9 @@ pass over the edges, and one cancel pass at most.
 
 ``max_running`` is one semaphore for the whole run (the root graph and every Sub level): a body
 holds a slot while it runs, never while it waits for inputs. ``async def`` bodies run on the
-event loop; plain bodies run in one thread pool of ``max_running`` workers per run.
+event loop; plain bodies run in one thread pool of ``max_running`` workers per run. Function-form
+bodies (``executor=`` on the node) run in that pool too, or travel to the run's executor (a
+process pool, a Dask cluster: :mod:`durable_core.graph.remote`), holding their slot meanwhile.
 """
 
 from __future__ import annotations
