@@ -213,3 +213,30 @@ def test_retry_budget_is_the_owners(tmp_path):
     assert isinstance(result.error.original, WorkerLostError)
     assert "node 'die'" in str(result.error.original)
     assert eb.runs(str(tmp_path / "z"), "die") == 2
+
+
+def test_a_script_without_a_main_guard_gets_a_clear_error(tmp_path):
+    """Spawned workers import the main module again; unguarded, they die while starting."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "unguarded.py"
+    script.write_text(
+        "from executor_bodies import double\n"
+        "from durable_core import Graph, Key, ProcessExecutor, execute\n"
+        "N, OUT = Key('n', int), Key('out', int)\n"
+        "g = Graph('g', inputs=[N])\n"
+        "g.node('double', requires=[N], provides=[OUT], executor='default')(double)\n"
+        "with ProcessExecutor(max_workers=1) as pool:\n"
+        "    execute(g, {N: 1}, executor=pool)\n"
+    )
+    here = os.path.dirname(eb.__file__)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([here, os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert done.returncode != 0
+    assert "WorkerLostError: process executor: its worker processes died while starting" in (
+        done.stderr
+    )
+    assert "__name__ == '__main__'" in done.stderr

@@ -10,7 +10,7 @@ import time
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any, ClassVar
 
-from durable_core.errors import ConfigError
+from durable_core.errors import ConfigError, WorkerLostError
 from durable_core.executors.base import Executor
 from durable_core.executors.transport import RemoteCall, run_call
 
@@ -107,9 +107,23 @@ class ProcessExecutor(Executor):
 
     def start(self) -> None:
         """Start the pool and wait until every worker process is up (imports done), so that
-        start-up time is not counted in a body's Timeout. Idempotent."""
+        start-up time is not counted in a body's Timeout. Idempotent.
+
+        Raises:
+            WorkerLostError: the workers died while starting (most often: the owner's main
+                module starts runs without an ``if __name__ == "__main__":`` guard).
+        """
         warm = [self._submit(_warm_up) for _ in range(self.max_workers)]
         concurrent.futures.wait(warm)
+        for future in warm:
+            error = future.exception()
+            if error is not None:
+                raise WorkerLostError(
+                    f"process executor: its worker processes died while starting "
+                    f"({type(error).__name__}: {error}). Workers import the owner's main "
+                    "module again: a script that starts runs with the process executor must do "
+                    "so under if __name__ == '__main__': (see the worker's traceback above)"
+                ) from error
 
     def submit(self, call: RemoteCall) -> concurrent.futures.Future[bytes]:
         """Queue ``call`` in the pool (started, or restarted after a worker died, here)."""
