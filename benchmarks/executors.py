@@ -17,7 +17,8 @@ Run it with::
     uv run python benchmarks/executors.py --rounds 5 --chain 50 --fan 200
 
 The machine's load average is printed before and after: other work on the machine slows the
-process executor more than threads (it needs the cores).
+process executor more than threads (it needs the cores). The CPU columns do not depend on the
+load: CPU seconds of the owner and its workers, and CPU / wall, the cores a run really got.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from __future__ import annotations
 import argparse
 import os
 import pathlib
+import resource
 import statistics
 import sys
 import tempfile
@@ -44,7 +46,14 @@ def load() -> str:
     return f"load average {one:.2f} {five:.2f} {fifteen:.2f} on {os.cpu_count()} CPUs"
 
 
-def audit_once(executor: str, workdir: pathlib.Path, max_files: int) -> tuple[float, bytes]:
+def cpu_seconds() -> float:
+    """CPU time (user + system) of this process and of its reaped children."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+def audit_once(executor: str, workdir: pathlib.Path, max_files: int) -> tuple[float, float, bytes]:
     from durable_filestore import FileStore
 
     pm = make_plugin_manager(plugins=[("audit", audit)])
@@ -57,40 +66,49 @@ def audit_once(executor: str, workdir: pathlib.Path, max_files: int) -> tuple[fl
     )
     inputs = {audit.SOURCE: "stdlib", audit.MAX_FILES: max_files, audit.OUT_DIR: str(out_dir)}
     run_id = f"audit-{time.monotonic_ns()}"
+    cpu = cpu_seconds()
     started = time.perf_counter()
     try:
         result = runtime.run(audit.graph, run_id=run_id, version="1", inputs=inputs, max_running=4)
     finally:
         if runtime.executor is not None:
-            runtime.executor.close()
+            runtime.executor.close()  # joins the workers: their CPU time is counted
     elapsed = time.perf_counter() - started
+    cpu = cpu_seconds() - cpu
     if result.status != "completed":
         raise SystemExit(
             f"the {executor} run ended {result.status}: {result.error} (the example's report Sub "
             "has Timeout(60), which counts from the start of the run: on a very busy machine "
             "try --max-files)"
         )
-    return elapsed, (out_dir / "report.json").read_bytes()
+    return elapsed, cpu, (out_dir / "report.json").read_bytes()
 
 
 def part_audit(rounds: int, max_files: int) -> None:
     subset = f"the first {max_files} files of " if max_files else ""
     print(f"# audit of {subset}the standard library, {rounds} rounds ({load()})")
     times: dict[str, list[float]] = {"thread": [], "process": []}
+    cpus: dict[str, list[float]] = {"thread": [], "process": []}
     reports: set[bytes] = set()
     with tempfile.TemporaryDirectory() as tmp:
         for _ in range(rounds):
             for executor in times:
-                elapsed, report = audit_once(executor, pathlib.Path(tmp), max_files)
+                elapsed, cpu, report = audit_once(executor, pathlib.Path(tmp), max_files)
                 times[executor].append(elapsed)
+                cpus[executor].append(cpu)
                 reports.add(report)
     if len(reports) != 1:
         raise SystemExit("the executors wrote different reports")
-    print("| executor | best s | median s | runs |")
-    print("|---|---:|---:|---|")
+    print("| executor | best s | median s | runs (s) | CPU s (median) | CPU / wall |")
+    print("|---|---:|---:|---|---:|---:|")
     for executor, values in times.items():
         shown = " ".join(f"{v:.2f}" for v in values)
-        print(f"| {executor} | {min(values):.2f} | {statistics.median(values):.2f} | {shown} |")
+        cpu = statistics.median(cpus[executor])
+        ratio = statistics.median(c / w for c, w in zip(cpus[executor], values, strict=True))
+        print(
+            f"| {executor} | {min(values):.2f} | {statistics.median(values):.2f} | {shown} | "
+            f"{cpu:.2f} | {ratio:.2f} |"
+        )
     speedup = min(times["thread"]) / min(times["process"])
     median = statistics.median(times["thread"]) / statistics.median(times["process"])
     print(f"process speed-up: {speedup:.2f}x (best), {median:.2f}x (median); same report: yes")
