@@ -44,6 +44,7 @@ from durable_core.graph import (
     BlockingStreamWriter,
     CancelToken,
     Checkpointer,
+    CopyOnRead,
     Graph,
     GraphEvent,
     In,
@@ -91,6 +92,7 @@ from durable_core.records import (
 )
 from durable_core.store import (
     MAX_REVISION,
+    EncodedRecord,
     MemoryStore,
     RunLister,
     RunSummary,
