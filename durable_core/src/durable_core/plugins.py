@@ -217,9 +217,11 @@ class DurablePluginManager(pluggy.PluginManager):
         """
         if self._executors is None:
             registry = ExecutorRegistry()
-            for impl in reversed(self.hook.durable_register_executors.get_hookimpls()):
-                registry._current_plugin = impl.plugin_name
-                _call_impl(impl, register=registry)
+            for plugin_name, call in each_implementation(
+                self, "durable_register_executors", reverse=True
+            ):
+                registry._current_plugin = plugin_name
+                call(register=registry)
             self._executors = registry
         return self._executors
 
