@@ -163,3 +163,30 @@ def test_stream_inputs_are_refused():
     with pytest.raises(GraphError, match="stream"):
         g.add_node("x", lambda s: 1, requires=[Key("s", int, stream=True)], executor="local")
     assert Stream  # the engine's stream type stays the run-context form's
+
+
+def test_a_restored_input_reaches_a_function_form_body_as_its_value():
+    """On resume, an input restored from the record is handed over as the value itself."""
+    import time
+
+    from durable_core import CancelToken
+
+    WORDS = Key("words", list[str])
+    COUNT = Key("count", int)
+    token = CancelToken()
+    g = Graph("restore", inputs=[TEXT])
+    g.node("split", requires=[TEXT], provides=[WORDS], executor="default")(str.split)
+
+    @g.node("count", requires=[WORDS], provides=[COUNT], executor="default")
+    def count(words: list[str]) -> int:
+        if not token.canceled:  # the first process stops here, before count is confirmed
+            token.cancel()
+            time.sleep(0.2)
+        return len(words)
+
+    runtime = Runtime(MemoryStore())
+    first = runtime.run(g, run_id="r", version="1", inputs={TEXT: "a b c"}, cancel=token)
+    assert first.status == "canceled"
+    resumed = runtime.resume(g, run_id="r", version="1", inputs={TEXT: "a b c"})
+    assert resumed.status == "completed", resumed.error
+    assert resumed[COUNT] == 3 and resumed.restored == 1

@@ -27,6 +27,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from durable_core.errors import GraphError, SlotError
+from durable_core.graph.checkpoint import read_slot
 from durable_core.graph.keys import Key
 
 __all__ = ["EXECUTOR_CHOICES", "SKIP", "analyse_function", "call_args", "function_outputs"]
@@ -117,7 +118,7 @@ def call_args(
     args = []
     for key, default in zip(requires, defaults, strict=True):
         if key.name in ready:
-            args.append(ready[key.name])
+            args.append(read_slot(ready[key.name]))  # a private copy where the slot says so
         elif default is not _NO_DEFAULT:
             args.append(default)
         else:
