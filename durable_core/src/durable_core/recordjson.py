@@ -19,7 +19,10 @@ The layout is driven by the attrs classes of :mod:`durable_core.records`: one fi
 class, derived from the attributes and their types, serves both directions. cattrs' generic hooks
 are deliberately not used here: its ``int`` hook accepts ``true``, ``1.5`` and ``"7"``, it cannot
 see duplicate keys, and its validation errors carry no single path; the record is the core of
-Durable and must be exact. Decoding and encoding are one linear pass each.
+Durable and must be exact. Decoding and encoding are one linear pass each. Reading a record and
+checking its shape each have a quick path generated from the same field table, which accepts
+only what the exact path accepts and hands anything else to it (the exact path names the
+problem).
 
 See ``docs/data-model.md`` for the full layout and the decisions.
 """
@@ -40,6 +43,7 @@ from typing import Any
 import attrs
 
 from durable_core import records as r
+from durable_core._nogc import nogc
 from durable_core._recordpath import Path, corrupt, describe
 from durable_core.errors import CorruptRecordError
 from durable_core.recorddelta import GONE, Partial
@@ -554,6 +558,7 @@ def record_to_json(record: r.RunRecord) -> bytes:
         ) from None
 
 
+@nogc
 def record_from_json(data: bytes | bytearray | memoryview) -> r.RunRecord:
     """Decode a run record from JSON bytes, strictly (R-REC-4, B-FILE-5).
 
@@ -604,22 +609,240 @@ def record_from_json(data: bytes | bytearray | memoryview) -> r.RunRecord:
     if isinstance(tree, dict) and "Format" in tree:
         # Before anything else: a newer format may hold fields this runtime does not know.
         _read_format(_Reader(False, None), tree["Format"], None, "Format")
+    if not surrogates:
+        try:
+            return _QUICK_READ(tree)  # type: ignore[no-any-return]
+        except _Slow:
+            pass  # the exact reader below decides, and names the path of a problem
     record = _READ_RUN(_Reader(surrogates, invalid_utf8), tree, None, None)
     if invalid_utf8 is not None:  # pragma: no cover - every string and key is checked above
         raise corrupt(None, "R-REC-4", "the bytes are not valid UTF-8", _READ_ADVICE)
     return record
 
 
+class _Slow(Exception):
+    """The quick reader met something it does not handle; the exact reader takes over."""
+
+
+def _quick_bytes(raw: Any) -> bytes:
+    if raw is None or raw == "":
+        return b""
+    if type(raw) is not str:
+        raise _Slow
+    try:
+        data = binascii.a2b_base64(raw, strict_mode=True)
+    except (binascii.Error, ValueError):
+        raise _Slow from None
+    if binascii.b2a_base64(data, newline=False) != raw.encode("ascii"):
+        raise _Slow  # not the canonical spelling
+    return data
+
+
+def _build_quick_readers() -> Callable[[Any], Any]:
+    """Generate one ``_quick_<Class>(raw)`` per record class from the field table.
+
+    For text without surrogate escapes and of valid UTF-8 (every record Durable writes), each
+    builds exactly the object the exact reader builds, or raises :class:`_Slow` at the first
+    thing it does not handle (a wrong type, an unknown or missing field, a duplicate key,
+    non-canonical base64, …): the exact reader then reads the whole record again and names
+    the problem.
+    """
+    names: dict[str, Any] = {
+        "_Slow": _Slow,
+        "_bytes": _quick_bytes,
+        "INT_MAX": INT_MAX,
+        "UINT64_MAX": UINT64_MAX,
+        "RECORD_FORMAT": r.RECORD_FORMAT,
+        "M": _MISSING,
+    }
+    special = {
+        (r.RunRecord, "revision"): "if not (type(v) is int and 1 <= v <= UINT64_MAX): raise _Slow",
+        (r.RunRecord, "format"): "if not (type(v) is int and 1 <= v <= RECORD_FORMAT): raise _Slow",
+    }
+
+    def item_expression(tp: Any) -> str:
+        """An expression reading ``x`` as ``tp`` (objects only: scalars in lists do not occur)."""
+        if isinstance(tp, type) and tp in _SPECS:
+            return f"_quick_{tp.__name__}(x)"
+        raise TypeError(f"record list or map item type {tp!r} has no quick reader")
+
+    def statements(tp: Any, target: str) -> list[str]:
+        """Statements reading ``v`` (present) into ``target``."""
+        if tp is str:
+            return ["if type(v) is not str: raise _Slow", f"{target} = v"]
+        if tp is int:
+            return ["if not (type(v) is int and 0 <= v <= INT_MAX): raise _Slow", f"{target} = v"]
+        if tp is bool:
+            return ["if type(v) is not bool: raise _Slow", f"{target} = v"]
+        if tp is bytes:
+            return [f"{target} = _bytes(v)"]
+        if isinstance(tp, type) and issubclass(tp, enum.Enum):
+            members = f"_members_{tp.__name__}"
+            names[members] = {member.value: member for member in tp}
+            return [
+                f"{target} = {members}.get(v) if type(v) is str else None",
+                f"if {target} is None: raise _Slow",
+            ]
+        if isinstance(tp, type) and tp in _SPECS:
+            return [f"{target} = _quick_{tp.__name__}(v)"]
+        origin, args = typing.get_origin(tp), typing.get_args(tp)
+        if origin is list:
+            return [
+                "if v is None: " + f"{target} = []",
+                f"elif type(v) is list: {target} = [{item_expression(args[0])} for x in v]",
+                "else: raise _Slow",
+            ]
+        if origin is dict and args[0] is str:
+            return [
+                "if v is None: " + f"{target} = {{}}",
+                f"elif type(v) is dict: {target} = "
+                f"{{k: {item_expression(args[1])} for k, x in v.items()}}",
+                "else: raise _Slow",
+            ]
+        if origin in (types.UnionType, typing.Union) and len(args) == 2 and type(None) in args:
+            inner = next(a for a in args if a is not type(None))
+            body = statements(inner, target)
+            return [f"if v is None: {target} = None", "else:", *("    " + line for line in body)]
+        raise TypeError(f"record field type {tp!r} has no quick reader")
+
+    lines: list[str] = []
+    for cls, spec in _SPECS.items():
+        names[cls.__name__] = cls
+        keys = f"_keys_{cls.__name__}"
+        names[keys] = spec.keys
+        hints = typing.get_type_hints(cls)
+        lines.append(f"def _quick_{cls.__name__}(raw):")
+        lines.append(f"    if type(raw) is not dict or not raw.keys() <= {keys}: raise _Slow")
+        lines.append("    g = raw.get")
+        for index, field in enumerate(spec.fields):
+            target = f"a{index}"
+            lines.append(f"    v = g({field.key!r}, M)")
+            if field.absent is None:
+                lines.append("    if v is M: raise _Slow")
+                body = (
+                    [special[(cls, field.attr)], f"{target} = v"]
+                    if (
+                        cls,
+                        field.attr,
+                    )
+                    in special
+                    else statements(hints[field.attr], target)
+                )
+                lines.extend("    " + line for line in body)
+            else:
+                absent = f"_absent_{cls.__name__}_{index}"
+                names[absent] = field.absent
+                lines.append(f"    if v is M: {target} = {absent}()")
+                lines.append("    else:")
+                lines.extend("        " + line for line in statements(hints[field.attr], target))
+        arguments = ", ".join(f"a{index}" for index in range(len(spec.fields)))
+        lines.append(f"    return {cls.__name__}({arguments})")
+    exec(compile("\n".join(lines), "<record quick readers>", "exec"), names)
+    return names["_quick_RunRecord"]  # type: ignore[no-any-return]
+
+
+_QUICK_READ = _build_quick_readers()
+
+
 def check_shape(record: r.RunRecord) -> None:
     """Check that ``record`` can be written: Python types, integer ranges, valid Unicode.
 
-    This is the exact writing pass of :func:`record_to_json` without producing the text; it is
-    the first step of :func:`durable_core.validate_record`.
+    It accepts exactly what the writing pass of :func:`record_to_json` accepts; it is the
+    first step of :func:`durable_core.validate_record`. A quick pass generated from the field
+    table checks the usual record (exact types) without producing any text; when it finds
+    anything else, the writing pass itself decides and names the path.
 
     Raises:
         CorruptRecordError: as :func:`record_to_json`, naming the path.
     """
-    _WRITE_RUN(_Writer(surrogates=True), record, None, None)
+    if not _SHAPE_OK(record):
+        _WRITE_RUN(_Writer(surrogates=True), record, None, None)
+
+
+def _build_shape_checks() -> Callable[[Any], bool]:
+    """Generate one ``_shape_<Class>(value) -> bool`` per record class from the field table.
+
+    Each returns True only when the writing pass would accept the value: the exact type of
+    every object, list and map (the writer accepts subclasses too: they take the slow path),
+    the ranges of the integer fields, valid Unicode of every string and map key, enum members
+    of string enums. It never raises and builds nothing.
+    """
+    names: dict[str, Any] = {
+        "_lone": _LONE_SURROGATE.search,
+        "INT_MAX": INT_MAX,
+        "UINT64_MAX": UINT64_MAX,
+        "RECORD_FORMAT": r.RECORD_FORMAT,
+    }
+    lines: list[str] = []
+    special = {
+        (r.RunRecord, "revision"): "(type({v}) is int and 1 <= {v} <= UINT64_MAX)",
+        (r.RunRecord, "format"): "(type({v}) is int and 1 <= {v} <= RECORD_FORMAT)",
+    }
+
+    def scalar(tp: Any) -> str | None:
+        if tp is str:
+            return "(type({v}) is str and ({v}.isascii() or _lone({v}) is None))"
+        if tp is int:
+            return "(type({v}) is int and 0 <= {v} <= INT_MAX)"
+        if tp is bool:
+            return "(type({v}) is bool)"
+        if tp is bytes:
+            return "(type({v}) is bytes)"
+        if isinstance(tp, type) and issubclass(tp, enum.Enum):
+            names[tp.__name__] = tp
+            # the writer takes a str that is a member's value: a str enum's own members pass
+            return f"(type({{v}}) is {tp.__name__})" if issubclass(tp, str) else "False"
+        if isinstance(tp, type) and tp in _SPECS:
+            return f"_shape_{tp.__name__}({{v}})"
+        return None
+
+    def check(tp: Any, v: str, depth: int, out: list[str], indent: str) -> None:
+        """Append statements that ``return False`` unless ``v`` is acceptable as ``tp``."""
+        expression = scalar(tp)
+        if expression is not None:
+            out.append(f"{indent}if not {expression.format(v=v)}: return False")
+            return
+        origin, args = typing.get_origin(tp), typing.get_args(tp)
+        item = f"x{depth}"
+        if origin is list:
+            out.append(f"{indent}if type({v}) is not list: return False")
+            out.append(f"{indent}for {item} in {v}:")
+            check(args[0], item, depth + 1, out, indent + "    ")
+            return
+        if origin is dict and args[0] is str:
+            key = f"k{depth}"
+            out.append(f"{indent}if type({v}) is not dict: return False")
+            out.append(f"{indent}for {key}, {item} in {v}.items():")
+            key_check = scalar(str)
+            assert key_check is not None
+            out.append(f"{indent}    if not {key_check.format(v=key)}: return False")
+            check(args[1], item, depth + 1, out, indent + "    ")
+            return
+        if origin in (types.UnionType, typing.Union) and len(args) == 2 and type(None) in args:
+            inner = next(a for a in args if a is not type(None))
+            out.append(f"{indent}if {v} is not None:")
+            check(inner, v, depth, out, indent + "    ")
+            return
+        raise TypeError(f"record field type {tp!r} has no shape check")
+
+    for cls, spec in _SPECS.items():
+        names[cls.__name__] = cls
+        hints = typing.get_type_hints(cls)
+        lines.append(f"def _shape_{cls.__name__}(value):")
+        lines.append(f"    if type(value) is not {cls.__name__}: return False")
+        for field in spec.fields:
+            lines.append(f"    v = value.{field.attr}")
+            fixed = special.get((cls, field.attr))
+            if fixed is not None:
+                lines.append(f"    if not {fixed.format(v='v')}: return False")
+            else:
+                check(hints[field.attr], "v", 0, lines, "    ")
+        lines.append("    return True")
+    exec(compile("\n".join(lines), "<record shape checks>", "exec"), names)
+    return names["_shape_RunRecord"]  # type: ignore[no-any-return]
+
+
+_SHAPE_OK = _build_shape_checks()
 
 
 # -- Encoding successive versions of one record ---------------------------------------------------

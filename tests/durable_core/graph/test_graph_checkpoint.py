@@ -10,6 +10,7 @@ import pytest
 from graph_testing import AttemptState, Memory, MemoryCheckpointer
 
 from durable_core import (
+    Attempt,
     CancelToken,
     Checkpointer,
     CopyOnRead,
@@ -540,3 +541,57 @@ def test_a_failing_or_wrong_share_stops_the_run(answer, error):
     assert result.status == "failed"
     assert isinstance(result.error, error)
     assert ran == ["split"]  # nothing downstream saw split's outputs
+
+
+class QuickRestore(Checkpointer):
+    """Restores ``split`` through ``restore_node``; records every begin_node."""
+
+    def __init__(self, answer=None):
+        self.begun = []
+        self.answer = answer
+
+    def restore_node(self, scope, node):
+        if self.answer is not None:
+            return self.answer(scope, node)
+        if node.id != "split":
+            return None
+        outputs = NodeOutputs(NodeReason.COMPLETED, {"words": ["x", "y", "z"]}, {"maybe"})
+        return Attempt(id="a", scope=scope, node=node, restored=outputs)
+
+    async def begin_node(self, scope, node):
+        self.begun.append(node.id)
+        return await super().begin_node(scope, node)
+
+
+# covers: G-12, R-NODE-1
+def test_a_node_restored_at_once_publishes_without_begin_node():
+    ran = []
+    events = []
+
+    class Events:
+        def node_finished(self, event):
+            events.append((event.node_id, event.outcome, event.restored))
+
+    cp = QuickRestore()
+    result = execute(wordcount(ran), {TEXT: "a b"}, checkpointer=cp, observers=[Events()])
+    assert result.status == "completed"
+    assert ran == ["count", "report"]
+    assert cp.begun == ["count", "report"]
+    assert result[N] == 3
+    assert ("split", "completed", True) in events
+
+
+# covers: G-12, R-RT-2
+@pytest.mark.parametrize(
+    ("answer", "error"),
+    [
+        (lambda scope, node: 1 / 0, ZeroDivisionError),
+        (lambda scope, node: Attempt(id="a", scope=scope, node=node), TypeError),
+    ],
+)
+def test_a_failing_or_wrong_restore_node_stops_the_run(answer, error):
+    ran = []
+    result = execute(wordcount(ran), {TEXT: "a b"}, checkpointer=QuickRestore(answer))
+    assert result.status == "failed"
+    assert isinstance(result.error, error)
+    assert ran == []

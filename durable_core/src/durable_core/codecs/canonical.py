@@ -100,6 +100,10 @@ def _unique_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return out
 
 
+_STRICT = json.JSONDecoder(parse_constant=_refuse_constant, object_pairs_hook=_unique_object)
+"""One decoder for every value: ``json.loads`` with arguments would build one per call."""
+
+
 def loads_strict(data: Any) -> Any:
     """Parse encoded bytes strictly: valid UTF-8, one JSON value, nothing after it (C-4).
 
@@ -118,7 +122,7 @@ def loads_strict(data: Any) -> Any:
             f"{raw[exc.start : exc.start + 1]!r})"
         ) from None
     try:
-        return json.loads(text, parse_constant=_refuse_constant, object_pairs_hook=_unique_object)
+        return _STRICT.decode(text)
     except json.JSONDecodeError as exc:
         if exc.msg == "Extra data":
             raise PathProblem(

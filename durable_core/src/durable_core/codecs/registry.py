@@ -5,6 +5,7 @@ See the package docstring of :mod:`durable_core.codecs` for the two calls the ru
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import re
 import threading
@@ -124,6 +125,8 @@ class Codecs:
         self._by_type: dict[Any, Any] = {}
         self._by_id: dict[str, Any] = {}
         self._built: dict[Any, Any] = {}
+        # Declared types check_declared passed: codecs are only ever added, so they stay passed.
+        self._declared_ok: set[Any] = set()
         self._converter = make_converter()
 
     # --- construction ------------------------------------------------------------------------
@@ -362,6 +365,16 @@ class Codecs:
             CodecError: no codec serves the type (for a union: one of its members); the message
                 is :meth:`lookup`'s, saying what to do.
         """
+        try:
+            if key_type in self._declared_ok:
+                return
+        except TypeError:  # a type form that cannot be hashed: check it each time
+            pass
+        self._check_declared(key_type)
+        with contextlib.suppress(TypeError):
+            self._declared_ok.add(key_type)
+
+    def _check_declared(self, key_type: Any) -> None:
         key = normalize(key_type)
         try:
             self.lookup(key)
@@ -374,7 +387,7 @@ class Codecs:
             members = typing.get_args(key)
             if all(isinstance(m, type | typing.TypeVar) or m is typing.Any for m in members):
                 for member in members:  # each value is stored with its own class's codec
-                    self.check_declared(member)
+                    self._check_declared(member)
                 return
             raise problem  # a member such as list[int]: only the union's own codec could
         if isinstance(key, type):
@@ -594,26 +607,33 @@ class Codecs:
                     "always names its codec: the record is damaged"
                 )
         codec = self._codec_for_stored(declared, codec_id, version, subject)
-        try:
-            value = codec.decode(data)
-        except CodecError as exc:
-            if name is None:
-                raise
-            raise CodecError(f"key {name!r}: {exc}") from exc
-        except Exception as exc:
-            raise CodecError(
-                f"cannot decode {subject} with codec {codec.id} version {codec.version}: "
-                f"{type(exc).__name__}: {exc}"
-            ) from exc
-        try:
-            check_instance(value, declared)
-        except InstanceMismatch as exc:
-            raise CodecError(
-                f"cannot decode {subject}: codec {codec.id} version {codec.version} returned a "
-                f"value that is not an instance of the declared type: at "
-                f"{format_path(exc.path)}: {exc.problem}; fix the codec"
-            ) from None
-        return value
+        return _decode_checked(codec, declared, data, name)
+
+    def stored_decoder(
+        self, key_type: Any, codec_id: str, version: str, *, name: str | None = None
+    ) -> StoredDecoder:
+        """Decode many values stored with one codec for one declared type, digests checked.
+
+        For a caller that has already checked each value's digest against its bytes (as
+        :func:`~durable_core.validate_record` does): the returned decoder does every other
+        step of :meth:`decode_value` — the codec id and version, decoding, the instance check
+        of the declared type — with the codec looked up once.
+
+        Args:
+            key_type: the key's declared type.
+            codec_id: the stored ``ValueRecord.TypeID`` (non-empty).
+            version: the stored ``ValueRecord.Version`` (non-empty).
+            name: the key's name, used in the message of a codec that changed.
+
+        Returns:
+            A :class:`StoredDecoder`: call it with the stored bytes and the key's name.
+
+        Raises:
+            CodecError: as :meth:`decode_value`, when the codec changed or is not registered.
+        """
+        declared = normalize(key_type)
+        codec = self._codec_for_stored(declared, codec_id, version, _subject(declared, name))
+        return StoredDecoder(codec, declared)
 
     def stored_codec(
         self, key_type: Any, codec_id: str, version: str, *, name: str | None = None
@@ -673,6 +693,50 @@ class Codecs:
                 "a new run"
             )
         return codec
+
+
+class StoredDecoder:
+    """Decodes stored bytes with one codec for one declared type (see
+    :meth:`Codecs.stored_decoder`); the digest is the caller's to check."""
+
+    __slots__ = ("_codec", "_declared")
+
+    def __init__(self, codec: Any, declared: Any) -> None:
+        self._codec = codec
+        self._declared = declared
+
+    def __call__(self, data: bytes, name: str | None = None) -> Any:
+        """The decoded value, an instance of the declared type.
+
+        Raises:
+            CodecError: as :meth:`Codecs.decode_value`.
+        """
+        return _decode_checked(self._codec, self._declared, data, name)
+
+
+def _decode_checked(codec: Any, declared: Any, data: bytes, name: str | None) -> Any:
+    try:
+        value = codec.decode(data)
+    except CodecError as exc:
+        if name is None:
+            raise
+        raise CodecError(f"key {name!r}: {exc}") from exc
+    except Exception as exc:
+        raise CodecError(
+            f"cannot decode {_subject(declared, name)} with codec {codec.id} version "
+            f"{codec.version}: {type(exc).__name__}: {exc}"
+        ) from exc
+    if type(value) is not declared:  # the exact type passes at once (int for int, ...)
+        try:
+            check_instance(value, declared)
+        except InstanceMismatch as exc:
+            raise CodecError(
+                f"cannot decode {_subject(declared, name)}: codec {codec.id} version "
+                f"{codec.version} returned a "
+                f"value that is not an instance of the declared type: at "
+                f"{format_path(exc.path)}: {exc.problem}; fix the codec"
+            ) from None
+    return value
 
 
 def _serves(codec: Any, value: Any) -> bool:

@@ -236,13 +236,19 @@ class DurableCheckpointer(Checkpointer):
         self._ledger.defer(add_scope)
         return Scope(id=scope_id, graph=graph, path=path, parent=parent)
 
-    async def begin_node(self, scope: Scope, node: Any) -> Attempt:
+    def restore_node(self, scope: Scope, node: Any) -> Attempt | None:
         outputs = self._restored.get((scope.id, node.id))
-        if outputs is not None:
-            node_record = self._known_scopes[scope.id].nodes[node.id]
-            attempt = Attempt(id=node_record.attempt, scope=scope, node=node, restored=outputs)
-            self._event(EventKind.NODE_RESTORED, attempt)
-            return attempt
+        if outputs is None:
+            return None
+        node_record = self._known_scopes[scope.id].nodes[node.id]
+        attempt = Attempt(id=node_record.attempt, scope=scope, node=node, restored=outputs)
+        self._event(EventKind.NODE_RESTORED, attempt)
+        return attempt
+
+    async def begin_node(self, scope: Scope, node: Any) -> Attempt:
+        restored = self.restore_node(scope, node)
+        if restored is not None:
+            return restored
         for attempt_id, stored in self._history.get((scope.id, node.id, ""), ()):
             if stored.state is AttemptState.ACTIVE:
                 attempt = Attempt(id=attempt_id, scope=scope, node=node)

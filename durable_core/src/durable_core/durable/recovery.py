@@ -11,11 +11,12 @@ attempts have really failed already and which nodes of the root graph failed for
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import attrs
 
+from durable_core._nogc import nogc
 from durable_core.codecs import Codecs
 from durable_core.durable.fingerprint import sub_scope_fingerprint
 from durable_core.errors import CodecError, CorruptRecordError, DurableError
@@ -53,6 +54,18 @@ def decode_outputs(
         CodecError: a codec id/version changed, or a value is not of the declared type.
         DurableError: an output is a stream (not restored by this version).
     """
+
+    def decode(key: Any, value: Any) -> Any:
+        return codecs.decode_value(
+            key.type, value.type_id, value.version, value.data, value.digest, name=key.name
+        )
+
+    return _decode_outputs(decode, provides, node_record, where)
+
+
+def _decode_outputs(
+    decode: Callable[[Any, Any], Any], provides: Iterable[Any], node_record: Any, where: str
+) -> NodeOutputs:
     by_name = {v.name: v for v in node_record.outputs}
     ready: dict[str, Any] = {}
     skipped: set[str] = set()
@@ -67,15 +80,13 @@ def decode_outputs(
         if value.state is ValueState.SKIPPED:
             skipped.add(key.name)
             continue
-        if value.stream is not None or getattr(key, "stream", False):
+        if value.stream is not None or key.stream:
             raise DurableError(
                 f"{where}: output {key.name!r} is a stream; stream outputs are not restored by "
                 "this version of the durable runtime"
             )
         try:
-            ready[key.name] = codecs.decode_value(
-                key.type, value.type_id, value.version, value.data, value.digest, name=key.name
-            )
+            ready[key.name] = decode(key, value)
         except CorruptRecordError as exc:
             raise CorruptRecordError(
                 f"{where}: {exc}", path=exc.path, rule=exc.rule or "R-VAL-3"
@@ -83,6 +94,29 @@ def decode_outputs(
         except CodecError as exc:
             raise CodecError(f"{where}: {exc}") from exc
     return NodeOutputs(reason=node_record.reason, ready=ready, skipped=frozenset(skipped))
+
+
+class _StoredDecoders:
+    """One :class:`~durable_core.codecs.registry.StoredDecoder` per declared type and codec:
+    a record of 10,000 ``int`` outputs looks its codec up once."""
+
+    def __init__(self, codecs: Codecs) -> None:
+        self._codecs = codecs
+        self._decoders: dict[tuple[Any, str, str], Any] = {}
+
+    def __call__(self, key: Any, value: Any) -> Any:
+        try:
+            cache_key = (key.type, value.type_id, value.version)
+            decoder = self._decoders.get(cache_key)
+        except TypeError:  # a type form that cannot be hashed: look it up each time
+            cache_key, decoder = None, None
+        if decoder is None:
+            decoder = self._codecs.stored_decoder(
+                key.type, value.type_id, value.version, name=key.name
+            )
+            if cache_key is not None:
+                self._decoders[cache_key] = decoder
+        return decoder(value.data, key.name)
 
 
 def check_definition(graph: Graph, record: RunRecord) -> None:
@@ -171,6 +205,7 @@ def check_definition(graph: Graph, record: RunRecord) -> None:
             )
 
 
+@nogc
 def decode_confirmed(
     graph: Graph, record: RunRecord, codecs: Codecs
 ) -> dict[tuple[str, str], NodeOutputs]:
@@ -178,24 +213,27 @@ def decode_confirmed(
 
     Scopes under failed attempts are decoded and checked too: their results are void, but a
     record whose old values no longer decode is damaged all the same (R-ATT-5). The scopes and
-    streams are checked against the graph first (:func:`check_definition`).
+    streams are checked against the graph first (:func:`check_definition`). Each value's
+    digest is not checked again: ``validate_record`` checked every one against the same bytes.
 
     Args:
         graph: the run's graph (its definition matches the record's).
-        record: the loaded record, already validated (``validate_record``).
+        record: the loaded record, already validated (``validate_record``, which checks every
+            value's digest) and not changed since.
         codecs: the registry that decodes the values.
 
     Returns:
         The decoded outputs by ``(scope id, node id)``.
 
     Raises:
-        CorruptRecordError: a digest does not match, a scope names a graph or node the
-            definition does not have, or a confirmed node's upstream node in its scope is not
-            confirmed (R-NODE-2), or :func:`check_definition` refuses the record.
+        CorruptRecordError: a scope names a graph or node the definition does not have, a
+            confirmed node's upstream node in its scope is not confirmed (R-NODE-2), or
+            :func:`check_definition` refuses the record.
         CodecError: a value's codec id/version changed or it does not decode to its type.
     """
     check_definition(graph, record)
     graphs = graph.graphs()
+    decode = _StoredDecoders(codecs)
     restored: dict[tuple[str, str], NodeOutputs] = {}
     for scope_id, scope in record.scopes.items():
         scope_graph = graphs.get(scope.graph)
@@ -206,8 +244,9 @@ def decode_confirmed(
                 rule="R-SCOPE-1",
             )
         label = scope.path or "(root)"
+        graph_nodes = scope_graph.nodes
         for node_id, node_record in scope.nodes.items():
-            node = scope_graph.nodes.get(node_id)
+            node = graph_nodes.get(node_id)
             if node is None:
                 raise CorruptRecordError(
                     f"scope {scope_id} holds node {node_id!r}, which graph {scope.graph!r} "
@@ -225,8 +264,8 @@ def decode_confirmed(
                         rule="R-NODE-2",
                     )
             where = f"run {record.run_id!r}, scope {label!r}, node {node_id!r}"
-            restored[(scope_id, node_id)] = decode_outputs(
-                codecs, node.provides, node_record, where
+            restored[(scope_id, node_id)] = _decode_outputs(
+                decode, node.provides, node_record, where
             )
     return restored
 

@@ -55,6 +55,11 @@ Calls, in the order the engine makes them
 7. ``close_scope(scope, status)`` when every node of the scope has ended (``"completed"``,
    ``"failed"`` or ``"canceled"``).
 
+``restore_node(scope, node)`` (synchronous) is asked first for every node as its scope starts: a
+root attempt with ``restored`` set there counts as ``begin_node``'s answer, and the engine
+publishes those outputs at once, without waiting (a resume of many confirmed nodes needs no task
+per node). The default answers None: ask ``begin_node``.
+
 ``share(scope, attempt, ready)`` (synchronous) decides how ready values reach their readers: it
 is called with the root inputs when the root scope opens (``attempt=None``), and with a node's
 ready outputs right after ``commit_node`` returned (or after ``begin_node`` returned them
@@ -330,6 +335,23 @@ class Checkpointer:
 
     async def close_scope(self, scope: Scope, status: str) -> None:
         """Every node of ``scope`` ended; ``status`` is completed, failed or canceled."""
+
+    def restore_node(self, scope: Scope, node: Node) -> Attempt | None:
+        """A node's root attempt with ``restored`` outputs, when known without waiting.
+
+        Synchronous; called for every node of a scope as the scope starts, before
+        ``begin_node``. An attempt with ``restored`` set is taken as ``begin_node``'s answer:
+        the engine publishes those outputs at once, without a task for the node, and makes no
+        further call for it. ``None`` (the default) means: ask ``begin_node``.
+
+        Args:
+            scope: the node's scope.
+            node: the node.
+
+        Returns:
+            The restored root attempt, or None.
+        """
+        return None
 
     def share(
         self, scope: Scope, attempt: Attempt | None, ready: Mapping[str, Any]

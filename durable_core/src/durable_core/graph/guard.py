@@ -166,6 +166,25 @@ class CheckpointCalls:
             return
         await self._call(self.cp.open_stream(attempt, key, stream))
 
+    def restore_node(self, scope: Scope, node: Node) -> Attempt | None:
+        """The checkpointer's ``restore_node``: a restored attempt known at once, or None."""
+        if self.noop or self.aborted:
+            return None
+        try:
+            attempt = self.cp.restore_node(scope, node)
+        except Exception as error:
+            self.abort(error)
+            return None
+        if attempt is not None and (not isinstance(attempt, Attempt) or attempt.restored is None):
+            self.abort(
+                TypeError(
+                    "Checkpointer.restore_node must return None or an Attempt with restored "
+                    f"outputs, got {attempt!r}"
+                )
+            )
+            return None
+        return attempt
+
     def share(self, scope: Scope, attempt: Attempt | None, ready: Mapping[str, Any]) -> Any:
         """The checkpointer's ``share``: how ``ready`` reaches its readers (no-op: ``ready``)."""
         if self.noop or not ready:
@@ -175,7 +194,9 @@ class CheckpointCalls:
         except Exception as error:
             self.abort(error)
             raise RunAborted from error
-        if not isinstance(shared, Mapping) or shared.keys() != ready.keys():
+        if shared is not ready and (
+            not isinstance(shared, Mapping) or shared.keys() != ready.keys()
+        ):
             error = TypeError(
                 f"Checkpointer.share must return a mapping of the names {sorted(ready)}, got "
                 f"{shared!r}"
@@ -204,6 +225,13 @@ class CheckpointCalls:
     def check_outputs(self, path: str, keys: dict[str, Key[Any]], outputs: Any) -> NodeOutputs:
         if not isinstance(outputs, NodeOutputs):
             raise self._corrupt(path, "outputs", f"expected NodeOutputs, got {outputs!r}")
+        if (
+            not outputs.skipped
+            and outputs.reason is NodeReason.COMPLETED
+            and outputs.ready.keys() == keys.keys()
+        ):  # the usual case: every provided key ready
+            self._check_values(path, "outputs", outputs.ready, keys, streams=True)
+            return outputs
         ready = set(outputs.ready)
         both = ready & outputs.skipped
         if both:
