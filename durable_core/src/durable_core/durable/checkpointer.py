@@ -11,14 +11,18 @@ engine from what the record already holds:
   to the record with the first save that needs it, fingerprinted from the Sub's stable bindings
   (``Bindings: true``, R-SCOPE-1).
 - ``begin_node``: a node with a NodeRecord in its scope is restored (its body does not run); an
-  active root attempt is adopted (same id); otherwise a new root attempt is saved active before
-  the node can start (R-ATT-2). A failed root attempt in a live scope means the node failed for
-  good in an earlier process: the run stops, naming it (``resume`` reports this before
-  anything runs when the node is in the root graph).
+  active root attempt is adopted (same id); otherwise the node gets a new root attempt that is
+  not saved yet: it is written (active) with the first change that needs it in the record — a
+  Retry try that starts, the child scope of a Sub that opens, the attempt's failure, or the
+  node's confirmation. A node that has not got that far leaves nothing in the record, and runs
+  again under a new root attempt after a restart. A failed root attempt in a live scope means
+  the node failed for good in an earlier process: the run stops, naming it (``resume`` reports
+  this before anything runs when the node is in the root graph).
 - ``begin_try``: the first try at a Retry boundary looks at the record: failed tries count as
   spent, an active try is adopted with its index, and a spent budget is reported as such
-  (R-ATT-4: restarting never refills a budget). Every new try is saved active before it runs,
-  with the outer attempt as parent and the aspect's position as boundary (R-ATT-3).
+  (R-ATT-4: restarting never refills a budget). Every new try is saved active before it runs
+  (with its root attempt, when that is not saved yet), with the outer attempt as parent and the
+  aspect's position as boundary (R-ATT-3).
 - ``fail_attempt``: the attempt is saved failed.
 - ``commit_node``: the outputs are encoded (codec id, version, data, digest) and the root attempt
   is confirmed together with the complete NodeRecord in one save (R-ATT-2, R-NODE-1), with the
@@ -102,6 +106,10 @@ def encode_value_record(codecs: Codecs, key: Any, ready: bool, value: Any = None
     )
 
 
+def _nothing(proposal: L.Proposal) -> None:
+    """A mutation that changes nothing."""
+
+
 class DurableCheckpointer(Checkpointer):
     """The checkpoint seam of one durable run (see the module documentation).
 
@@ -152,6 +160,8 @@ class DurableCheckpointer(Checkpointer):
         for tries in history.values():
             tries.sort(key=lambda item: item[1].index)
         self._history = history
+        # Root attempts begun in this process and not saved yet, with the mutation saving them.
+        self._unsaved: dict[str, L.Mutation] = {}
         # Retry tries begun or adopted in this process, by their node's root attempt id.
         self._tries: dict[str, list[str]] = defaultdict(list)
         for attempt_id in sorted(failed):
@@ -162,6 +172,13 @@ class DurableCheckpointer(Checkpointer):
             ledger.defer(fail)
 
     # -- helpers ---------------------------------------------------------------------------
+
+    def _take_unsaved(self, attempt: Attempt) -> L.Mutation:
+        """The mutation that writes ``attempt``'s root attempt when it is not saved yet (a
+        no-op otherwise); from now on it counts as saved. Put it first in the mutation of the
+        change that needs the root attempt in the record."""
+        begin = self._unsaved.pop(attempt.root.id, None)
+        return begin if begin is not None else _nothing
 
     def _event(
         self, kind: EventKind, attempt: Attempt, error: str = "", revision: int | None = None
@@ -207,8 +224,10 @@ class DurableCheckpointer(Checkpointer):
         ]
         fingerprint = bindings_fingerprint(graph.name, wiring)
         graph_name = graph.name
+        root = self._take_unsaved(parent)
 
         def add_scope(proposal: L.Proposal) -> None:
+            root(proposal)
             L.open_scope(
                 proposal, scope_id, graph=graph_name, path=path, inputs=fingerprint, bindings=True
             )
@@ -240,11 +259,13 @@ class DurableCheckpointer(Checkpointer):
         scope_id, node_id = scope.id, node.id
 
         def begin(proposal: L.Proposal) -> None:
-            L.begin_attempt(proposal, attempt_id, parent=scope_id, node_id=node_id)
+            if attempt_id not in proposal.record.attempts:
+                L.begin_attempt(proposal, attempt_id, parent=scope_id, node_id=node_id)
 
-        saved = await self._ledger.commit_async(begin)
+        # Not saved yet: the root attempt is written with the first change that needs it.
+        self._unsaved[attempt_id] = begin
         attempt = Attempt(id=attempt_id, scope=scope, node=node)
-        self._event(EventKind.ATTEMPT_STARTED, attempt, revision=saved.revision)
+        self._event(EventKind.ATTEMPT_STARTED, attempt)
         return attempt
 
     async def begin_try(self, parent: Attempt, boundary: str, index: int, limit: int) -> Attempt:
@@ -280,7 +301,10 @@ class DurableCheckpointer(Checkpointer):
         attempt_id = L.new_id()
         parent_id, node_id = parent.id, parent.node_id
 
+        root = self._take_unsaved(parent)
+
         def begin(proposal: L.Proposal) -> None:
+            root(proposal)
             L.begin_attempt(
                 proposal,
                 attempt_id,
@@ -306,12 +330,17 @@ class DurableCheckpointer(Checkpointer):
         return attempt
 
     async def fail_attempt(self, attempt: Attempt, error: BaseException) -> None:
-        stored = self._ledger.record.attempts.get(attempt.id) if attempt.id else None
-        if stored is None or stored.state is not AttemptState.ACTIVE:
+        if not attempt.id:
             return
+        if attempt.id not in self._unsaved:
+            stored = self._ledger.record.attempts.get(attempt.id)
+            if stored is None or stored.state is not AttemptState.ACTIVE:
+                return
         attempt_id = attempt.id
+        root = self._take_unsaved(attempt)
 
         def fail(proposal: L.Proposal) -> None:
+            root(proposal)
             L.fail_attempt(proposal, attempt_id)
 
         saved = await self._ledger.commit_async(fail)
@@ -330,8 +359,10 @@ class DurableCheckpointer(Checkpointer):
         reason = NodeReason(outputs.reason)
         scope_id, node_id, attempt_id = attempt.scope.id, attempt.node_id, attempt.id
         tries = self._successful_tries(attempt_id)
+        root = self._take_unsaved(attempt)
 
         def confirm(proposal: L.Proposal) -> None:
+            root(proposal)
             L.confirm_node(
                 proposal,
                 scope_id,
