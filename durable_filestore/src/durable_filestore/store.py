@@ -303,9 +303,7 @@ class FileSession(BaseSession):
     def _decoded(self, revision: int) -> None:
         self._known = None if self._read_key is None else (self._read_key, revision)
 
-    def _write(
-        self, data: bytes, record: RunRecord, expected_revision: int, encoded: EncodedRecord | None
-    ) -> bool:
+    def _write(self, record: RunRecord, expected_revision: int, encoded: EncodedRecord) -> bool:
         st = _lstat(self._record_path)
         if st is None:
             self._check_directory()
@@ -320,7 +318,7 @@ class FileSession(BaseSession):
             # Not what this session last read or wrote at that revision, and the record there
             # (decoded: a corrupt one raises and stays) is at another revision.
             return False
-        self._replace(data, record.revision)
+        self._replace(encoded.data, record.revision)
         return True
 
     def _stored_revision(self) -> int:

@@ -526,9 +526,8 @@ class PostgresSession(BaseSession):
         )
         return 0 if row is None else int(row[0])
 
-    def _write(
-        self, data: bytes, record: RunRecord, expected_revision: int, encoded: EncodedRecord | None
-    ) -> bool:
+    def _write(self, record: RunRecord, expected_revision: int, encoded: EncodedRecord) -> bool:
+        data = encoded.data
         revision = record.revision
         fmt = record.format
 

@@ -57,9 +57,8 @@ class MemorySession(BaseSession):
             stored = self._memory._records.get(self._run_id)
         return None if stored is None else (stored[1], None)
 
-    def _write(
-        self, data: bytes, record: RunRecord, expected_revision: int, encoded: EncodedRecord | None
-    ) -> bool:
+    def _write(self, record: RunRecord, expected_revision: int, encoded: EncodedRecord) -> bool:
+        data = encoded.data
         records = self._memory._records
         with self._memory._records_lock:
             stored = records.get(self._run_id)
