@@ -1,9 +1,10 @@
 """The dedicated ``pulse_durable`` schema: creation and strict checking (B-PG-1, B-PG-3).
 
-Version 2 of the schema holds two tables::
+Version 3 of the schema holds three tables::
 
-    pulse_durable.runs            one row per run: the complete record as JSON in BYTEA
-    pulse_durable.schema_version  one row: the schema version (2)
+    pulse_durable.runs            one row per run: a complete record as JSON in BYTEA
+    pulse_durable.deltas          the deltas saved since each run's complete record
+    pulse_durable.schema_version  one row: the schema version (3)
 
 ``runs.run_id`` is the run id's UTF-8 bytes (BYTEA, so that any Unicode run id fits, NUL
 included, at any length); read it with ``convert_from(run_id, 'UTF8')``. ``runs.run_key`` is
@@ -12,11 +13,14 @@ third of a page, so the id itself (which may be megabytes long) is not indexed.
 ``runs.revision`` is NUMERIC(20,0) with a CHECK keeping it within 1 … 2⁶⁴-1 (uint64).
 ``runs.format`` repeats the record's format for inspection in SQL.
 
+``runs.revision`` is the run's current revision; ``deltas`` (``run_key``, ``base``: the revision
+a delta applies to, ``delta``) leads from the revision inside ``runs.record`` to it.
+
 Version 1 (an earlier Durable) had no ``run_key``: its primary key was the run id itself, which
-refused ids longer than about 2.7 KB. A schema that is exactly version 1 is upgraded in place, in
-one transaction, the first time a store opens it (:data:`_UPGRADE_1_TO_2`); a Durable that only
-knows version 1 then refuses the schema ("made by a newer Durable") instead of writing rows
-without a key.
+refused ids longer than about 2.7 KB; version 2 had no ``deltas``. A schema that is exactly
+version 1 or 2 is upgraded in place to 3, in one transaction, the first time a store opens it
+(:data:`_UPGRADE_1_TO_2`, :data:`_UPGRADE_2_TO_3`); a Durable that knows only an older version
+then refuses the schema ("made by a newer Durable") instead of writing rows it cannot keep.
 
 :func:`ensure_schema` creates the schema when it is absent (or present and empty) and then
 checks that the schema holds exactly these objects: any other table, column, index, view,
@@ -210,15 +214,16 @@ def ensure_schema(conn: psycopg.Connection) -> None:
     Runs one transaction holding a transaction-level advisory lock, so concurrent constructors
     in several processes serialize: the first creates (or upgrades), the others only check.
 
-    A schema that is exactly version 1 (made by an earlier Durable) is upgraded to version 2 in
-    that same transaction: the rows get their ``run_key`` (the SHA-256 of the run id), which
-    becomes the primary key. Anything else that is not exactly version 2 is refused unchanged.
+    A schema that is exactly version 1 or 2 (made by an earlier Durable) is upgraded to version 3
+    in that same transaction: from version 1 the rows get their ``run_key`` (the SHA-256 of the
+    run id), which becomes the primary key; then the ``deltas`` table is added. Anything else
+    that is not exactly version 3 is refused unchanged.
 
     Args:
         conn: an open autocommit connection, idle.
 
     Raises:
-        SchemaError: the schema exists but is not exactly Durable's tables (version 1 or 2);
+        SchemaError: the schema exists but is not exactly Durable's tables (version 1, 2 or 3);
             the message names every unexpected, missing or altered object. Nothing is changed.
         psycopg.Error: the database refused or failed (e.g. no CREATE privilege).
     """

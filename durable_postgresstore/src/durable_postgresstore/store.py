@@ -11,8 +11,10 @@ Seed 001 (the ``postgresstore`` paragraph); SPEC B-PG-1…3, R-STORE-1…5.
 * **Waiting** (B-PG-2): waiting for a free connection plus the network check take at most
   ``acquire_timeout`` (30 s by default), or the caller's shorter ``timeout``. When that runs out,
   ``AcquireTimeoutError``: ownership was not decided, never a false ``BusyError``.
-* **Saving** (B-PG-3): the complete record as JSON in BYTEA; each save is one short statement
-  (its own transaction) doing the revision compare-and-swap, on the lock-holding connection.
+* **Saving** (B-PG-3): each save is one short statement (its own transaction) doing the
+  revision compare-and-swap on the lock-holding connection; a save with a delta adds it to
+  ``pulse_durable.deltas`` in that statement, and the deltas are folded into the complete record
+  (JSON in BYTEA) when they outgrow it and when the session closes.
 * **Failing closed**: a session whose connection is lost never reconnects; its ``load``/``save``
   raise :class:`~durable_postgresstore.errors.PostgresStoreError` (``connection_lost``).
 * **Secrets** (B-PG-3): the DSN is never logged; error messages are scrubbed of its password.

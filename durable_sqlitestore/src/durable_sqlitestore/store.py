@@ -122,7 +122,7 @@ class SQLiteStore(BaseStore):
 
     Construction creates the parent directories (0700), the database file (0600) and
     ``.runlocks/`` beside it, sets and reads back ``journal_mode=WAL``, ``synchronous=FULL`` and
-    ``busy_timeout=5000``, and creates or strictly checks schema v1 — all under the
+    ``busy_timeout=5000``, and creates, upgrades (from v1) or strictly checks schema v2 — all under the
     ``.init.lock`` file lock, so that processes opening the same database at once take turns.
 
     Ownership of a run is an OS file lock on ``.runlocks/<sha256(run id)>.lock``: BusyError at
@@ -142,7 +142,7 @@ class SQLiteStore(BaseStore):
     Raises:
         ConfigError: the path is empty, names a directory, or is ``:memory:``/a URI.
         AcquireTimeoutError: the initialisation lock was not free within ``timeout``.
-        SchemaError: the database holds anything but Durable's schema v1.
+        SchemaError: the database holds anything but Durable's schema v2 (or an exact v1).
         DurableError: the database's directory is not writable (WAL keeps ``-wal`` and ``-shm``
             files beside the database, and the store its lock files), a pragma did not take,
             or the file is not a regular file.
@@ -571,7 +571,8 @@ def _configure(connection: sqlite3.Connection, path: str) -> None:
 
 
 def _check_existing_schema(connection: sqlite3.Connection, path: str) -> None:
-    """Refuse a database that is not empty and not Durable's schema v1, changing nothing."""
+    """Refuse a database that is not empty and not Durable's schema (v2, or an exact v1),
+    changing nothing."""
     try:
         objects = connection.execute(
             "SELECT type, name, sql FROM sqlite_master ORDER BY type, name"
