@@ -123,8 +123,8 @@ class SQLiteStore(BaseStore):
     Construction creates the parent directories (0700), the database file (0600) and
     ``.runlocks/`` beside it, sets and reads back ``journal_mode=WAL``, ``synchronous=FULL`` and
     ``busy_timeout=5000``, and creates, upgrades (from v1) or strictly checks schema v2 — all
-    under the
-    ``.init.lock`` file lock, so that processes opening the same database at once take turns.
+    under the ``.init.lock`` file lock, so that processes opening the same database at once take
+    turns.
 
     Ownership of a run is an OS file lock on ``.runlocks/<sha256(run id)>.lock``: BusyError at
     once, within this process or from another one, released on close or process exit. A save is
