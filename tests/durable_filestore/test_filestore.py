@@ -645,11 +645,17 @@ def _delta_saves(count: int, start: int = 1) -> list[tuple[RunRecord, EncodedRec
     return saves
 
 
-def _abandon(session: FileSession) -> None:
-    """The owner dies: its lock goes, nothing is folded (as after SIGKILL)."""
+def _saved_then_abandoned(store: FileStore, count: int) -> list[tuple[RunRecord, EncodedRecord]]:
+    """Save ``count`` revisions with deltas, then the owner dies: its lock goes, nothing is
+    folded (as after SIGKILL)."""
+    saves = _delta_saves(count)
+    session: FileSession = store.acquire("run")
+    for record, encoded in saves:
+        session.save(record, record.revision - 1, encoded)
     session._known = None
     session._read_state = None
     session.close()
+    return saves
 
 
 def test_delta_saves_append_to_the_journal_and_fold_when_it_outgrows_the_record(
@@ -675,11 +681,7 @@ def test_delta_saves_append_to_the_journal_and_fold_when_it_outgrows_the_record(
 def test_a_torn_journal_tail_is_a_save_never_confirmed(store: FileStore, directory: Path) -> None:
     # covers: B-FILE-3, R-STORE-2, R-RT-2
     journal = directory / f"{sha('run')}.journal"
-    saves = _delta_saves(5)
-    session = store.acquire("run")
-    for record, encoded in saves:
-        session.save(record, record.revision - 1, encoded)
-    _abandon(session)
+    saves = _saved_then_abandoned(store, 5)
     whole = journal.read_bytes()
     next_delta = record_delta(saves[-1][0], sample_record("run", 6))
     entry = len(next_delta).to_bytes(4, "big") + zlib.crc32(next_delta).to_bytes(4, "big")
@@ -702,11 +704,7 @@ def test_a_fold_that_crashed_before_removing_the_journal_is_read_right(
 ) -> None:
     # covers: B-FILE-3, R-STORE-2
     journal = directory / f"{sha('run')}.journal"
-    saves = _delta_saves(5)
-    session = store.acquire("run")
-    for record, encoded in saves:
-        session.save(record, record.revision - 1, encoded)
-    _abandon(session)
+    saves = _saved_then_abandoned(store, 5)
     # the fold wrote the complete record of revision 5, then the process died
     (directory / f"{sha('run')}.json").write_bytes(record_to_json(saves[-1][0]))
     assert journal.exists()
@@ -723,11 +721,7 @@ def test_a_fold_that_crashed_before_removing_the_journal_is_read_right(
 def test_a_damaged_journal_is_corrupt_and_kept(store: FileStore, directory: Path) -> None:
     # covers: R-STORE-2, E-1
     journal = directory / f"{sha('run')}.journal"
-    saves = _delta_saves(5)
-    session = store.acquire("run")
-    for record, encoded in saves:
-        session.save(record, record.revision - 1, encoded)
-    _abandon(session)
+    _saved_then_abandoned(store, 5)
     data = bytearray(journal.read_bytes())
     data[12] ^= 0xFF  # inside the first entry; entries follow it
     journal.write_bytes(bytes(data))

@@ -318,15 +318,7 @@ class SQLiteSession(BaseSession):
     # -- the medium (called with the session's mutex held) ------------------------------------
 
     def _read(self) -> tuple[bytes, int | None] | None:
-        # The row first, then its deltas: a fold in between (only this session's own, as it
-        # owns the run) leaves a consistent, older view, never a broken chain.
-        connection = self._connection
-        row = connection.execute(
-            f"SELECT revision, record FROM {_TABLE} WHERE run_id = ?", (self._run_id,)
-        ).fetchone()
-        deltas = connection.execute(
-            f"SELECT base, delta FROM {_DELTAS} WHERE run_id = ?", (self._run_id,)
-        ).fetchall()
+        row, deltas = self._rows()
         if row is None:
             if deltas:
                 raise CorruptRecordError(
@@ -345,6 +337,18 @@ class SQLiteSession(BaseSession):
             delta_bytes,
         )
         return data, head
+
+    def _rows(self) -> tuple[Any, list[Any]]:
+        """The run's row (or None) and its delta rows."""
+        # The row first, then its deltas: a fold in between (only this session's own, as it
+        # owns the run) leaves a consistent, older view, never a broken chain.
+        row = self._connection.execute(
+            f"SELECT revision, record FROM {_TABLE} WHERE run_id = ?", (self._run_id,)
+        ).fetchone()
+        deltas = self._connection.execute(
+            f"SELECT base, delta FROM {_DELTAS} WHERE run_id = ?", (self._run_id,)
+        ).fetchall()
+        return row, deltas
 
     def _decoded(self, revision: int) -> None:
         self._chain = self._read_chain
@@ -457,12 +461,7 @@ class SQLiteSession(BaseSession):
         connection = self._connection
         connection.execute("BEGIN IMMEDIATE")
         try:
-            row = connection.execute(
-                f"SELECT revision, record FROM {_TABLE} WHERE run_id = ?", (self._run_id,)
-            ).fetchone()
-            deltas = connection.execute(
-                f"SELECT base, delta FROM {_DELTAS} WHERE run_id = ?", (self._run_id,)
-            ).fetchall()
+            row, deltas = self._rows()
             if row is not None and deltas:
                 data, head, _ = _fold(row[0], row[1], deltas, self._location)
                 decode_stored(self._run_id, data, self._location, head)
