@@ -291,7 +291,7 @@ class PostgresStore(BaseStore):
                 for key, base, delta in conn.execute(_ALL_DELTAS):
                     deltas.setdefault(bytes(key), []).append((int(base), bytes(delta)))
                 summaries = []
-                for raw_id, revision, data, key in conn.execute(_LIST):
+                for raw_id, revision, data, key in conn.cursor().stream(_LIST):
                     summaries.append(
                         self._summary(
                             bytes(raw_id), int(revision), bytes(data), deltas.get(bytes(key), [])
