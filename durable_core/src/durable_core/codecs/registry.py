@@ -615,6 +615,20 @@ class Codecs:
             ) from None
         return value
 
+    def stored_codec(
+        self, key_type: Any, codec_id: str, version: str, *, name: str | None = None
+    ) -> Any:
+        """The codec that decodes a value stored with ``codec_id``/``version`` for ``key_type``.
+
+        The codec :meth:`decode_value` would use; calling its ``decode`` on bytes this registry
+        encoded skips the digest and type checks that stored bytes need.
+
+        Raises:
+            CodecError: as :meth:`decode_value` when the codec changed or is not registered.
+        """
+        declared = normalize(key_type)
+        return self._codec_for_stored(declared, codec_id, version, _subject(declared, name))
+
     def _codec_for_stored(self, declared: Any, codec_id: str, version: str, subject: str) -> Any:
         static = None
         static_problem = ""

@@ -37,17 +37,20 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
+
+import attrs
 
 from durable_core.codecs import Codecs
 from durable_core.durable import ledger as L
+from durable_core.durable.copies import share_values
 from durable_core.durable.events import EventKind, RecoveryEvent
-from durable_core.durable.fingerprint import bindings_fingerprint
+from durable_core.durable.fingerprint import sub_scope_fingerprint
 from durable_core.durable.recovery import decode_outputs
 from durable_core.errors import CorruptRecordError, DurableError, NodeFailedError
-from durable_core.graph import Checkpointer, Graph, In
-from durable_core.graph.checkpoint import Attempt, NodeOutputs, Scope, Values
+from durable_core.graph import Checkpointer, Graph
+from durable_core.graph.checkpoint import Attempt, CopyOnRead, NodeOutputs, Scope, Values
 from durable_core.records import (
     AttemptRecord,
     AttemptState,
@@ -95,6 +98,10 @@ def encode_value_record(codecs: Codecs, key: Any, ready: bool, value: Any = None
         )
     if not ready:
         return ValueRecord(name=key.name, state=ValueState.SKIPPED)
+    if type(value) is CopyOnRead:  # a Sub node's output through Out: saved in the child
+        if isinstance(value.source, ValueRecord):
+            return attrs.evolve(value.source, name=key.name)
+        value = value.read()
     encoded = codecs.encode_value(key.type, value, name=key.name)
     return ValueRecord(
         name=key.name,
@@ -216,13 +223,7 @@ class DurableCheckpointer(Checkpointer):
                     rule="R-SCOPE-2",
                 )
             return Scope(id=scope_id, graph=graph, path=path, parent=parent)
-        wiring = [
-            ("in", b.parent.name, b.child.name)
-            if isinstance(b, In)
-            else ("out", b.parent.name, b.child.name)
-            for b in parent.node.bindings
-        ]
-        fingerprint = bindings_fingerprint(graph.name, wiring)
+        fingerprint = sub_scope_fingerprint(parent.node)
         graph_name = graph.name
         root = self._take_unsaved(parent)
 
@@ -375,6 +376,11 @@ class DurableCheckpointer(Checkpointer):
 
         saved = await self._ledger.commit_async(confirm)
         self._event(EventKind.NODE_CONFIRMED, attempt, revision=saved.revision)
+
+    def share(
+        self, scope: Scope, attempt: Attempt | None, ready: Mapping[str, Any]
+    ) -> Mapping[str, Any]:
+        return share_values(self._codecs, self._ledger.record, scope, attempt, ready)
 
     def _successful_tries(self, root_id: str) -> tuple[str, ...]:
         """The tries of ``root_id``'s node whose whole chain up to the root is still active:
