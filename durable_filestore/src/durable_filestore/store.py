@@ -48,6 +48,7 @@ from durable_core.store import (
     decode_stored,
     sort_summaries,
     summary_of,
+    validate_run_id,
 )
 from durable_core.store.locks import RunLock, make_private_directory, run_key
 
@@ -334,6 +335,52 @@ class FileStore(BaseStore):
                 continue  # removed between listing and reading: not a stored run any more
         return sort_summaries(summaries)
 
+    def peek(self, run_id: str) -> RunRecord:
+        """The last committed record of ``run_id``, read without the run's lock (RecordPeeker).
+
+        Saves replace ``<key>.json`` atomically, so this sees one whole revision; a running
+        run's owner may have saved a newer one by the time it is shown. Never writes.
+
+        Raises:
+            NotFoundError: no record file.
+            CorruptRecordError: the file is not a record of this run.
+            DurableError: something other than a regular file is there.
+        """
+        validate_run_id(run_id)
+        path = self.record_path(run_id)
+        stored = _read_run(path, path[: -len(".json")] + ".journal")
+        if stored is None:
+            raise NotFoundError(
+                f"no record of run {run_id!r} in {self._directory} (no file {run_key(run_id)}.json)"
+            )
+        return decode_stored(run_id, stored.data, path)
+
+    def request_cancel(self, run_id: str) -> None:
+        """Ask the owner of ``run_id`` to stop: a ``<key>.cancel`` marker file beside the lock
+        file, which the owner's watcher removes (CancelRequests)."""
+        from durable_core.maintenance import write_marker_file
+
+        validate_run_id(run_id)
+        write_marker_file(os.path.join(self._directory, run_key(run_id) + ".cancel"))
+
+    def watch_cancel(self, run_id: str, on_request: Any) -> Any:
+        """Watch for ``<key>.cancel`` while the run executes (CancelRequests)."""
+        from durable_core.maintenance import watch_marker_file
+
+        return watch_marker_file(
+            os.path.join(self._directory, run_key(run_id) + ".cancel"), on_request
+        )
+
+    def saved_at(self, run_id: str) -> float | None:
+        """When ``<key>.json`` was last replaced (its mtime, seconds since the epoch), or
+        ``None`` when there is no record file (SaveTimes)."""
+        path = self.record_path(run_id)
+        st = _lstat(path)
+        if st is None:
+            return None
+        journal = _lstat(path[: -len(".json")] + ".journal")
+        return st.st_mtime if journal is None else max(st.st_mtime, journal.st_mtime)
+
     def __repr__(self) -> str:
         return f"FileStore({self._directory!r})"
 
@@ -408,6 +455,44 @@ class FileSession(BaseSession):
     def journal_path(self) -> str:
         """The absolute path of the run's journal of deltas (present only while in use)."""
         return self._journal_path
+
+    def delete(self) -> None:
+        """Remove the run's record file, then its lock file, while holding the lock; then
+        close the session (RunDeleter).
+
+        How the lock file goes safely: it is unlinked while this session still holds its OS
+        lock, after the record file is gone (and the directory synced). A process that had
+        opened the old lock file and gets its lock after this session lets go finds that the
+        file at the path is not the one it locked (or that there is none), and opens the path
+        again: every acquirer checks this, so two owners never exist.
+
+        Raises:
+            NotFoundError: the run has no record file (nothing removed).
+            SessionClosedError: the session was closed.
+            DurableError: removing failed; the message says what is left.
+        """
+        with self._mutex:
+            self._check_open()
+            st = _lstat(self._record_path)
+            if st is None:
+                self._check_directory()
+                raise self._not_found()
+            if not stat.S_ISREG(st.st_mode):
+                raise _not_regular(self._record_path, st)
+            try:
+                os.unlink(self._record_path)
+                self._known = None
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(self._journal_path)  # its entries follow a record that is gone
+                self._sync_directory()
+            except OSError as exc:
+                raise DurableError(
+                    f"could not delete run {self._run_id!r} in {self._directory}: {exc}; its "
+                    "record file may still be there: look, and delete again"
+                ) from exc
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self._lock.path)
+        self.close()
 
     # -- the medium (called with the session's mutex held) ------------------------------------
 

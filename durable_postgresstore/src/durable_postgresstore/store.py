@@ -50,6 +50,7 @@ from durable_core.store import (
     decode_stored,
     sort_summaries,
     summary_of,
+    validate_run_id,
 )
 from durable_postgresstore._connections import (
     Closed,
@@ -113,6 +114,13 @@ _APPEND = (
     f"INSERT INTO {SCHEMA}.deltas (run_key, base, delta) "
     "SELECT run_key, %s::numeric, %s FROM cas"
 )
+# Deleting a run: its row and its deltas, in one statement.
+_DELETE = (
+    f"WITH gone AS (DELETE FROM {SCHEMA}.runs WHERE run_key = %s RETURNING run_key), "
+    f"deltas AS (DELETE FROM {SCHEMA}.deltas WHERE run_key IN (SELECT run_key FROM gone)) "
+    "SELECT count(*) FROM gone"
+)
+_CANCEL_CHANNEL = "durable_cancel"
 _DELTAS = f"SELECT base, delta FROM {SCHEMA}.deltas WHERE run_key = %s ORDER BY base"
 _ALL_DELTAS = f"SELECT run_key, base, delta FROM {SCHEMA}.deltas ORDER BY run_key, base"
 # Fold on close: the complete record at the head revision; the deltas gone.
@@ -306,6 +314,83 @@ class PostgresStore(BaseStore):
             operation_timeout=self._operation_timeout,
         )
         return sort_summaries(summaries)
+
+    def peek(self, run_id: str) -> RunRecord:
+        """The last committed record of ``run_id``: a plain SELECT, without the run's advisory
+        lock (RecordPeeker). Never writes; a running run's owner may have saved a newer
+        revision by the time it is shown.
+
+        Raises:
+            NotFoundError: no row for the run.
+            CorruptRecordError: the row is not a record of this run.
+            AcquireTimeoutError: no connection came free within ``acquire_timeout``.
+            SessionClosedError: the store was closed.
+        """
+        validate_run_id(run_id)
+        key = hashlib.sha256(run_id.encode("utf-8")).digest()
+
+        def read(conn: psycopg.Connection[Any]) -> Any:
+            with conn.transaction():  # one snapshot of the row and its deltas
+                row = conn.execute(_SELECT, [key]).fetchone()
+                deltas = [] if row is None else conn.execute(_DELTAS, [key]).fetchall()
+            return row, deltas
+
+        row, deltas = self._on_link(
+            "reading a record",
+            read,
+            capacity_timeout=self.acquire_timeout,
+            operation_timeout=self._operation_timeout,
+        )
+        location = self._location(run_id)
+        if row is None:
+            raise NotFoundError(f"no record of run {run_id!r} in {location}")
+        chain = [(int(base), bytes(delta)) for base, delta in deltas]
+        return decode_stored(run_id, _fold(bytes(row[1]), chain, location), location, int(row[0]))
+
+    def request_cancel(self, run_id: str) -> None:
+        """Ask the owner of ``run_id`` to stop, from any host: a notification on the channel
+        ``durable_cancel`` carrying the run's key, which the owner listens for
+        (CancelRequests). Nothing is stored: an owner that is not listening never sees it.
+        """
+        validate_run_id(run_id)
+        payload = hashlib.sha256(run_id.encode("utf-8")).hexdigest()
+        self._on_link(
+            "asking a run to stop",
+            lambda conn: conn.execute(
+                "SELECT pg_catalog.pg_notify(%s, %s)", [_CANCEL_CHANNEL, payload]
+            ),
+            capacity_timeout=self.acquire_timeout,
+            operation_timeout=self._operation_timeout,
+        )
+
+    def watch_cancel(self, run_id: str, on_request: Any) -> Any:
+        """Listen for stop requests of ``run_id`` on a connection of its own, in a daemon
+        thread, until the returned function is called (CancelRequests)."""
+        import threading
+
+        payload = hashlib.sha256(run_id.encode("utf-8")).hexdigest()
+        conn = self._connect()
+        conn.execute(f"LISTEN {_CANCEL_CHANNEL}")
+        stop = threading.Event()
+
+        def listen() -> None:
+            try:
+                while not stop.is_set():
+                    for note in conn.notifies(timeout=0.2):
+                        if note.payload == payload:
+                            on_request()
+            except psycopg.Error:
+                logger.warning("PostgresStore: the stop-request listener of %r ended", run_id)
+
+        thread = threading.Thread(target=listen, name="durable-cancel-listen", daemon=True)
+        thread.start()
+
+        def stop_listening() -> None:
+            stop.set()
+            thread.join()
+            conn.close()
+
+        return stop_listening
 
     def close(self) -> None:
         """Close the store: cancel pending acquires, close open sessions, close connections.
@@ -569,6 +654,25 @@ class PostgresSession(BaseSession):
     def __repr__(self) -> str:
         state = "closed" if self._closed else "lost" if self._lost else "open"
         return f"<PostgresSession run_id={self._run_id!r} {state}>"
+
+    def delete(self) -> None:
+        """Delete the run's row while holding its advisory lock, then close the session
+        (RunDeleter). The advisory lock is not a row: nothing else is left behind.
+
+        Raises:
+            NotFoundError: the run has no row (nothing removed).
+            SessionClosedError: the session was closed.
+            PostgresStoreError: the delete failed (a single statement: it happened or not).
+        """
+        with self._mutex:
+            self._check_open()
+            deleted = self._execute(
+                "deleting", lambda conn: conn.execute(_DELETE, [self._row_key]).fetchone()[0]
+            )
+            self._chain = None
+            if deleted != 1:
+                raise self._not_found()
+        self.close()
 
     # -- the medium (called with the session's mutex held) ------------------------------------
 

@@ -38,6 +38,7 @@ from durable_core.errors import (
     ConfigError,
     CorruptRecordError,
     DurableError,
+    NotFoundError,
     SchemaError,
 )
 from durable_core.recorddelta import apply_delta
@@ -54,6 +55,7 @@ from durable_core.store import (
     decode_stored,
     sort_summaries,
     summary_of,
+    validate_run_id,
     validate_timeout,
 )
 from durable_core.store.locks import RunLock, acquire_run_lock, make_private_directory
@@ -256,6 +258,55 @@ class SQLiteStore(BaseStore):
             summaries.append(summary_of(location, read, run_id))
         return sort_summaries(summaries)
 
+    def peek(self, run_id: str) -> RunRecord:
+        """The last committed record of ``run_id``: a plain SELECT, without the run's lock
+        (RecordPeeker). Never writes; a running run's owner may have saved a newer revision by
+        the time it is shown.
+
+        Raises:
+            NotFoundError: no row for the run.
+            CorruptRecordError: the row is not a record of this run.
+            SessionClosedError: the store was closed.
+        """
+        validate_run_id(run_id)
+        with self._lock:
+            self._check_open()
+            connection = self._connection
+            connection.execute("BEGIN")  # one snapshot of the row and its deltas
+            try:
+                row = connection.execute(
+                    f"SELECT revision, record FROM {_TABLE} WHERE run_id = ?", (run_id,)
+                ).fetchone()
+                deltas = connection.execute(
+                    f"SELECT base, delta FROM {_DELTAS} WHERE run_id = ?", (run_id,)
+                ).fetchall()
+            finally:
+                connection.execute("COMMIT")
+        location = _location(self._path, run_id)
+        if row is None:
+            raise NotFoundError(f"no record of run {run_id!r} at {location}")
+        data, head, _ = _fold(row[0], row[1], deltas, location)
+        return decode_stored(run_id, data, location, head)
+
+    def request_cancel(self, run_id: str) -> None:
+        """Ask the owner of ``run_id`` to stop: a ``.runlocks/<key>.cancel`` marker file,
+        which the owner's watcher removes (CancelRequests)."""
+        from durable_core.maintenance import write_marker_file
+        from durable_core.store.locks import run_key
+
+        validate_run_id(run_id)
+        write_marker_file(os.path.join(self._runlocks, run_key(run_id) + ".cancel"))
+
+    def watch_cancel(self, run_id: str, on_request: Any) -> Any:
+        """Watch for ``.runlocks/<key>.cancel`` while the run executes (CancelRequests)."""
+        from durable_core.maintenance import watch_marker_file
+        from durable_core.store.locks import run_key
+
+        make_private_directory(self._runlocks)
+        return watch_marker_file(
+            os.path.join(self._runlocks, run_key(run_id) + ".cancel"), on_request
+        )
+
     def __repr__(self) -> str:
         return f"SQLiteStore({self._path!r})"
 
@@ -314,6 +365,42 @@ class SQLiteSession(BaseSession):
         self._read_chain: tuple[int, int, int, int] | None = None
         self._lock = lock
         self._connection = connection
+
+    def delete(self) -> None:
+        """Delete the run's row, then its ``.runlocks`` lock file while still holding its lock;
+        then close the session (RunDeleter). The lock file goes as the file store's does: an
+        acquirer that locked the old file finds it is no longer the one at the path and opens
+        the path again, so two owners never exist.
+
+        Raises:
+            NotFoundError: the run has no row (nothing removed).
+            SessionClosedError: the session was closed.
+            DurableError: the delete failed; the transaction was rolled back.
+        """
+        with self._mutex:
+            self._check_open()
+            connection = self._connection
+            try:
+                connection.execute("BEGIN IMMEDIATE")
+                deleted = connection.execute(
+                    f"DELETE FROM {_TABLE} WHERE run_id = ?", (self._run_id,)
+                ).rowcount
+                connection.execute(f"DELETE FROM {_DELTAS} WHERE run_id = ?", (self._run_id,))
+                connection.execute("COMMIT")
+                self._chain = None
+            except sqlite3.Error as exc:
+                with contextlib.suppress(sqlite3.Error):
+                    if connection.in_transaction:
+                        connection.execute("ROLLBACK")
+                raise DurableError(
+                    f"could not delete run {self._run_id!r} from {self._path}: {exc}; the "
+                    "transaction was rolled back, the run is intact"
+                ) from exc
+            if deleted != 1:
+                raise self._not_found()
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self._lock.path)
+        self.close()
 
     # -- the medium (called with the session's mutex held) ------------------------------------
 

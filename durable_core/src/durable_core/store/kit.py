@@ -295,6 +295,30 @@ class BaseSession:
                 raise self._conflict(self._stored_revision(), expected_revision)
             self._verified = record.revision
 
+    def restore(self, record: RunRecord) -> None:
+        """Write a copied record as the run's first record, keeping its revision
+        (``RecordRestorer``, for ``durable migrate``).
+
+        Raises:
+            ConflictError: the run already has a record, or ``record`` names another run or
+                has no valid revision; nothing written.
+            CorruptRecordError: the record cannot be encoded, or a stored record is corrupt.
+            SessionClosedError: the session was closed.
+        """
+        with self._mutex:
+            self._check_open()
+            if not isinstance(record, RunRecord):
+                raise TypeError(f"restore expects a RunRecord, found {type(record).__name__}")
+            validate_save(self._run_id, record, record.revision - 1)
+            if self._checked_revision() != 0 or not self._write(
+                record, 0, EncodedRecord(record_to_json(record))
+            ):
+                raise ConflictError(
+                    f"run {self._run_id!r} already has a record at {self._location}; a copied "
+                    "run never overwrites one"
+                )
+            self._verified = record.revision
+
     def close(self) -> None:
         """Release ownership of the run. Idempotent (R-STORE-4).
 

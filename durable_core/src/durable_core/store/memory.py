@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+from durable_core.errors import NotFoundError
 from durable_core.recorddelta import apply_delta
 from durable_core.recordjson import record_from_json
 from durable_core.records import RunRecord
@@ -42,6 +43,18 @@ class MemoryStore(BaseStore):
             for run_id, data in items
         )
 
+    def peek(self, run_id: str) -> RunRecord:
+        """The stored record of ``run_id`` without taking its session (RecordPeeker).
+
+        Raises:
+            NotFoundError: no record.
+        """
+        with self._records_lock:
+            stored = self._records.get(run_id)
+        if stored is None:
+            raise NotFoundError(f"no record of run {run_id!r} in this memory store")
+        return record_from_json(stored.complete())
+
     def _open_session(
         self, run_id: str, timeout: float | None, pending: Acquiring
     ) -> MemorySession:
@@ -54,6 +67,21 @@ class MemorySession(BaseSession):
     def __init__(self, store: MemoryStore, run_id: str) -> None:
         super().__init__(store, run_id, f"memory:{run_id}")
         self._memory = store
+
+    def delete(self) -> None:
+        """Remove the run's record, then close the session (RunDeleter).
+
+        Raises:
+            NotFoundError: no record.
+            SessionClosedError: the session was closed.
+        """
+        with self._mutex:
+            self._check_open()
+            with self._memory._records_lock:
+                stored = self._memory._records.pop(self._run_id, None)
+            if stored is None:
+                raise self._not_found()
+        self.close()
 
     def _read(self) -> tuple[bytes, int | None] | None:
         with self._memory._records_lock:
