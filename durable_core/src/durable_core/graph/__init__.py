@@ -19,6 +19,14 @@ from durable_core.graph.engine import (
 )
 from durable_core.graph.keys import DEFAULT_STREAM_CAPACITY, Key, type_name
 from durable_core.graph.observer import GraphEvent, NodeEvent, Observer
+from durable_core.graph.processor import (
+    Managed,
+    MessageAttempt,
+    MessageCommit,
+    MessageContext,
+    MessageWriter,
+    Processor,
+)
 from durable_core.graph.streams import (
     BlockingStreamReader,
     BlockingStreamWriter,
@@ -42,11 +50,17 @@ __all__ = [
     "GraphEvent",
     "In",
     "Key",
+    "Managed",
+    "MessageAttempt",
+    "MessageCommit",
+    "MessageContext",
+    "MessageWriter",
     "Node",
     "NodeEvent",
     "NodeOutputs",
     "Observer",
     "Out",
+    "Processor",
     "Retry",
     "RunContext",
     "RunResult",

@@ -74,8 +74,25 @@ inputs; an implementation may keep such new attempts in memory and save them wit
 change that needs them (a failure, a commit, a child scope's commit), since an active attempt is
 adopted again after a restart anyway.
 
-Later extensions (streams' sends and acks, message attempts; SPEC S) add methods with a no-op
-default to this class, so existing checkpointers keep working.
+Processor nodes (message transactions, S-7, S-8) add four calls, made by the processor's body
+on the event loop, in this order for each run of the body (see
+:mod:`durable_core.graph.processor`):
+
+8. ``open_processor(attempt, processor)`` once, before the first message: return a
+   :class:`~durable_core.graph.Managed` with the committed state to continue from, or None to
+   start from ``processor.initial``.
+9. ``begin_message(attempt, message)`` before each try of each message (``message`` is the
+   proposed :class:`~durable_core.graph.MessageAttempt`): the returned try's ``index`` is
+   authoritative, as in ``begin_try``; ``index > limit`` fails the node without running.
+10. ``fail_message(message, error)`` when a try failed; its staged work is discarded.
+11. ``commit_messages(attempt, commit)`` when a message (or a batch) succeeded, and once more
+    with ``commit.final`` after ``finish``: the input's ack, the new state, the values and the
+    sends of :class:`~durable_core.graph.MessageCommit` are one transaction. The engine applies
+    the values and pushes the sends to readers only after it returns. An output stream is
+    opened (``open_stream``) before the first commit that sends to it.
+
+Later extensions add methods with a no-op default to this class, so existing checkpointers
+keep working.
 """
 
 from __future__ import annotations
@@ -91,6 +108,7 @@ from durable_core.records import NodeReason
 if TYPE_CHECKING:
     from durable_core.graph.definition import Graph, Node
     from durable_core.graph.keys import Key
+    from durable_core.graph.processor import Managed, MessageAttempt, MessageCommit, Processor
     from durable_core.graph.streams import Stream
 
 __all__ = ["Attempt", "Checkpointer", "NodeOutputs", "Scope", "Values"]
@@ -286,3 +304,43 @@ class Checkpointer:
 
     async def close_scope(self, scope: Scope, status: str) -> None:
         """Every node of ``scope`` ended; ``status`` is completed, failed or canceled."""
+
+    # -- processor nodes (message transactions) --------------------------------------------
+
+    async def open_processor(self, attempt: Attempt, processor: Processor[Any]) -> Managed | None:
+        """A processor node's body starts (S-7).
+
+        Args:
+            attempt: the node's root attempt.
+            processor: the processor (its ``state`` type, ``initial`` state, ``retry``).
+
+        Returns:
+            The committed state to continue from, or None to start from ``initial``.
+        """
+        return None
+
+    async def begin_message(self, attempt: Attempt, message: MessageAttempt) -> MessageAttempt:
+        """Begin one try of one input message (S-7).
+
+        Args:
+            attempt: the node's root attempt.
+            message: the try the engine means to run (its ``sequence``, ``index``, ``limit``).
+
+        Returns:
+            The try; its ``index`` is authoritative (>= ``message.index``): a higher one says
+            tries were spent before a restart, ``index > limit`` that the budget is spent.
+        """
+        return message
+
+    async def fail_message(self, message: MessageAttempt, error: BaseException) -> None:
+        """A try of a message failed with ``error``; what it staged is discarded."""
+
+    async def commit_messages(self, attempt: Attempt, commit: MessageCommit) -> None:
+        """Commit one message transaction (or a batch of them) as one (S-8).
+
+        Args:
+            attempt: the node's root attempt.
+            commit: the messages' successful tries (acked by this commit), the new state,
+                every value set so far, the elements sent, and whether reading ended
+                (``stopped``) or this is the final transaction after ``finish`` (``final``).
+        """
