@@ -512,12 +512,12 @@ class _ProcessorRun:
             self.pool = concurrent.futures.ThreadPoolExecutor(
                 max_workers=1, thread_name_prefix=f"durable-processor-{self.p.id}"
             )
-        future = asyncio.wrap_future(self.pool.submit(function, *args))
+        job = self.pool.submit(function, *args)
         try:
-            return await future
+            return await asyncio.wrap_future(job)
         except asyncio.CancelledError:
             self.rc._cancel()  # the handler sees rc.canceled while it still runs
-            await _settle(future)  # a plain handler cannot be interrupted: wait for it
+            await _settle(asyncio.wrap_future(job))  # it cannot be interrupted: wait for it
             raise
 
     # -- the loop -------------------------------------------------------------------------
