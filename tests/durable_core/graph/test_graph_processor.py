@@ -415,7 +415,7 @@ def test_a_value_is_set_once_across_messages_and_the_state_must_keep_its_type():
 
     @g.processor("tally", input=NUMBERS, state=int, initial=0, provides=[EVENS])
     def forgot(rc, state, n):
-        state + n  # noqa: B018 - forgot to return the new state
+        state + n  # forgot to return the new state
 
     result = execute(g, {LIMIT: 2})
     assert isinstance(result.error.__cause__, SlotError)
