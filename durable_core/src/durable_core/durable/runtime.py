@@ -137,6 +137,13 @@ def count_nodes(graph: Graph) -> int:
 def _check_graph(graph: Graph) -> None:
     graph.validate()
     for sub_graph in graph.graphs().values():
+        for node in sub_graph.nodes.values():
+            if node.processor is not None:
+                raise GraphError(
+                    f"graph {sub_graph.name!r} has the processor node {node.id!r}: message "
+                    "transactions are not checkpointed by this version of the durable runtime. "
+                    "Run the graph with execute(). Nothing was saved."
+                )
         for key in sub_graph.keys.values():
             if key.stream:
                 raise GraphError(
