@@ -387,7 +387,7 @@ def test_the_durable_runtime_refuses_a_processor_before_saving_anything():
     store = MemoryStore()
     runtime = Runtime(store, CODECS)
     for call in (runtime.run, runtime.resume):
-        with pytest.raises(GraphError, match="processor node 'count'.*Nothing was saved"):
+        with pytest.raises(GraphError, match=r"processor node 'count'.*Nothing was saved"):
             call(GRAPH, run_id="r", version="1", inputs={START: 1})
     with store.acquire("r") as session, pytest.raises(NotFoundError):
         session.load()
