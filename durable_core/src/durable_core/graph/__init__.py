@@ -20,10 +20,13 @@ from durable_core.graph.engine import (
 from durable_core.graph.keys import DEFAULT_STREAM_CAPACITY, Key, type_name
 from durable_core.graph.observer import GraphEvent, NodeEvent, Observer
 from durable_core.graph.streams import (
+    BlockingDelivery,
     BlockingStreamReader,
     BlockingStreamWriter,
+    Delivery,
     Stream,
     StreamReader,
+    StreamState,
     StreamWriter,
 )
 
@@ -34,9 +37,11 @@ __all__ = [
     "Aspect",
     "AspectCall",
     "Attempt",
+    "BlockingDelivery",
     "BlockingStreamReader",
     "BlockingStreamWriter",
     "CancelToken",
+    "Delivery",
     "Checkpointer",
     "Graph",
     "GraphEvent",
@@ -55,6 +60,7 @@ __all__ = [
     "SkipNode",
     "Stream",
     "StreamReader",
+    "StreamState",
     "StreamWriter",
     "Timeout",
     "Values",

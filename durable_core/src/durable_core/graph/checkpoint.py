@@ -74,8 +74,20 @@ inputs; an implementation may keep such new attempts in memory and save them wit
 change that needs them (a failure, a commit, a child scope's commit), since an active attempt is
 adopted again after a restart anyway.
 
-Later extensions (streams' sends and acks, message attempts; SPEC S) add methods with a no-op
-default to this class, so existing checkpointers keep working.
+Streams (SPEC S) add calls with a no-op default, so existing checkpointers keep working:
+
+- ``send_element(attempt, key, stream, sequence, element)`` for each element a producer sends,
+  before any reader can see it. It may return an awaitable: the element is then handed to
+  readers only once that awaitable has succeeded (a save in flight; several elements may share
+  one save), and the producer goes on meanwhile, up to the key's capacity.
+- ``ack_elements(attempt, key, stream, group, generation, sequences)`` when a reader
+  acknowledges deliveries (``await delivery.ack()``); the reader waits for it.
+
+A root attempt may carry ``streams``: the saved :class:`~durable_core.graph.StreamState` of the
+streams an adopted producer had opened, so ``writer.position`` answers before the stream is open
+again; ``open_stream`` then continues the stream from that state (``Stream.load``).
+
+Later extensions (message attempts) add methods with a no-op default the same way.
 """
 
 from __future__ import annotations
@@ -91,7 +103,7 @@ from durable_core.records import NodeReason
 if TYPE_CHECKING:
     from durable_core.graph.definition import Graph, Node
     from durable_core.graph.keys import Key
-    from durable_core.graph.streams import Stream
+    from durable_core.graph.streams import Stream, StreamState
 
 __all__ = ["Attempt", "Checkpointer", "NodeOutputs", "Scope", "Values"]
 
@@ -170,6 +182,8 @@ class Attempt:
             not run and these outputs are published.
         staged: root attempts only: outputs adopted before the node completed (S-10); they
             count as already set by the body and are committed with the node.
+        streams: root attempts only: the saved state of the streams an adopted producer had
+            opened, by key name (S-3).
         data: free for the checkpointer's own bookkeeping; the engine never reads it.
     """
 
@@ -182,6 +196,7 @@ class Attempt:
     limit: int = 1
     restored: NodeOutputs | None = None
     staged: Values | None = None
+    streams: Mapping[str, StreamState] | None = None
     data: Any = None
 
     @property
@@ -282,6 +297,45 @@ class Checkpointer:
             attempt: the producing node's root attempt (streams belong to root attempts).
             key: the stream key.
             stream: the stream object (its ``sequence`` grows as elements are sent).
+        """
+
+    async def send_element(
+        self, attempt: Attempt, key: Key[Any], stream: Stream, sequence: int, element: Any
+    ) -> Any:
+        """A producer sends element ``sequence`` of ``stream`` (its position already set on
+        the stream when given with ``send_at``).
+
+        Args:
+            attempt: the producing node's root attempt.
+            key: the stream key.
+            stream: the stream (``position``, ``positioned`` and ``resumable`` are current).
+            sequence: the element's sequence number (1, 2, …).
+            element: the element.
+
+        Returns:
+            None to hand the element to readers now, or an awaitable that succeeds once the
+            element is saved (readers get it only then).
+        """
+        return None
+
+    async def ack_elements(
+        self,
+        attempt: Attempt,
+        key: Key[Any],
+        stream: Stream,
+        group: str,
+        generation: int,
+        sequences: tuple[int, ...],
+    ) -> None:
+        """A reader acknowledges delivered elements of ``stream`` for its ``group``.
+
+        Args:
+            attempt: the reading node's root attempt.
+            key: the key the reader reads the stream by.
+            stream: the stream.
+            group: the reading group (the reading node's path).
+            generation: the generation the elements were delivered with.
+            sequences: their sequence numbers.
         """
 
     async def close_scope(self, scope: Scope, status: str) -> None:
