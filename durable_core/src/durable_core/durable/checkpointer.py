@@ -19,7 +19,11 @@ engine from what the record already holds:
   spent, an active try is adopted with its index, and a spent budget is reported as such
   (R-ATT-4: restarting never refills a budget). Every new try is saved active before it runs,
   with the outer attempt as parent and the aspect's position as boundary (R-ATT-3).
-- ``fail_attempt``: the attempt is saved failed.
+- ``fail_attempt``: the attempt is saved failed; a root attempt's streams are saved failed in
+  the same save (S-5).
+- streams (``open_stream``, ``send_element``, ``ack_elements``) go to the run's
+  :class:`~durable_core.durable.streams.StreamBook`; a confirmed reader's groups are acked and a
+  confirmed producer's streams completed in the save that confirms the node.
 - ``commit_node``: the outputs are encoded (codec id, version, data, digest) and the root attempt
   is confirmed together with the complete NodeRecord in one save (R-ATT-2, R-NODE-1), with the
   Retry tries that led to the success; the engine publishes the outputs only after that save
@@ -41,13 +45,24 @@ from durable_core.durable import ledger as L
 from durable_core.durable.events import EventKind, RecoveryEvent
 from durable_core.durable.fingerprint import bindings_fingerprint
 from durable_core.durable.recovery import decode_outputs
-from durable_core.errors import CorruptRecordError, DurableError, NodeFailedError
+from durable_core.durable.streamrecovery import StreamPlan
+from durable_core.durable.streams import (
+    Source,
+    StreamBook,
+    complete_source,
+    fail_sources,
+    finish_group,
+    raise_generation,
+)
+from durable_core.errors import CorruptRecordError, DurableError, NodeFailedError, StreamFailedError
 from durable_core.graph import Checkpointer, Graph, In
 from durable_core.graph.checkpoint import Attempt, NodeOutputs, Scope, Values
+from durable_core.graph.streams import Stream
 from durable_core.records import (
     AttemptRecord,
     AttemptState,
     NodeReason,
+    StreamDescriptorRecord,
     ValueRecord,
     ValueState,
 )
@@ -114,6 +129,8 @@ class DurableCheckpointer(Checkpointer):
         propagated: active attempts that the record implies have failed
             (:func:`~durable_core.durable.recovery.propagate_failures`); they are treated as
             failed and saved failed with the next save.
+        streams: what resume rebuilds for streams
+            (:func:`~durable_core.durable.streamrecovery.plan_streams`); None for a new run.
     """
 
     def __init__(
@@ -123,8 +140,12 @@ class DurableCheckpointer(Checkpointer):
         restored: dict[tuple[str, str], NodeOutputs],
         emit: Emit,
         propagated: Iterable[str] = (),
+        streams: StreamPlan | None = None,
     ) -> None:
         self._ledger = ledger
+        self._plan = streams if streams is not None else StreamPlan()
+        self._book = StreamBook(ledger, codecs)
+        self._restored_streams: dict[tuple[str, str, str], Stream] = {}
         self._codecs = codecs
         self._restored = restored
         self._emit = emit
@@ -220,12 +241,18 @@ class DurableCheckpointer(Checkpointer):
         outputs = self._restored.get((scope.id, node.id))
         if outputs is not None:
             node_record = self._known_scopes[scope.id].nodes[node.id]
+            outputs = self._restore_streams(node, outputs)
             attempt = Attempt(id=node_record.attempt, scope=scope, node=node, restored=outputs)
             self._event(EventKind.NODE_RESTORED, attempt)
             return attempt
         for attempt_id, stored in self._history.get((scope.id, node.id, ""), ()):
             if stored.state is AttemptState.ACTIVE:
-                attempt = Attempt(id=attempt_id, scope=scope, node=node)
+                attempt = Attempt(
+                    id=attempt_id,
+                    scope=scope,
+                    node=node,
+                    streams=self._plan.adopted.get(attempt_id),
+                )
                 self._event(EventKind.ATTEMPT_ADOPTED, attempt)
                 return attempt
             where = f"{scope.path}/{node.id}" if scope.path else node.id
@@ -310,16 +337,22 @@ class DurableCheckpointer(Checkpointer):
         if stored is None or stored.state is not AttemptState.ACTIVE:
             return
         attempt_id = attempt.id
+        root = attempt.parent is None
+        scope_id, node_id = attempt.scope.id, attempt.node_id
 
         def fail(proposal: L.Proposal) -> None:
             L.fail_attempt(proposal, attempt_id)
+            if root:  # the root's failure and its streams' failure: one save (S-5)
+                fail_sources(proposal, scope_id, node_id)
 
         saved = await self._ledger.commit_async(fail)
         self._event(EventKind.ATTEMPT_FAILED, attempt, describe_error(error), saved.revision)
 
     async def commit_node(self, attempt: Attempt, outputs: NodeOutputs) -> None:
         values = [
-            encode_value_record(
+            self._book.output_record(key, outputs.ready[key.name])
+            if key.stream and isinstance(outputs.ready.get(key.name), Stream)
+            else encode_value_record(
                 self._codecs,
                 key,
                 key.name in outputs.ready,
@@ -327,6 +360,9 @@ class DurableCheckpointer(Checkpointer):
             )
             for key in attempt.node.provides
         ]
+        produces = any(key.stream for key in attempt.node.provides)
+        reads = attempt.node.child is None and any(key.stream for key in attempt.node.requires)
+        group = attempt.path
         reason = NodeReason(outputs.reason)
         scope_id, node_id, attempt_id = attempt.scope.id, attempt.node_id, attempt.id
         tries = self._successful_tries(attempt_id)
@@ -341,9 +377,69 @@ class DurableCheckpointer(Checkpointer):
                 outputs=values,
                 tries=tries,
             )
+            if produces:
+                complete_source(proposal, scope_id, node_id)
+            if reads:
+                finish_group(proposal, group)
 
         saved = await self._ledger.commit_async(confirm)
         self._event(EventKind.NODE_CONFIRMED, attempt, revision=saved.revision)
+
+    async def open_stream(self, attempt: Attempt, key: Any, stream: Stream) -> None:
+        await self._book.open_stream(attempt, key, stream)
+
+    async def send_element(
+        self, attempt: Attempt, key: Any, stream: Stream, sequence: int, element: Any
+    ) -> Any:
+        return await self._book.send_element(attempt, key, stream, sequence, element)
+
+    async def ack_elements(
+        self,
+        attempt: Attempt,
+        key: Any,
+        stream: Stream,
+        group: str,
+        generation: int,
+        sequences: tuple[int, ...],
+    ) -> None:
+        await self._book.ack_elements(stream, group, generation, sequences)
+
+    def _restore_streams(self, node: Any, outputs: NodeOutputs) -> NodeOutputs:
+        """Replace the stream descriptors of restored outputs by streams: a completed source
+        with each group's unacked tail (its generation raised once, with the next save), or a
+        read-only failed endpoint for a Sub alias of a failed source (S-3, S-4)."""
+        if not any(isinstance(v, StreamDescriptorRecord) for v in outputs.ready.values()):
+            return outputs
+        keys = {key.name: key for key in node.provides}
+        ready = dict(outputs.ready)
+        for name, value in outputs.ready.items():
+            if isinstance(value, StreamDescriptorRecord):
+                ready[name] = self._restored_stream(keys[name], value)
+        return NodeOutputs(reason=outputs.reason, ready=ready, skipped=outputs.skipped)
+
+    def _restored_stream(self, key: Any, d: StreamDescriptorRecord) -> Stream:
+        where = (d.scope, d.node_id, d.key)
+        stream = self._restored_streams.get(where)
+        if stream is not None:
+            return stream
+        source = Source(d.scope, d.node_id, d.key, d.attempt)
+        if where in self._plan.failed:
+            stream = Stream.replay(
+                key,
+                (),
+                failed=StreamFailedError(f"{source.label} failed; it has no elements to read"),
+            )
+        else:
+            stream = Stream.restore(key, self._plan.completed[where])
+            stream.data = source
+            if self._book.remember(source):
+
+                def again(proposal: L.Proposal) -> None:
+                    raise_generation(proposal, source)
+
+                self._ledger.defer(again)
+        self._restored_streams[where] = stream
+        return stream
 
     def _successful_tries(self, root_id: str) -> tuple[str, ...]:
         """The tries of ``root_id``'s node whose whole chain up to the root is still active:

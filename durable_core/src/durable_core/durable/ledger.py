@@ -43,6 +43,7 @@ from durable_core.records import (
     NodeRecord,
     RunRecord,
     ScopeRecord,
+    StreamRecord,
     ValueRecord,
 )
 from durable_core.store import MAX_REVISION, Session
@@ -81,7 +82,7 @@ class Proposal:
             written back as format 2, R-REC-1).
     """
 
-    __slots__ = ("_attempts", "_scopes", "record")
+    __slots__ = ("_attempts", "_scopes", "_streams", "record")
 
     def __init__(self, committed: RunRecord) -> None:
         self.record = RunRecord(
@@ -100,6 +101,7 @@ class Proposal:
         )
         self._scopes: set[str] = set()
         self._attempts: set[str] = set()
+        self._streams: set[str] = set()
 
     def scope(self, scope_id: str) -> ScopeRecord:
         """The proposal's own, changeable copy of scope ``scope_id`` (its ``nodes`` map too).
@@ -126,6 +128,25 @@ class Proposal:
             self.record.attempts[attempt_id] = attempt
             self._attempts.add(attempt_id)
         return attempt
+
+    def stream(self, stream_id: str) -> StreamRecord:
+        """The proposal's own, changeable copy of stream record ``stream_id`` (its ``pending``
+        list too).
+
+        Raises:
+            KeyError: no such stream record.
+        """
+        stream = self.record.streams[stream_id]
+        if stream_id not in self._streams:
+            stream = attrs.evolve(stream, pending=list(stream.pending))
+            self.record.streams[stream_id] = stream
+            self._streams.add(stream_id)
+        return stream
+
+    def add_stream(self, stream_id: str, stream: StreamRecord) -> None:
+        """Add a new stream record (owned by this proposal)."""
+        self.record.streams[stream_id] = stream
+        self._streams.add(stream_id)
 
     def add_scope(self, scope_id: str, scope: ScopeRecord) -> None:
         """Add a new scope record (owned by this proposal)."""

@@ -14,7 +14,7 @@ from typing import Any
 import attrs
 
 from durable_core.codecs import Codecs
-from durable_core.errors import CodecError, CorruptRecordError, DurableError
+from durable_core.errors import CodecError, CorruptRecordError
 from durable_core.graph import Graph
 from durable_core.graph.checkpoint import NodeOutputs
 from durable_core.records import AttemptState, RunRecord, ValueState
@@ -39,7 +39,9 @@ def decode_outputs(
     Raises:
         CorruptRecordError: a digest does not match, or the outputs do not cover the provides.
         CodecError: a codec id/version changed, or a value is not of the declared type.
-        DurableError: an output is a stream (not restored by this version).
+
+    A stream output's value is its :class:`~durable_core.records.StreamDescriptorRecord`; the
+    durable checkpointer turns it into a stream (S-1).
     """
     by_name = {v.name: v for v in node_record.outputs}
     ready: dict[str, Any] = {}
@@ -56,10 +58,16 @@ def decode_outputs(
             skipped.add(key.name)
             continue
         if value.stream is not None or getattr(key, "stream", False):
-            raise DurableError(
-                f"{where}: output {key.name!r} is a stream; stream outputs are not restored by "
-                "this version of the durable runtime"
-            )
+            if value.stream is None or not getattr(key, "stream", False):
+                raise CorruptRecordError(
+                    f"{where}: output {key.name!r} is "
+                    + ("a stream key without a stream descriptor" if value.stream is None
+                       else "a value key holding a stream descriptor"),
+                    rule="S-1",
+                )
+            # The checkpointer rebuilds the stream from the descriptor (S-1).
+            ready[key.name] = value.stream
+            continue
         try:
             ready[key.name] = codecs.decode_value(
                 key.type, value.type_id, value.version, value.data, value.digest, name=key.name

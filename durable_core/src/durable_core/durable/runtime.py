@@ -35,6 +35,7 @@ from durable_core.durable.events import EventKind, RecoveryEvent
 from durable_core.durable.fingerprint import values_fingerprint
 from durable_core.durable.ledger import Ledger, new_id
 from durable_core.durable.recovery import Failures, decode_confirmed, propagate_failures
+from durable_core.durable.streamrecovery import StreamPlan, plan_streams, repair
 from durable_core.errors import (
     CheckpointError,
     CodecError,
@@ -144,13 +145,14 @@ def _check_graph(graph: Graph) -> None:
                     "transactions are not checkpointed by this version of the durable runtime. "
                     "Run the graph with execute(). Nothing was saved."
                 )
-        for key in sub_graph.keys.values():
-            if key.stream:
-                raise GraphError(
-                    f"graph {sub_graph.name!r} has the stream key {key.name!r}: streams are not "
-                    "checkpointed by this version of the durable runtime. Run the graph with "
-                    "execute(), or use value keys. Nothing was saved."
-                )
+    for key in graph.inputs:
+        if key.stream:
+            raise GraphError(
+                f"graph {graph.name!r} takes the stream {key.name!r} as a root input: a durable "
+                "run stores only the streams its nodes produce. Produce it in a node (with "
+                "send_at, to survive restarts), or run the graph with execute(). Nothing was "
+                "saved."
+            )
 
 
 def _check_max_running(max_running: object) -> None:
@@ -286,7 +288,7 @@ class Runtime:
                 ``resume``), an input value cannot be encoded (``CodecError`` inside, naming
                 the key: NaN, a lock inside an ``object`` value …; nothing was saved), or a
                 save failed (the run stopped; resume later).
-            GraphError: the graph is invalid (or has stream keys), or the inputs do not match
+            GraphError: the graph is invalid (or takes a stream root input), or the inputs do not match
                 its root inputs: a key that is not a root input, one missing, or a value that
                 is not of its key's declared type (checked deeply: ``[1, "two"]`` for
                 ``list[int]``, ``True`` for ``int``); nothing was saved.
@@ -446,8 +448,15 @@ class Runtime:
         try:
             record = await asyncio.to_thread(session.load)
             restored = self._check_record(graph, record, run_id, version, inputs)
-            failures = propagate_failures(record)
+            streams = plan_streams(graph, record, self.codecs)
             ledger = Ledger(session, record)
+            if streams.repairs:
+                # One CAS converges every endpoint of each listed root and its failure (S-6);
+                # a failed save stops here, and the next resume loads what was stored.
+                repairs = streams.repairs
+                await asyncio.to_thread(ledger.commit, lambda p: repair(p, repairs))
+                record = ledger.record
+            failures = propagate_failures(record)
             self._emit(
                 RecoveryEvent(
                     kind=EventKind.RUN_RESUMED,
@@ -459,7 +468,7 @@ class Runtime:
             if failures.terminal:
                 return self._failed_for_good(graph, record, inputs, restored, failures)
             return await self._execute(
-                graph, ledger, inputs, restored, failures, max_running, cancel
+                graph, ledger, inputs, restored, failures, max_running, cancel, streams
             )
         finally:
             session.close()
@@ -491,9 +500,10 @@ class Runtime:
         missing: list[tuple[str, Key[Any], str]] = []
         for sub_graph in graph.graphs().values():
             for key in sub_graph.keys.values():
-                if key.stream:
-                    continue
                 try:
+                    if key.stream:  # every element is stored with the element type's codec
+                        self.codecs.lookup(key.type)
+                        continue
                     self.codecs.check_declared(key.type)
                 except CodecError as exc:
                     missing.append((sub_graph.name, key, str(exc)))
@@ -722,6 +732,7 @@ class Runtime:
         failures: Failures,
         max_running: int | None,
         cancel: CancelToken | None,
+        streams: StreamPlan | None = None,
     ) -> DurableResult:
         restored_count = 0
 
@@ -732,7 +743,7 @@ class Runtime:
             self._emit(event)
 
         checkpointer = DurableCheckpointer(
-            ledger, self.codecs, restored, emit, propagated=failures.propagated
+            ledger, self.codecs, restored, emit, propagated=failures.propagated, streams=streams
         )
         options: dict[str, Any] = {
             "checkpointer": checkpointer,

@@ -23,10 +23,13 @@ from durable_core.graph.processor import (
 )
 from durable_core.graph.results import RunResult, RunStatus
 from durable_core.graph.streams import (
+    BlockingDelivery,
     BlockingStreamReader,
     BlockingStreamWriter,
+    Delivery,
     Stream,
     StreamReader,
+    StreamState,
     StreamWriter,
 )
 
@@ -37,10 +40,12 @@ __all__ = [
     "Aspect",
     "AspectCall",
     "Attempt",
+    "BlockingDelivery",
     "BlockingStreamReader",
     "BlockingStreamWriter",
     "CancelToken",
     "Checkpointer",
+    "Delivery",
     "Graph",
     "GraphEvent",
     "In",
@@ -64,6 +69,7 @@ __all__ = [
     "SkipNode",
     "Stream",
     "StreamReader",
+    "StreamState",
     "StreamWriter",
     "Timeout",
     "Values",

@@ -71,16 +71,16 @@ _NOTHING: Any = object()  # no default given to MessageContext.get
 class Managed:
     """What a checkpointer restores for a processor node (S-7): its committed state.
 
+    The messages already committed are not delivered again: the input stream (restored by the
+    checkpointer) holds only the unacknowledged ones.
+
     Attributes:
         state: the state as last committed (decoded by the checkpointer).
-        acked_through: the sequence number of the last message already committed; the next
-            message the processor receives is numbered ``acked_through + 1``.
         ended: True when the final transaction (after the input ended, or ``stop()``) was
             committed already: the processor neither reads nor runs ``finish`` again.
     """
 
     state: Any
-    acked_through: int = 0
     ended: bool = False
 
 
@@ -94,6 +94,7 @@ class MessageAttempt:
         attempt: the processor node's root attempt.
         key: the input stream key.
         sequence: the message's sequence number in the input stream (from 1).
+        generation: the generation the message was delivered with (its ack needs it).
         index: the try (1-based); authoritative when it comes back from ``begin_message``.
         limit: the message's budget (the processor's ``retry`` attempts, or 1).
         data: free for the checkpointer's own bookkeeping; the engine never reads it.
@@ -103,6 +104,7 @@ class MessageAttempt:
     attempt: Attempt
     key: Key[Any]
     sequence: int
+    generation: int = 1
     index: int = 1
     limit: int = 1
     data: Any = None
@@ -118,8 +120,10 @@ class MessageCommit:
         state: the state after the last of them (after ``finish`` for the final transaction).
         values: every ordinary value the node has set so far (ready and skipped), not only the
             new ones: the complete picture a checkpointer stores (S-10).
-        sends: elements sent to output streams in these messages, by stream key name, in
-            order; the engine pushes them to readers only after the commit returned.
+        sends: elements sent to output streams in these messages, by stream key name, as
+            ``(sequence, element)`` in order (each output stream's sequence numbers are taken
+            before the call, the producer's position being the input message's sequence); the
+            engine hands them to readers only after the commit is saved.
         stopped: ``rc.stop()`` was called in the last message: reading ends here.
         final: the final transaction (``finish`` ran; reading has ended).
     """
@@ -127,7 +131,7 @@ class MessageCommit:
     messages: tuple[MessageAttempt, ...]
     state: Any
     values: Values
-    sends: Mapping[str, tuple[Any, ...]] = _EMPTY
+    sends: Mapping[str, tuple[tuple[int, Any], ...]] = _EMPTY
     stopped: bool = False
     final: bool = False
 
@@ -167,7 +171,7 @@ class MessageWriter(Generic[T]):
                 f"node {ctx.path!r}: stream {self._key.name!r} takes {self._key!r} elements, "
                 f"got {type(element).__name__}"
             )
-        ctx._sends.setdefault(self._key.name, []).append(element)
+        ctx._sends.setdefault(self._key.name, []).append((ctx._at, element))
 
     def send_many(self, elements: Any) -> None:
         """Stage each element of ``elements`` in order."""
@@ -189,6 +193,7 @@ class MessageContext:
     """
 
     __slots__ = (
+        "_at",
         "_closed",
         "_finish",
         "_node_rc",
@@ -201,15 +206,18 @@ class MessageContext:
         "path",
     )
 
-    def __init__(self, node_rc: RunContext, message: MessageAttempt | None, pending: Values):
+    def __init__(
+        self, node_rc: RunContext, message: MessageAttempt | None, pending: Values, at: int
+    ) -> None:
         self._node_rc = node_rc
+        self._at = at  # the input sequence the sends are positioned at
         self.node_id = node_rc.node_id
         self.path = node_rc.path
         self.message = message
         self._finish = message is None
         self._set: dict[str, Any] = dict(pending.ready)
         self._skipped: set[str] = set(pending.skipped)
-        self._sends: dict[str, list[Any]] = {}
+        self._sends: dict[str, list[tuple[int, Any]]] = {}  # (input sequence, element)
         self._stopped = False
         self._closed = False
 
@@ -484,12 +492,12 @@ class _ProcessorRun:
         self.run_ = self.nr.scope.run
         self.attempt: Attempt = rc.attempt.root
         self.pool: concurrent.futures.ThreadPoolExecutor | None = None
-        self.sequence = 0
         # The batch being built: its message tries, state, sets, skips and sends.
         self.batch: list[MessageAttempt] = []
         self.sets: dict[str, Any] = {}
         self.skips: set[str] = set()
-        self.sends: dict[str, list[Any]] = {}
+        self.sends: dict[str, list[tuple[int, Any]]] = {}
+        self.last_sequence = 0  # of the last message processed
         self.stopped = False
 
     # -- the seam -------------------------------------------------------------------------
@@ -529,7 +537,6 @@ class _ProcessorRun:
             state = p.initial if managed is None else managed.state
             if managed is not None:
                 self.check_state(state, "the restored state")
-                self.sequence = managed.acked_through
             if managed is None or not managed.ended:
                 state = await self.read(state)
                 await self.finish(state)
@@ -549,10 +556,10 @@ class _ProcessorRun:
         deadline = math.inf
         while not self.stopped:
             try:
-                element = stream.poll(group)
+                item = stream.poll(group)
             except StopAsyncIteration:
                 break
-            if element is _NO_ELEMENT:
+            if item is _NO_ELEMENT:
                 if not self.batch:
                     await rc._idle(stream.wait_readable(group))
                     continue
@@ -564,17 +571,17 @@ class _ProcessorRun:
                 continue
             if not self.batch:
                 deadline = time.monotonic() + p.max_delay
-            state = await self.process(state, element)
+            state = await self.process(state, item[0], item[1], stream.generation)
             if self.stopped or len(self.batch) >= p.commit_every or time.monotonic() >= deadline:
                 await self.commit(state)
         if self.batch:
             await self.commit(state)
         return state
 
-    async def process(self, state: Any, element: Any) -> Any:
+    async def process(self, state: Any, sequence: int, element: Any, generation: int) -> Any:
         """Run one message to success (under its Retry budget), staging into the batch."""
         p = self.p
-        self.sequence += 1
+        self.last_sequence = sequence
         limit = p.retry.attempts if p.retry is not None else 1
         index = 1
         while True:
@@ -582,7 +589,8 @@ class _ProcessorRun:
                 id="",
                 attempt=self.attempt,
                 key=p.input,
-                sequence=self.sequence,
+                sequence=sequence,
+                generation=generation,
                 index=index,
                 limit=limit,
             )
@@ -591,11 +599,13 @@ class _ProcessorRun:
             )
             if message.index > message.limit:
                 raise RetryExhaustedError(
-                    f"node {self.rc.path!r}: every try of message {self.sequence} of "
+                    f"node {self.rc.path!r}: every try of message {sequence} of "
                     f"{p.input.name!r} ({message.limit} in all) was already spent before this "
                     "run; a restart never refills a budget. Start a new run to try again."
                 )
-            ctx = MessageContext(self.rc, message, Values(self.sets, frozenset(self.skips)))
+            ctx = MessageContext(
+                self.rc, message, Values(self.sets, frozenset(self.skips)), sequence
+            )
             given = copy.deepcopy(state) if message.limit > 1 else state
             try:
                 new_state = await self.call(p.handler, ctx, given, element)
@@ -630,41 +640,51 @@ class _ProcessorRun:
                 f"{type_name(self.p.state)}; a handler returns the new state"
             )
 
-    async def commit(self, state: Any, *, final: bool = False) -> Any:
-        """Commit the batch (or the final transaction), then apply it and push the sends."""
-        rc = self.rc
+    async def commit(self, state: Any, *, final: bool = False) -> None:
+        """Commit the batch (or the final transaction), then apply it and hand over the sends.
+
+        Output streams are opened, and their sequence numbers taken, before the commit; the
+        elements reach readers once the commit is saved (at once when the checkpointer returns
+        None, else when the awaitable it returned succeeded). Before the next message, the
+        processor waits until every output stream has room again (back-pressure).
+        """
+        rc, run = self.rc, self.run_
         keys = self.nr.scope.plan.prov_maps[self.nr.index]
-        for name in self.sends:
-            await rc._open_stream(keys[name])  # opened (and saved) before its first elements
-        ready = {n: v for n, v in rc._ready.items()}
+        sends: dict[str, tuple[tuple[int, Any], ...]] = {}
+        streams: dict[str, Stream[Any]] = {}
+        for name, elements in self.sends.items():
+            stream = streams[name] = await rc._open_stream(keys[name])
+            sends[name] = tuple((stream.advance(at, True), element) for at, element in elements)
+        ready = dict(rc._ready)
         ready.update(self.sets)
-        values = Values(ready, frozenset(rc._skipped | self.skips))
-        sends = {name: tuple(elements) for name, elements in self.sends.items()}
         commit = MessageCommit(
             messages=tuple(self.batch),
             state=state,
-            values=values,
+            values=Values(ready, frozenset(rc._skipped | self.skips)),
             sends=sends,
             stopped=self.stopped and not final,
             final=final,
         )
-        await self.seam("commit_messages", None, None, self.attempt, commit)
-        for name, value in self.sets.items():
-            rc._ready[name] = value
+        saved = await self.seam("commit_messages", None, None, self.attempt, commit)
+        future = None if saved is None else asyncio.ensure_future(saved)
+        rc._ready.update(self.sets)
         rc._skipped.update(self.skips)
         self.batch, self.sets, self.skips, self.sends = [], {}, set(), {}
-        for name, elements in sends.items():
-            stream = self.nr.streams[name]
-            for element in elements:
+        for name, numbered in sends.items():
+            stream = streams[name]
+            for sequence, element in numbered:
+                stream.push(sequence, element, future, run.abort)
+        if not final:
+            for stream in streams.values():
                 while not stream.writable():
                     await rc._idle(stream.wait_writable())
-                stream.push(element)
-        return state
 
     async def finish(self, state: Any) -> None:
         p = self.p
         if p.finisher is not None:
-            ctx = MessageContext(self.rc, None, Values(self.sets, frozenset(self.skips)))
+            ctx = MessageContext(
+                self.rc, None, Values(self.sets, frozenset(self.skips)), self.last_sequence
+            )
             try:
                 await self.call(p.finisher, ctx, state)
             finally:
