@@ -356,8 +356,7 @@ def test_stop_ends_reading_after_the_message_commits_and_runs_finish():
     assert [(c[1], c[5], c[6]) for c in commits] == [
         ((1,), False, False),
         ((2,), False, False),
-        ((3,), True, False),
-        ((), False, True),
+        ((3,), True, True),  # the stopping message commits with finish: one transaction
     ]
 
 
@@ -368,7 +367,8 @@ def test_batches_commit_every_n_messages_and_the_rest_at_the_end():
     result = execute(g, {LIMIT: 10}, checkpointer=cp)
     assert result[TOTALS].count == 10 and result[COLLECTED] == [2, 4, 6, 8, 10]
     commits = [c for c in cp.calls if c[0] == "commit"]
-    assert [c[1] for c in commits] == [(1, 2, 3, 4), (5, 6, 7, 8), (9, 10), ()]
+    assert [c[1] for c in commits] == [(1, 2, 3, 4), (5, 6, 7, 8), (9, 10)]
+    assert [c[6] for c in commits] == [False, False, True]  # the last batch is the final one
     assert commits[0][4] == {"evens": [(1, 2), (2, 4)]}  # (output sequence, element)
 
 

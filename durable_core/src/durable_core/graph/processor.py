@@ -11,10 +11,11 @@ not at all. Readers of an output stream see a message's sends only after that co
   A message whose budget is spent fails the node.
 - **Batching.** ``commit_every=k`` commits up to ``k`` messages together; ``max_delay`` is how
   many seconds a batch may wait for more messages. A batch is atomic: it commits as a whole.
-- **Stopping.** ``rc.stop()`` inside a message ends reading after that message commits; the
-  remaining messages are not processed (and are not pretended to be processed).
+- **Stopping.** ``rc.stop()`` inside a message ends reading after that message: the remaining
+  messages are not processed (and are not pretended to be processed).
 - **Finish.** ``@processor.finish`` registers ``finish(rc, state)``, run once after the input
-  stream ended or ``rc.stop()``: it may set values and send, committed as one last transaction.
+  stream ended or ``rc.stop()``. Its sets and sends, with the last batch, make the final
+  transaction, which a checkpointer may save together with the node's confirmation.
 
 The engine tells the checkpointer about every message through four seam methods with no-op
 defaults (:meth:`~durable_core.graph.Checkpointer.open_processor`, ``begin_message``,
@@ -115,17 +116,20 @@ class MessageCommit:
     """What one message transaction (or batch of them) commits, as one (S-8).
 
     Attributes:
-        messages: the successful try of each message, in sequence order (empty for the final
-            transaction when no message is pending).
-        state: the state after the last of them (after ``finish`` for the final transaction).
+        messages: the successful try of each message, in sequence order. The final
+            transaction holds the last batch (possibly empty) together with ``finish``'s work.
+        state: the state after the last of them.
         values: every ordinary value the node has set so far (ready and skipped), not only the
             new ones: the complete picture a checkpointer stores (S-10).
         sends: elements sent to output streams in these messages, by stream key name, as
             ``(sequence, element)`` in order (each output stream's sequence numbers are taken
             before the call, the producer's position being the input message's sequence); the
             engine hands them to readers only after the commit is saved.
-        stopped: ``rc.stop()`` was called in the last message: reading ends here.
-        final: the final transaction (``finish`` ran; reading has ended).
+        stopped: ``rc.stop()`` was called in the last message: reading ended early (only in
+            the final transaction).
+        final: the final transaction: the input ended (or ``stop()``), ``finish`` ran, and
+            the node commits next. A checkpointer may save it together with the node's
+            confirmation (returning an awaitable that succeeds then).
     """
 
     messages: tuple[MessageAttempt, ...]
@@ -540,15 +544,19 @@ class _ProcessorRun:
             if managed is None or not managed.ended:
                 state = await self.read(state)
                 await self.finish(state)
-            for key in self.nr.scope.plan.prov_maps[self.nr.index].values():
-                if key.stream and key.name not in rc._skipped:
-                    await rc._open_stream(key)  # a stream nobody sent to: published empty
+            else:
+                for key in self.nr.scope.plan.prov_maps[self.nr.index].values():
+                    if key.stream and key.name not in rc._skipped:
+                        await rc._open_stream(key)
         finally:
             if self.pool is not None:
                 self.pool.shutdown(wait=False)
 
     async def read(self, state: Any) -> Any:
-        """Process messages until the input ends or ``stop()``; return the committed state."""
+        """Process messages until the input ends or ``stop()``; return the state.
+
+        The last batch is left staged: it commits with ``finish``, in the final transaction.
+        """
         stream = self.nr.scope.ready.get(self.p.input.name)
         if not isinstance(stream, Stream):
             return state  # a skipped input has no messages
@@ -572,10 +580,10 @@ class _ProcessorRun:
             if not self.batch:
                 deadline = time.monotonic() + p.max_delay
             state = await self.process(state, item[0], item[1], stream.generation)
-            if self.stopped or len(self.batch) >= p.commit_every or time.monotonic() >= deadline:
+            if self.stopped:
+                break  # the stopping batch commits with finish, in the final transaction
+            if len(self.batch) >= p.commit_every or time.monotonic() >= deadline:
                 await self.commit(state)
-        if self.batch:
-            await self.commit(state)
         return state
 
     async def process(self, state: Any, sequence: int, element: Any, generation: int) -> Any:
@@ -650,6 +658,10 @@ class _ProcessorRun:
         """
         rc, run = self.rc, self.run_
         keys = self.nr.scope.plan.prov_maps[self.nr.index]
+        if final:  # streams nobody sent to are published empty, before the node commits
+            for key in keys.values():
+                if key.stream and key.name not in self.skips and key.name not in rc._skipped:
+                    await rc._open_stream(key)
         sends: dict[str, tuple[tuple[int, Any], ...]] = {}
         streams: dict[str, Stream[Any]] = {}
         for name, elements in self.sends.items():
@@ -662,7 +674,7 @@ class _ProcessorRun:
             state=state,
             values=Values(ready, frozenset(rc._skipped | self.skips)),
             sends=sends,
-            stopped=self.stopped and not final,
+            stopped=self.stopped,
             final=final,
         )
         saved = await self.seam("commit_messages", None, None, self.attempt, commit)
