@@ -74,7 +74,8 @@ class Recorder(Checkpointer):
         self.managed = managed
         self.spent = spent or {}  # sequence -> tries already spent before "this run"
 
-    async def open_processor(self, attempt, processor):
+    async def open_processor(self, attempt, processor, input):
+        assert input is None or input.key == NUMBERS
         self.calls.append(("open", processor.id))
         return self.managed
 

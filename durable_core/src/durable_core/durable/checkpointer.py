@@ -24,6 +24,9 @@ engine from what the record already holds:
 - streams (``open_stream``, ``send_element``, ``ack_elements``) go to the run's
   :class:`~durable_core.durable.streams.StreamBook`; a confirmed reader's groups are acked and a
   confirmed producer's streams completed in the save that confirms the node.
+- processor nodes (``open_processor``, ``begin_message``, ``fail_message``,
+  ``commit_messages``) go to the run's :class:`~durable_core.durable.messages.MessageBook`:
+  each message transaction is one save; the final one is saved with the node's confirmation.
 - ``commit_node``: the outputs are encoded (codec id, version, data, digest) and the root attempt
   is confirmed together with the complete NodeRecord in one save (R-ATT-2, R-NODE-1), with the
   Retry tries that led to the success; the engine publishes the outputs only after that save
@@ -37,13 +40,15 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from durable_core.codecs import Codecs
 from durable_core.durable import ledger as L
 from durable_core.durable.events import EventKind, RecoveryEvent
 from durable_core.durable.fingerprint import bindings_fingerprint
+from durable_core.durable.messages import MessageBook
+from durable_core.durable.messages_recovery import Adopted
 from durable_core.durable.recovery import decode_outputs
 from durable_core.durable.streamrecovery import StreamPlan
 from durable_core.durable.streams import (
@@ -57,6 +62,7 @@ from durable_core.durable.streams import (
 from durable_core.errors import CorruptRecordError, DurableError, NodeFailedError, StreamFailedError
 from durable_core.graph import Checkpointer, Graph, In
 from durable_core.graph.checkpoint import Attempt, NodeOutputs, Scope, Values
+from durable_core.graph.processor import Managed, MessageAttempt, MessageCommit, Processor
 from durable_core.graph.streams import Stream
 from durable_core.records import (
     AttemptRecord,
@@ -141,10 +147,12 @@ class DurableCheckpointer(Checkpointer):
         emit: Emit,
         propagated: Iterable[str] = (),
         streams: StreamPlan | None = None,
+        managed: Mapping[tuple[str, str], Adopted] | None = None,
     ) -> None:
         self._ledger = ledger
         self._plan = streams if streams is not None else StreamPlan()
         self._book = StreamBook(ledger, codecs)
+        self._messages = MessageBook(ledger, codecs, managed or {}, self._book.encode)
         self._restored_streams: dict[tuple[str, str, str], Stream] = {}
         self._codecs = codecs
         self._restored = restored
@@ -252,6 +260,7 @@ class DurableCheckpointer(Checkpointer):
                     scope=scope,
                     node=node,
                     streams=self._plan.adopted.get(attempt_id),
+                    staged=self._messages.staged(scope.id, node.id, attempt_id),
                 )
                 self._event(EventKind.ATTEMPT_ADOPTED, attempt)
                 return attempt
@@ -367,7 +376,11 @@ class DurableCheckpointer(Checkpointer):
         scope_id, node_id, attempt_id = attempt.scope.id, attempt.node_id, attempt.id
         tries = self._successful_tries(attempt_id)
 
+        processor = attempt.node.processor is not None
+
         def confirm(proposal: L.Proposal) -> None:
+            if processor:  # its final transaction, in the save that confirms it (S-8)
+                self._messages.confirm(proposal, attempt_id)
             L.confirm_node(
                 proposal,
                 scope_id,
@@ -382,11 +395,33 @@ class DurableCheckpointer(Checkpointer):
             if reads:
                 finish_group(proposal, group)
 
-        saved = await self._ledger.commit_async(confirm)
+        try:
+            saved = await self._ledger.commit_async(confirm)
+        except BaseException as exc:
+            self._messages.confirmed(attempt_id, exc)
+            raise
+        self._messages.confirmed(attempt_id)
         self._event(EventKind.NODE_CONFIRMED, attempt, revision=saved.revision)
 
     async def open_stream(self, attempt: Attempt, key: Any, stream: Stream) -> None:
         await self._book.open_stream(attempt, key, stream)
+        self._messages.opened(attempt, key, stream)
+
+    # -- processor nodes: durable/messages.py ------------------------------------------------
+
+    async def open_processor(
+        self, attempt: Attempt, processor: Processor[Any], input: Stream | None
+    ) -> Managed | None:
+        return self._messages.open_processor(attempt, processor, input)
+
+    async def begin_message(self, attempt: Attempt, message: MessageAttempt) -> MessageAttempt:
+        return self._messages.begin_message(attempt, message)
+
+    async def fail_message(self, message: MessageAttempt, error: BaseException) -> None:
+        await self._messages.fail_message(message, error)
+
+    async def commit_messages(self, attempt: Attempt, commit: MessageCommit) -> Any:
+        return await self._messages.commit_messages(attempt, commit)
 
     async def send_element(
         self, attempt: Attempt, key: Any, stream: Stream, sequence: int, element: Any

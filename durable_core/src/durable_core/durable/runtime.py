@@ -34,6 +34,7 @@ from durable_core.durable.checkpointer import DurableCheckpointer, describe_erro
 from durable_core.durable.events import EventKind, RecoveryEvent
 from durable_core.durable.fingerprint import values_fingerprint
 from durable_core.durable.ledger import Ledger, new_id
+from durable_core.durable.messages_recovery import Adopted, adopt_managed
 from durable_core.durable.recovery import Failures, decode_confirmed, propagate_failures
 from durable_core.durable.streamrecovery import StreamPlan, plan_streams, repair
 from durable_core.errors import (
@@ -137,14 +138,6 @@ def count_nodes(graph: Graph) -> int:
 
 def _check_graph(graph: Graph) -> None:
     graph.validate()
-    for sub_graph in graph.graphs().values():
-        for node in sub_graph.nodes.values():
-            if node.processor is not None:
-                raise GraphError(
-                    f"graph {sub_graph.name!r} has the processor node {node.id!r}: message "
-                    "transactions are not checkpointed by this version of the durable runtime. "
-                    "Run the graph with execute(). Nothing was saved."
-                )
     for key in graph.inputs:
         if key.stream:
             raise GraphError(
@@ -449,6 +442,9 @@ class Runtime:
             record = await asyncio.to_thread(session.load)
             restored = self._check_record(graph, record, run_id, version, inputs)
             streams = plan_streams(graph, record, self.codecs)
+            managed = adopt_managed(
+                graph, record, self.codecs, propagate_failures(record).propagated
+            )
             ledger = Ledger(session, record)
             if streams.repairs:
                 # One CAS converges every endpoint of each listed root and its failure (S-6);
@@ -468,7 +464,7 @@ class Runtime:
             if failures.terminal:
                 return self._failed_for_good(graph, record, inputs, restored, failures)
             return await self._execute(
-                graph, ledger, inputs, restored, failures, max_running, cancel, streams
+                graph, ledger, inputs, restored, failures, max_running, cancel, streams, managed
             )
         finally:
             session.close()
@@ -499,7 +495,8 @@ class Runtime:
         """
         missing: list[tuple[str, Key[Any], str]] = []
         for sub_graph in graph.graphs().values():
-            for key in sub_graph.keys.values():
+            states = [n.processor.state_key for n in sub_graph.nodes.values() if n.processor]
+            for key in [*sub_graph.keys.values(), *states]:  # a processor's state is stored too
                 try:
                     if key.stream:  # every element is stored with the element type's codec
                         self.codecs.lookup(key.type)
@@ -733,6 +730,7 @@ class Runtime:
         max_running: int | None,
         cancel: CancelToken | None,
         streams: StreamPlan | None = None,
+        managed: Mapping[tuple[str, str], Adopted] | None = None,
     ) -> DurableResult:
         restored_count = 0
 
@@ -743,7 +741,13 @@ class Runtime:
             self._emit(event)
 
         checkpointer = DurableCheckpointer(
-            ledger, self.codecs, restored, emit, propagated=failures.propagated, streams=streams
+            ledger,
+            self.codecs,
+            restored,
+            emit,
+            propagated=failures.propagated,
+            streams=streams,
+            managed=managed,
         )
         options: dict[str, Any] = {
             "checkpointer": checkpointer,

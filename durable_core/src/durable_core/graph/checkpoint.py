@@ -91,7 +91,7 @@ Processor nodes (message transactions, S-7, S-8) add four calls, made by the pro
 on the event loop, in this order for each run of the body (see
 :mod:`durable_core.graph.processor`):
 
-8. ``open_processor(attempt, processor)`` once, before the first message: return a
+8. ``open_processor(attempt, processor, input)`` once, before the first message: return a
    :class:`~durable_core.graph.Managed` with the committed state to continue from, or None to
    start from ``processor.initial``.
 9. ``begin_message(attempt, message)`` before each try of each message (``message`` is the
@@ -363,12 +363,16 @@ class Checkpointer:
 
     # -- processor nodes (message transactions) --------------------------------------------
 
-    async def open_processor(self, attempt: Attempt, processor: Processor[Any]) -> Managed | None:
+    async def open_processor(
+        self, attempt: Attempt, processor: Processor[Any], input: Stream | None
+    ) -> Managed | None:
         """A processor node's body starts (S-7).
 
         Args:
             attempt: the node's root attempt.
             processor: the processor (its ``state`` type, ``initial`` state, ``retry``).
+            input: the input stream it reads as its group ``attempt.path``; None when the
+                input was skipped.
 
         Returns:
             The committed state to continue from, or None to start from ``initial``.

@@ -537,7 +537,9 @@ class _ProcessorRun:
     async def run(self) -> None:
         p, rc = self.p, self.rc
         try:
-            managed = await self.seam("open_processor", Managed, None, self.attempt, p)
+            stream = self.nr.scope.ready.get(p.input.name)
+            stream = stream if isinstance(stream, Stream) else None
+            managed = await self.seam("open_processor", Managed, None, self.attempt, p, stream)
             state = p.initial if managed is None else managed.state
             if managed is not None:
                 self.check_state(state, "the restored state")
