@@ -28,6 +28,8 @@ size grows with unacknowledged messages and containers, not with messages proces
 from __future__ import annotations
 
 import asyncio
+import random
+import secrets
 from collections import defaultdict
 from collections.abc import Mapping
 from typing import Any
@@ -98,6 +100,9 @@ class MessageBook:
         # The input entry of each processing attempt, and its output streams by key name.
         self._inputs: dict[str, str] = {}
         self._outputs: dict[str, dict[str, Stream[Any]]] = defaultdict(dict)
+        # Message attempt ids: 16 random bytes in hex, from a generator seeded by the OS once
+        # (one id per message: the OS's generator per id would cost more than the message).
+        self._random = random.Random(secrets.randbits(128))
         # Final transactions waiting for their node's confirmation, by root attempt id.
         self._final: dict[str, tuple[L.Mutation, asyncio.Future[None]]] = {}
 
@@ -145,7 +150,7 @@ class MessageBook:
             self._failed[key].extend(mid for mid, _ in history)
         elif failed:
             index = max(index, len(failed) + 1)
-        return _evolve(message, L.new_id(), index, limit, entry)
+        return _evolve(message, f"{self._random.getrandbits(128):032x}", index, limit, entry)
 
     async def fail_message(self, message: MessageAttempt, error: BaseException) -> None:
         """Save the try failed (its budget stays spent after a restart)."""
