@@ -27,8 +27,8 @@ from durable_core import (
     RecoveryEvent,
     Retry,
     RetryExhaustedError,
-    Runtime,
     RunRecord,
+    Runtime,
 )
 from durable_core.durable.messages import container_id
 
