@@ -295,3 +295,53 @@ def test_the_record_stays_bounded_while_messages_are_processed(tmp_path: Path) -
     result = run(store, Plan(CallLog(tmp_path / "log")), count=300, commit_every=4)
     assert result.status == "completed", result.error
     assert max(m for m, _ in sizes) <= 4 and max(c for _, c in sizes) == 1
+
+
+# covers: S-8, S-9
+@pytest.mark.slow
+def test_a_hundred_thousand_messages_leave_no_hundred_thousand_attempts() -> None:
+    count, every = 100_000, 1_000
+    numbers = Key("numbers", int, stream=True, capacity=256)
+    g = Graph("many", inputs=[COUNT])
+
+    @g.node("numbers", requires=[COUNT], provides=[numbers])
+    async def produce(rc):
+        writer = rc.writer(numbers)
+        for n in range((writer.position or 0) + 1, rc.get(COUNT) + 1):
+            await writer.send_at(n, n)
+
+    @g.processor(
+        "sum",
+        input=numbers,
+        state=int,
+        initial=0,
+        provides=[FIRST],
+        commit_every=every,
+        max_delay=60,
+    )
+    async def add(rc, state: int, n: int) -> int:
+        return state + n
+
+    @add.finish
+    def finish(rc, state: int):
+        rc.set(FIRST, state)
+
+    seen: list[tuple[int, int, int, int]] = []
+
+    def measure(record: RunRecord) -> bool:
+        entry = [s for s in record.streams.values() if s.group == "sum"]
+        acked = entry[0].acked_through if entry else 0
+        pending = max((len(s.pending) for s in record.streams.values()), default=0)
+        seen.append((acked, len(record.messages), len(record.managed), pending))
+        return False
+
+    result = Runtime(FailingStore(MemoryStore(), measure)).run(
+        g, run_id="many", version="1", inputs={COUNT: count}
+    )
+    assert result.status == "completed", result.error
+    assert result[FIRST] == count * (count + 1) // 2
+    assert seen[-1][0] == count  # every message was acknowledged
+    assert max(s[1] for s in seen) <= 1  # one message attempt: the container's proof
+    assert max(s[2] for s in seen) <= 1  # one container
+    # the record holds the unacknowledged elements only: a batch and a full buffer at most
+    assert max(s[3] for s in seen) <= every + 256 + 1

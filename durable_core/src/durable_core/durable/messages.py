@@ -17,9 +17,9 @@ index, as an active attempt is adopted). The final transaction (the last batch a
 is saved with the node's confirmation, in the same save (:meth:`MessageBook.confirm`): reading
 ends exactly when the node is confirmed, so a restart never reads past an ``rc.stop()``.
 
-**A bounded record.** A message's attempts are folded away once a later commit of the same node
-confirms other messages: the record keeps the container and the attempts of the last committed
-messages (what S-9 needs: every container has a confirmed message of its ownership), and the
+**A bounded record.** A message's attempts are folded away once it is confirmed and acknowledged
+(in the same save): the record keeps the container, the attempts of the last message committed
+(what S-9 needs: every container has a confirmed message of its ownership), and the failed
 attempts of messages not acknowledged yet. When the node is confirmed, its container and message
 attempts are folded away with the confirmation (its outputs are in its ``NodeRecord``). Record
 size grows with unacknowledged messages and containers, not with messages processed.
@@ -289,11 +289,16 @@ class MessageBook:
                 raise DurableError(f"{where}: its root attempt {attempt_id} is not in the record")
             by_entry: dict[tuple[str, int], list[int]] = defaultdict(list)
             new_kept: list[str] = []
-            for mid, message, entry, sequence, generation in messages:
-                record.messages[mid] = message
+            last = len(messages) - 1
+            for i, (mid, message, entry, sequence, generation) in enumerate(messages):
                 by_entry[(entry, generation)].append(sequence)
-                new_kept.append(mid)
-                new_kept.extend(failed.pop((entry, sequence, attempt_id), ()))
+                tries = failed.pop((entry, sequence, attempt_id), [])
+                if i == last and not final:  # the ownership proof of the container (S-9)
+                    record.messages[mid] = message
+                    new_kept = [mid, *tries]
+                else:  # confirmed and acknowledged in this very save: folded away at once
+                    for try_id in tries:
+                        record.messages.pop(try_id, None)
             for (entry, generation), sequences in by_entry.items():
                 stored = record.streams[entry]
                 source = Source(stored.scope, stored.node_id, stored.key)
@@ -313,7 +318,7 @@ class MessageBook:
             if final:
                 return  # the container and the attempts are folded away with the node
             record.managed[container] = managed
-            if new_kept:  # fold the previous commit's messages away (they are acked)
+            if new_kept:  # fold the previous proof away (its message is acknowledged)
                 for mid in kept.get(attempt_id, ()):
                     record.messages.pop(mid, None)
                 kept[attempt_id] = new_kept
