@@ -37,7 +37,7 @@ from typing import Any
 
 from checkpoint_overhead import bare_file_write, bare_sqlite_commit
 
-from durable_core import Graph, Key, Runtime, RunRecord
+from durable_core import Graph, Key, RunRecord, Runtime
 from durable_filestore import FileStore
 from durable_sqlitestore import SQLiteStore
 
