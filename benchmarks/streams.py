@@ -3,8 +3,9 @@
 A trivial producer sends ``--elements`` integers with ``send_at(i, i + 1)`` (resumable) and a
 trivial reader acks each delivery, either with ``d.ack()`` (queued: saved with the next group
 commit; the default way to read fast) or with ``await d.ack()`` (each ack durable before the
-next element is read: one element per save round trip; measured on a tenth of the elements). Every element costs a save (the
-element and the producer's position) and every ack another, but saves are group-committed:
+next element is read: one element per save round trip; measured on a tenth of the elements).
+Every element costs a save (the element and the producer's position) and every ack another,
+but saves are group-committed:
 while one save is in flight, the producer goes on (up to the key's capacity) and the elements
 and acks that arrive meanwhile share the next save. No reader sees an element before its save
 returned.
