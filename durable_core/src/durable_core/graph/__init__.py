@@ -6,19 +6,14 @@ The engine never imports the durable layer or any store; the durable layer plugs
 """
 
 from durable_core.graph.aspects import Aspect, AspectCall, Retry, Timeout
+from durable_core.graph.cancel import CancelToken
 from durable_core.graph.checkpoint import Attempt, Checkpointer, NodeOutputs, Scope, Values
 from durable_core.graph.context import RunContext, SkipNode
 from durable_core.graph.definition import FINGERPRINT_FORMAT, Graph, In, Node, Out
-from durable_core.graph.engine import (
-    DEFAULT_MAX_RUNNING,
-    CancelToken,
-    RunResult,
-    RunStatus,
-    execute,
-    execute_async,
-)
+from durable_core.graph.engine import DEFAULT_MAX_RUNNING, execute, execute_async
 from durable_core.graph.keys import DEFAULT_STREAM_CAPACITY, Key, type_name
 from durable_core.graph.observer import GraphEvent, NodeEvent, Observer
+from durable_core.graph.results import RunResult, RunStatus
 from durable_core.graph.streams import (
     BlockingDelivery,
     BlockingStreamReader,

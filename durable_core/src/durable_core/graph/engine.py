@@ -19,195 +19,45 @@ import asyncio
 import concurrent.futures
 import contextlib
 import contextvars
-import enum
 import inspect
 import logging
-import threading
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, TypeVar
+from typing import Any
 
 from durable_core.errors import (
     ConfigError,
-    CorruptRecordError,
     GraphError,
     NodeFailedError,
     SlotError,
-    UndeclaredKeyError,
 )
 from durable_core.graph.aspects import Aspect
+from durable_core.graph.cancel import CancelToken
 from durable_core.graph.checkpoint import Attempt, Checkpointer, NodeOutputs, Scope, Values
 from durable_core.graph.context import RunContext, SkipNode
 from durable_core.graph.definition import Graph, In, Node, Out, _Plan
+from durable_core.graph.guard import CheckpointCalls, RunAborted, settle
 from durable_core.graph.keys import Key
 from durable_core.graph.observer import GraphEvent, NodeEvent, Observer
+from durable_core.graph.results import RunResult, RunStatus
 from durable_core.graph.streams import Stream
 from durable_core.records import NodeReason
 
-__all__ = [
-    "DEFAULT_MAX_RUNNING",
-    "CancelToken",
-    "RunResult",
-    "RunStatus",
-    "execute",
-    "execute_async",
-]
+__all__ = ["DEFAULT_MAX_RUNNING", "execute", "execute_async"]
 
 _log = logging.getLogger("durable_core.graph")
-
-T = TypeVar("T")
 
 DEFAULT_MAX_RUNNING = 8
 """Bodies running at once when ``max_running`` is not given."""
 
 _EMPTY: Mapping[str, Any] = Values().ready
-_MISSING: Any = object()
-
-
-class RunStatus(enum.StrEnum):
-    """How a run ended (G-6); compares equal to its string value."""
-
-    COMPLETED = "completed"
-    FAILED = "failed"
-    CANCELED = "canceled"
-
-
-class CancelToken:
-    """Cancels a run from outside, from any thread (G-6).
-
-    Pass it as ``execute(..., cancel=token)``; ``token.cancel()`` cancels every body
-    (cooperatively) and the run ends with status ``"canceled"``. A token may serve several runs;
-    once canceled it stays canceled, and a run given a canceled token ends canceled at once.
-    """
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._canceled = False
-        self._callbacks: list[Callable[[], None]] = []
-
-    @property
-    def canceled(self) -> bool:
-        """True once :meth:`cancel` was called."""
-        return self._canceled
-
-    def cancel(self) -> None:
-        """Cancel every run using this token. Idempotent; safe from any thread."""
-        with self._lock:
-            if self._canceled:
-                return
-            self._canceled = True
-            callbacks, self._callbacks = self._callbacks, []
-        for callback in callbacks:
-            callback()
-
-    def _subscribe(self, callback: Callable[[], None]) -> Callable[[], None]:
-        with self._lock:
-            if not self._canceled:
-                self._callbacks.append(callback)
-                return lambda: self._unsubscribe(callback)
-        callback()
-        return lambda: None
-
-    def _unsubscribe(self, callback: Callable[[], None]) -> None:
-        with self._lock, contextlib.suppress(ValueError):
-            self._callbacks.remove(callback)
-
-
-class RunResult:
-    """The outcome of a run: its status, its error, and the root graph's slots (G-3, G-6).
-
-    Attributes:
-        graph: the graph that ran.
-        status: ``"completed"``, ``"failed"`` or ``"canceled"`` (a :class:`RunStatus`).
-        error: None when completed. When failed: a
-            :class:`~durable_core.errors.NodeFailedError` for the first node that failed (its
-            ``__cause__`` is the body's exception), or the exception a checkpointer raised
-            (the durable layer's ``CheckpointError``). None when canceled from outside.
-    """
-
-    __slots__ = ("_ready", "_skipped", "error", "graph", "status")
-
-    def __init__(
-        self,
-        graph: Graph,
-        status: RunStatus,
-        error: BaseException | None,
-        ready: dict[str, Any],
-        skipped: set[str],
-    ) -> None:
-        self.graph = graph
-        self.status = status
-        self.error = error
-        self._ready = ready
-        self._skipped = skipped
-
-    def __repr__(self) -> str:
-        return f"<RunResult {self.graph.name!r} {self.status}>"
-
-    def _name(self, key: Key[Any]) -> str:
-        known = self.graph.keys.get(getattr(key, "name", None))  # type: ignore[arg-type]
-        if known is None or known != key:
-            raise UndeclaredKeyError(
-                f"key {key!r} is not a key of graph {self.graph.name!r}; results hold the root "
-                "graph's keys"
-            )
-        return key.name
-
-    def __getitem__(self, key: Key[T]) -> T:
-        """The ready value of ``key``.
-
-        Raises:
-            UndeclaredKeyError: the key is not a key of the root graph.
-            SlotError: the key is skipped, or pending (not produced: the run failed or was
-                canceled first).
-        """
-        name = self._name(key)
-        if name in self._ready:
-            return self._ready[name]
-        if name in self._skipped:
-            raise SlotError(f"key {name!r} was skipped; check result.skipped(key)")
-        raise SlotError(f"key {name!r} is pending: the run ended {self.status} before it arrived")
-
-    def get(self, key: Key[T], default: Any = None) -> Any:
-        """The ready value of ``key``, or ``default`` when it is skipped or pending."""
-        name = self._name(key)
-        return self._ready.get(name, default)
-
-    def __contains__(self, key: Key[Any]) -> bool:
-        """True when ``key`` is ready."""
-        return self._name(key) in self._ready
-
-    def skipped(self, key: Key[Any]) -> bool:
-        """True when ``key`` was skipped."""
-        return self._name(key) in self._skipped
-
-    def pending(self, key: Key[Any]) -> bool:
-        """True when ``key`` never arrived (the run failed or was canceled first)."""
-        name = self._name(key)
-        return name not in self._ready and name not in self._skipped
-
-    @property
-    def values(self) -> dict[str, Any]:
-        """Every ready value of the root graph, by key name (a copy)."""
-        return dict(self._ready)
-
-
-class _RunAborted(BaseException):
-    """A checkpointer call failed: unwind without treating anything as a node failure."""
 
 
 class _CascadeSkip(SkipNode):
     """Every required input was skipped: the node is skipped without running (G-4)."""
 
 
-async def _settle(future: asyncio.Future[Any]) -> None:
-    """Wait until ``future`` is done, whatever cancellations arrive meanwhile."""
-    while not future.done():
-        with contextlib.suppress(BaseException):
-            await asyncio.shield(future)
-
-
-class _Run:
-    """State shared by every scope of one run: checkpointer, observers, slots, thread pool."""
+class _Run(CheckpointCalls):
+    """State shared by every scope of one run: checkpointer calls, observers, slots, threads."""
 
     def __init__(
         self,
@@ -215,17 +65,14 @@ class _Run:
         observers: Iterable[Observer],
         max_running: int,
     ) -> None:
+        super().__init__(checkpointer)
         self.loop = asyncio.get_running_loop()
-        self.cp = checkpointer if checkpointer is not None else Checkpointer()
-        self.noop = type(self.cp) is Checkpointer
         self.observers = tuple(observers)
         self.max_running = max_running
         self.sem = asyncio.Semaphore(max_running)
         self.pool: concurrent.futures.ThreadPoolExecutor | None = None
         self.jobs: set[concurrent.futures.Future[Any]] = set()
         self.idle: asyncio.Future[None] | None = None
-        self.aborted = False
-        self.abort_error: BaseException | None = None
         self.cancel_requested = False
         self.root: _ScopeRun | None = None
 
@@ -246,118 +93,9 @@ class _Run:
         if self.root is not None:
             self.root.cancel(outside=True)
 
-    def abort(self, error: BaseException) -> None:
-        """A checkpointer call failed: stop the run with ``error``; no further calls."""
-        if self.aborted:
-            return
-        self.aborted = True
-        self.abort_error = error
+    def _stop(self) -> None:
         if self.root is not None:
             self.loop.call_soon(self.root.cancel_all)
-
-    # -- checkpointer calls -----------------------------------------------------------------
-
-    async def _call(self, coroutine: Any, nr: _NodeRun | None = None) -> Any:
-        """Await a checkpointer call; a failure stops the run (``_RunAborted``).
-
-        The engine never cancels a call in progress. Calls made by a node outside its aspect
-        chain (``nr`` given) can only be canceled by a scope's ``cancel_all``, which defers the
-        cancellation of a node inside such a call until it returns: no task is needed. Calls
-        inside the chain (a Timeout may cancel them) run in a shielded task.
-        """
-        if self.aborted:
-            coroutine.close()
-            raise _RunAborted
-        if nr is not None:
-            nr.in_call = True
-            try:
-                result = await coroutine
-            except Exception as error:
-                self.abort(error)
-                raise _RunAborted from error
-            finally:
-                nr.in_call = False
-            if nr.cancel_pending:  # the node was canceled during the call
-                nr.cancel_pending = False
-                raise asyncio.CancelledError()
-            return result
-        future = asyncio.ensure_future(coroutine)
-        try:
-            return await asyncio.shield(future)
-        except asyncio.CancelledError:
-            await _settle(future)
-            if not future.cancelled() and future.exception() is not None:
-                self.abort(future.exception())  # type: ignore[arg-type]
-            raise
-        except Exception as error:
-            self.abort(error)
-            raise _RunAborted from error
-
-    def _expect(self, value: Any, kind: type, method: str) -> Any:
-        if not isinstance(value, kind):
-            error = TypeError(f"Checkpointer.{method} must return a {kind.__name__}, got {value!r}")
-            self.abort(error)
-            raise _RunAborted from error
-        return value
-
-    async def open_scope(
-        self, graph: Graph, path: str, parent: Attempt | None, inputs: Values
-    ) -> Scope:
-        if self.noop:
-            if self.aborted:
-                raise _RunAborted
-            return Scope(id="", graph=graph, path=path, parent=parent)
-        scope = await self._call(self.cp.open_scope(graph, path, parent, inputs))
-        return self._expect(scope, Scope, "open_scope")
-
-    async def begin_node(self, scope: Scope, node: Node, nr: _NodeRun) -> Attempt:
-        if self.noop:
-            if self.aborted:
-                raise _RunAborted
-            return Attempt(id="", scope=scope, node=node)
-        attempt = await self._call(self.cp.begin_node(scope, node), nr)
-        return self._expect(attempt, Attempt, "begin_node")
-
-    async def begin_try(self, parent: Attempt, boundary: str, index: int, limit: int) -> Attempt:
-        if self.noop:
-            if self.aborted:
-                raise _RunAborted
-            return Attempt(
-                id="",
-                scope=parent.scope,
-                node=parent.node,
-                parent=parent,
-                boundary=boundary,
-                index=index,
-                limit=limit,
-            )
-        attempt = await self._call(self.cp.begin_try(parent, boundary, index, limit))
-        return self._expect(attempt, Attempt, "begin_try")
-
-    async def fail_attempt(
-        self, attempt: Attempt, error: BaseException, nr: _NodeRun | None = None
-    ) -> None:
-        if not self.noop:
-            await self._call(self.cp.fail_attempt(attempt, error), nr)
-
-    async def commit_node(self, attempt: Attempt, outputs: NodeOutputs, nr: _NodeRun) -> None:
-        if self.noop:
-            if self.aborted:
-                raise _RunAborted
-            return
-        await self._call(self.cp.commit_node(attempt, outputs), nr)
-
-    async def open_stream(self, attempt: Attempt, key: Key[Any], stream: Stream[Any]) -> None:
-        if self.noop:
-            if self.aborted:
-                raise _RunAborted
-            return
-        await self._call(self.cp.open_stream(attempt, key, stream))
-
-    async def close_scope(self, scope: Scope, status: RunStatus) -> None:
-        if not self.noop and not self.aborted:
-            with contextlib.suppress(_RunAborted, asyncio.CancelledError):
-                await self._call(self.cp.close_scope(scope, str(status)))
 
     # -- plain bodies -----------------------------------------------------------------------
 
@@ -413,7 +151,7 @@ class _Run:
         """Wait until no plain body is running in a worker thread; then drop the pool."""
         while self.jobs:
             self.idle = self.loop.create_future()
-            await _settle(self.idle)
+            await settle(self.idle)
         if self.pool is not None:
             self.pool.shutdown(wait=False)
             self.pool = None
@@ -653,7 +391,7 @@ class _ScopeRun:
             await asyncio.shield(self.done)
         except asyncio.CancelledError:
             self.cancel_all()
-            await _settle(self.done)
+            await settle(self.done)
             await self._finish(RunStatus.CANCELED)
             raise
         if self.error is not None:
@@ -727,18 +465,20 @@ class _ScopeRun:
             attempt = await run.begin_node(self.handle, nr.node, nr)
             nr.attempt = attempt
             if attempt.restored is not None:
-                outputs = self._check_outputs(nr, attempt.restored)
+                outputs = run.check_outputs(
+                    nr.path, self.plan.prov_maps[nr.index], attempt.restored
+                )
                 restored = True
             else:
                 if attempt.staged is not None:
-                    self._check_staged(nr, attempt.staged)
+                    run.check_staged(nr.path, self.plan.prov_maps[nr.index], attempt.staged)
                 outputs = await self._run_node(nr, attempt)
                 await run.commit_node(attempt, outputs, nr)
             self.publish_outputs(nr, outputs)
             for stream in nr.streams.values():
                 stream.end()
             outcome = str(outputs.reason)
-        except _RunAborted:
+        except RunAborted:
             pass
         except asyncio.CancelledError as exc:
             task = asyncio.current_task()
@@ -770,7 +510,7 @@ class _ScopeRun:
             stream.fail(f"stream producer {nr.path!r} failed: {_describe(exc)}", nr.path, exc)
         self.node_failed(error)
         if nr.attempt is not None:
-            with contextlib.suppress(_RunAborted, asyncio.CancelledError):
+            with contextlib.suppress(RunAborted, asyncio.CancelledError):
                 await self.run.fail_attempt(nr.attempt, exc, nr)
         return error
 
@@ -894,66 +634,6 @@ class _ScopeRun:
                     else:
                         stream.detach_prefix(nr.path + "/")
 
-    # -- checks of what a checkpointer hands back -------------------------------------------
-
-    def _corrupt(self, nr: _NodeRun, what: str, problem: str) -> _RunAborted:
-        error = CorruptRecordError(
-            f"checkpoint {what} of node {nr.path!r} do not match the graph definition: "
-            f"{problem}. The record and the graph disagree; resume with the graph the run "
-            "was started with",
-            rule="S-10" if what == "staged values" else "R-NODE-1",
-        )
-        self.run.abort(error)
-        return _RunAborted()
-
-    def _check_outputs(self, nr: _NodeRun, outputs: Any) -> NodeOutputs:
-        if not isinstance(outputs, NodeOutputs):
-            raise self._corrupt(nr, "outputs", f"expected NodeOutputs, got {outputs!r}")
-        keys = self.plan.prov_maps[nr.index]
-        ready = set(outputs.ready)
-        both = ready & outputs.skipped
-        if both:
-            raise self._corrupt(nr, "outputs", f"keys {sorted(both)} are ready and skipped")
-        covered = ready | outputs.skipped
-        if covered != set(keys):
-            raise self._corrupt(
-                nr,
-                "outputs",
-                f"they cover {sorted(covered)} but the node provides {sorted(keys)}",
-            )
-        if outputs.reason is NodeReason.SKIPPED and ready:
-            raise self._corrupt(nr, "outputs", "a skipped node with ready outputs")
-        self._check_values(nr, "outputs", outputs.ready, keys, streams=True)
-        return outputs
-
-    def _check_staged(self, nr: _NodeRun, staged: Any) -> None:
-        if not isinstance(staged, Values):
-            raise self._corrupt(nr, "staged values", f"expected Values, got {staged!r}")
-        keys = self.plan.prov_maps[nr.index]
-        names = set(staged.ready) | set(staged.skipped)
-        unknown = names - set(keys)
-        if unknown or set(staged.ready) & staged.skipped:
-            raise self._corrupt(nr, "staged values", f"undeclared or duplicate keys {names}")
-        self._check_values(nr, "staged values", staged.ready, keys, streams=False)
-
-    def _check_values(
-        self,
-        nr: _NodeRun,
-        what: str,
-        values: Mapping[str, Any],
-        keys: dict[str, Key[Any]],
-        streams: bool,
-    ) -> None:
-        for name, value in values.items():
-            key = keys[name]
-            if key.stream:
-                if not streams or not isinstance(value, Stream):
-                    raise self._corrupt(nr, what, f"stream key {name!r} holds {value!r}")
-            elif not key.accepts(value):
-                raise self._corrupt(
-                    nr, what, f"key {name!r} holds a {type(value).__name__}, expected {key!r}"
-                )
-
 
 def _describe(error: BaseException) -> str:
     text = str(error)
@@ -1043,7 +723,7 @@ async def execute_async(
     try:
         try:
             scope = await run.open_scope(graph, "", None, seeds)
-        except _RunAborted:
+        except RunAborted:
             return RunResult(graph, RunStatus.FAILED, run.abort_error, {}, set())
         root = _ScopeRun(run, graph, "", scope, None, -1)
         run.root = root

@@ -1,20 +1,6 @@
-"""Codecs: business values to bytes and back, with digests (SPEC section C, R-VAL-1…3).
+"""The codec registry: :class:`Codecs`, values to ``ValueRecord`` parts and back with digests.
 
-A :class:`Codec` turns values of one Python type into bytes and back. A :class:`Codecs`
-registry holds codecs keyed by type; :meth:`Codecs.lookup` also builds codecs for container
-forms of registered types (``T | None``, ``list[T]``, ``dict[str, T]``, ``tuple[...]``).
-
-The durable runtime stores every ready output as a ``ValueRecord`` through two calls:
-
-- :meth:`Codecs.encode_value` — ``(key_type, value) -> EncodedValue(codec_id, version, data,
-  digest)``: refuses values that can never be persisted (C-3), picks the codec of the value's
-  actual type (R-VAL-1), and hashes the bytes (SHA-256 hex).
-- :meth:`Codecs.decode_value` — ``(key_type, codec_id, version, data, digest) -> value``: checks
-  the digest (a mismatch is :class:`~durable_core.errors.CorruptRecordError`), the codec id and
-  version (a change is :class:`~durable_core.errors.CodecError`), decodes, and checks that the
-  value is an instance of the declared type (R-VAL-3).
-
-See ``docs/codecs.md`` for the built-in ids, ``register_json``, custom codecs and plugins.
+See the package docstring of :mod:`durable_core.codecs` for the two calls the runtime makes.
 """
 
 from __future__ import annotations
@@ -26,18 +12,6 @@ import typing
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, runtime_checkable
 
-from durable_core._codecjson import (
-    JSONCodec,
-    ResolveProblem,
-    Resolver,
-    compose_version,
-    default_class_id,
-    default_json_codecs,
-    is_abstract,
-    make_converter,
-    serves_as_class,
-)
-from durable_core._persistable import find_unpersistable
 from durable_core._typeforms import (
     InstanceMismatch,
     admits,
@@ -48,19 +22,23 @@ from durable_core._typeforms import (
     normalize,
     type_name,
 )
+from durable_core.codecs.canonical import ResolveProblem
+from durable_core.codecs.classes import make_converter
+from durable_core.codecs.jsoncodec import JSONCodec, compose_version
+from durable_core.codecs.persistable import find_unpersistable
+from durable_core.codecs.resolver import (
+    Resolver,
+    default_class_id,
+    is_abstract,
+    serves_as_class,
+)
+from durable_core.codecs.scalars import default_json_codecs
 from durable_core.errors import CodecError, ConflictError, CorruptRecordError, PluginError
 
 if TYPE_CHECKING:
     import pluggy
 
-__all__ = [
-    "Codec",
-    "Codecs",
-    "EncodedValue",
-    "JSONCodec",
-    "digest_of",
-    "register_builtin_codecs",
-]
+__all__ = ["Codec", "Codecs", "EncodedValue", "digest_of", "register_builtin_codecs"]
 
 _TOKEN = re.compile(r"\S+")
 _DIGEST = re.compile(r"[0-9a-f]{64}")
