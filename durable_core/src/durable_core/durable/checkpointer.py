@@ -102,16 +102,16 @@ def encode_value_record(codecs: Codecs, key: Any, ready: bool, value: Any = None
 
     Raises:
         CodecError: no codec can encode the value; the message names the key.
-        DurableError: ``key`` is a stream key (stream outputs are not checkpointed by this
-            version).
+        DurableError: ``key`` is a stream key and ``ready`` (a stream is stored as its
+            source's descriptor, S-1).
     """
-    if getattr(key, "stream", False):
-        raise DurableError(
-            f"key {key.name!r} is a stream: stream outputs are not checkpointed by this version "
-            "of the durable runtime; run the graph with execute() or use a value key"
-        )
     if not ready:
         return ValueRecord(name=key.name, state=ValueState.SKIPPED)
+    if getattr(key, "stream", False):
+        raise DurableError(
+            f"key {key.name!r} is a stream: a ready stream is stored as the descriptor of its "
+            "source (StreamBook.output_record), never through a codec"
+        )
     encoded = codecs.encode_value(key.type, value, name=key.name)
     return ValueRecord(
         name=key.name,
@@ -436,8 +436,8 @@ class DurableCheckpointer(Checkpointer):
         group: str,
         generation: int,
         sequences: tuple[int, ...],
-    ) -> None:
-        await self._book.ack_elements(stream, group, generation, sequences)
+    ) -> Any:
+        return await self._book.ack_elements(stream, group, generation, sequences)
 
     def _restore_streams(self, node: Any, outputs: NodeOutputs) -> NodeOutputs:
         """Replace the stream descriptors of restored outputs by streams: a completed source

@@ -61,8 +61,11 @@ def decode_outputs(
             if value.stream is None or not getattr(key, "stream", False):
                 raise CorruptRecordError(
                     f"{where}: output {key.name!r} is "
-                    + ("a stream key without a stream descriptor" if value.stream is None
-                       else "a value key holding a stream descriptor"),
+                    + (
+                        "a stream key without a stream descriptor"
+                        if value.stream is None
+                        else "a value key holding a stream descriptor"
+                    ),
                     rule="S-1",
                 )
             # The checkpointer rebuilds the stream from the descriptor (S-1).

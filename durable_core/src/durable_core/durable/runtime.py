@@ -281,9 +281,9 @@ class Runtime:
                 ``resume``), an input value cannot be encoded (``CodecError`` inside, naming
                 the key: NaN, a lock inside an ``object`` value …; nothing was saved), or a
                 save failed (the run stopped; resume later).
-            GraphError: the graph is invalid (or takes a stream root input), or the inputs do not match
-                its root inputs: a key that is not a root input, one missing, or a value that
-                is not of its key's declared type (checked deeply: ``[1, "two"]`` for
+            GraphError: the graph is invalid (or takes a stream root input), or the inputs do
+                not match its root inputs: a key that is not a root input, one missing, or a
+                value that is not of its key's declared type (checked deeply: ``[1, "two"]`` for
                 ``list[int]``, ``True`` for ``int``); nothing was saved.
             ConfigError: ``max_running`` or ``version`` is invalid; nothing was saved.
             CorruptRecordError: a record of the run exists but cannot be read; it is left

@@ -320,7 +320,9 @@ def _check_descriptors(
                 if d is None:
                     continue
                 path = f'$.Scopes["{scope_id}"].Nodes["{node_id}"].Outputs[{index}].Stream'
-                where = f"output {value.name!r} of node {node_id!r} in scope {scope.path or '(root)'!r}"
+                where = (
+                    f"output {value.name!r} of node {node_id!r} in scope {scope.path or '(root)'!r}"
+                )
                 source = (d.scope, d.node_id, d.key)
                 if source not in by_source or d.source_id != Source(*source).source_id:
                     raise CorruptRecordError(
@@ -352,9 +354,10 @@ def _check_descriptors(
                         )
                     # A Sub alias of a failed source (S-4): read-only failed endpoint, only
                     # when the failure is a real one in a scope whose ancestors are valid.
-                    if _ancestry(record, d.scope) == "failed" or _ancestry(
-                        record, scope_id
-                    ) == "failed":
+                    if (
+                        _ancestry(record, d.scope) == "failed"
+                        or _ancestry(record, scope_id) == "failed"
+                    ):
                         raise CorruptRecordError(
                             f"{where} is a Sub alias of a stream under a failed ancestor; it "
                             f"cannot be restored. {_ADVICE}",

@@ -137,9 +137,9 @@ def decode_cursor(cursor: bytes) -> tuple[bool, Any]:
     return True, json.loads(cursor)
 
 
-def entries_of(record: RunRecord, scope: str, node_id: str, key: str | None = None) -> Iterator[
-    tuple[str, StreamRecord]
-]:
+def entries_of(
+    record: RunRecord, scope: str, node_id: str, key: str | None = None
+) -> Iterator[tuple[str, StreamRecord]]:
     """Every ``(entry id, StreamRecord)`` of the sources of ``node_id`` in ``scope`` (of
     stream ``key`` only, when given)."""
     for entry_id, entry in record.streams.items():
@@ -419,16 +419,17 @@ class StreamBook:
 
     async def ack_elements(
         self, stream: Stream, group: str, generation: int, sequences: tuple[int, ...]
-    ) -> None:
-        """Save the acknowledgement of ``sequences`` for ``group``."""
+    ) -> asyncio.Future[Any] | None:
+        """Queue the acknowledgement of ``sequences`` for ``group``; the returned future
+        succeeds once it is saved."""
         source = stream.data
         if not isinstance(source, Source):
-            return  # a stream given as a root input: nothing is saved for it
+            return None  # a stream given as a root input: nothing is saved for it
 
         def ack_(proposal: Proposal) -> None:
             ack(proposal, source, group, generation, sequences)
 
-        await self._ledger.commit_async(ack_)
+        return asyncio.ensure_future(self._ledger.commit_async(ack_))
 
     def output_record(self, key: Key[Any], stream: Stream) -> ValueRecord:
         """The ValueRecord of a stream output: the descriptor of its source (S-1).

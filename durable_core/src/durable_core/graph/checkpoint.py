@@ -81,7 +81,8 @@ Streams (SPEC S) add calls with a no-op default, so existing checkpointers keep 
   readers only once that awaitable has succeeded (a save in flight; several elements may share
   one save), and the producer goes on meanwhile, up to the key's capacity.
 - ``ack_elements(attempt, key, stream, group, generation, sequences)`` when a reader
-  acknowledges deliveries (``await delivery.ack()``); the reader waits for it.
+  acknowledges deliveries (``delivery.ack()``). It may return an awaitable that succeeds once
+  the ack is saved; ``await delivery.ack()`` waits for it.
 
 A root attempt may carry ``streams``: the saved :class:`~durable_core.graph.StreamState` of the
 streams an adopted producer had opened, so ``writer.position`` answers before the stream is open
@@ -346,7 +347,7 @@ class Checkpointer:
         group: str,
         generation: int,
         sequences: tuple[int, ...],
-    ) -> None:
+    ) -> Any:
         """A reader acknowledges delivered elements of ``stream`` for its ``group``.
 
         Args:
@@ -356,7 +357,11 @@ class Checkpointer:
             group: the reading group (the reading node's path).
             generation: the generation the elements were delivered with.
             sequences: their sequence numbers.
+
+        Returns:
+            None (done), or an awaitable that succeeds once the ack is saved.
         """
+        return None
 
     async def close_scope(self, scope: Scope, status: str) -> None:
         """Every node of ``scope`` ended; ``status`` is completed, failed or canceled."""

@@ -41,6 +41,7 @@ and the factory a checkpointer uses to restore a confirmed stream (:meth:`Stream
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
 from types import MappingProxyType
@@ -66,6 +67,8 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+
+_log = logging.getLogger("durable_core.graph")
 
 _NOTHING: Any = object()
 _NO_TAILS: Mapping[str, tuple[tuple[int, Any], ...]] = MappingProxyType({})
@@ -402,7 +405,9 @@ class StreamWriter(Generic[T]):
         if stream is not None:
             return stream.position if stream.positioned else stream.sequence
         attempt = nr.attempt
-        saved = None if attempt is None or not attempt.streams else attempt.streams.get(self._key.name)
+        saved = (
+            None if attempt is None or not attempt.streams else attempt.streams.get(self._key.name)
+        )
         if saved is not None:
             return saved.position if saved.positioned else saved.sequence
         return 0
@@ -457,9 +462,7 @@ class StreamWriter(Generic[T]):
             return
         attempt = rc._node_run.attempt
         assert attempt is not None
-        saved = await run._call(
-            run.cp.send_element(attempt, self._key, stream, sequence, element)
-        )
+        saved = await run._call(run.cp.send_element(attempt, self._key, stream, sequence, element))
         future = None if saved is None else asyncio.ensure_future(saved)
         stream.push(sequence, element, future, run.abort)
 
@@ -526,18 +529,36 @@ class Delivery(Generic[T]):
     def __repr__(self) -> str:
         return f"<Delivery {self.group!r} #{self.sequence} generation {self.generation}>"
 
-    async def ack(self) -> None:
-        """Acknowledge the element for its group; returns once the ack is saved.
+    def ack(self) -> asyncio.Future[None]:
+        """Acknowledge the element for its group (S-2).
 
-        An acknowledged element is never delivered to this group again; acking twice changes
-        nothing. With the plain engine it only checks that the node is still running.
+        The ack is queued at once; the returned future succeeds once it is saved. ``await
+        d.ack()`` therefore returns when the ack is durable. A reader may also call ``d.ack()``
+        without awaiting it: its acks are then saved together with the next saves (group
+        commit), and after a crash an element whose ack was not saved yet is delivered again.
+        An acked element is never delivered to this group again; acking twice changes nothing.
+        With the plain engine it only checks that the node is still running.
+
+        Returns:
+            A future that succeeds once the ack is saved; it raises what the ack raised.
 
         Raises:
             SlotError: the node's try has ended.
-            StaleDeliveryError: (durable runs) the delivery belongs to an older generation.
-            StreamFailedError: (durable runs) the stream's source failed.
+            StaleDeliveryError: (from the future, durable runs) the delivery belongs to an
+                older generation.
+            StreamFailedError: (from the future, durable runs) the stream's source failed.
         """
-        await self._reader._ack(self)
+        reader = self._reader
+        reader._rc._check_live(reader._key)
+        future = asyncio.ensure_future(reader._ack(self))
+        future.add_done_callback(_retrieve)
+        return future
+
+
+def _retrieve(future: asyncio.Future[Any]) -> None:
+    # An ack nobody awaits: its error is in the log rather than "never retrieved" noise.
+    if not future.cancelled() and future.exception() is not None:
+        _log.warning("an ack that was not awaited failed: %s", future.exception())
 
 
 class BlockingDelivery(Generic[T]):
@@ -572,9 +593,16 @@ class BlockingDelivery(Generic[T]):
     def __repr__(self) -> str:
         return repr(self._delivery)
 
-    def ack(self) -> None:
-        """As :meth:`Delivery.ack`; blocks until the ack is saved."""
-        self._rc._blocking(self._delivery.ack())
+    def ack(self, *, wait: bool = True) -> None:
+        """As :meth:`Delivery.ack`: blocks until the ack is saved, or, with ``wait=False``,
+        only queues it (saved with the next saves)."""
+        if wait:
+            self._rc._blocking(self._ack())
+        else:
+            self._rc._node_run.scope.run.loop.call_soon_threadsafe(self._delivery.ack)
+
+    async def _ack(self) -> None:
+        await self._delivery.ack()
 
 
 class StreamReader(Generic[T]):
@@ -643,13 +671,12 @@ class StreamReader(Generic[T]):
 
     async def _ack(self, delivery: Delivery[T]) -> None:
         rc = self._rc
-        rc._check_live(self._key)
         run = rc._node_run.scope.run
         if run.noop:
             return
         attempt = rc._node_run.attempt
         assert attempt is not None
-        await run._call(
+        saved = await run._call(
             run.cp.ack_elements(
                 attempt,
                 self._key,
@@ -659,6 +686,8 @@ class StreamReader(Generic[T]):
                 (delivery.sequence,),
             )
         )
+        if saved is not None:
+            await saved
 
 
 class BlockingStreamReader(Generic[T]):
