@@ -1,110 +1,18 @@
+# ruff: noqa: F405  (the names in __all__ load on first use, through __getattr__)
 """Durable: durable execution of dataflow graphs.
 
 The public API is re-exported here; submodules are implementation detail unless documented.
+The names load on first use (PEP 562): ``import durable_core`` alone imports nothing heavy, so
+that the ``durable`` command starts fast. The imports themselves are in ``durable_core._api``.
 """
 
-from durable_core.codecs import Codec, Codecs, EncodedValue, JSONCodec, digest_of
-from durable_core.durable import DurableResult, EventKind, RecoveryEvent, Runtime
-from durable_core.errors import (
-    AcquireTimeoutError,
-    BusyError,
-    CheckpointError,
-    CodecError,
-    ConfigError,
-    ConflictError,
-    CorruptRecordError,
-    DefinitionMismatchError,
-    DurableError,
-    GraphError,
-    InputsMismatchError,
-    MismatchError,
-    NodeFailedError,
-    NotFoundError,
-    PluginError,
-    RetryExhaustedError,
-    SchemaError,
-    SessionClosedError,
-    SlotError,
-    StaleDeliveryError,
-    StreamError,
-    StreamFailedError,
-    StreamNotResumableError,
-    UndeclaredKeyError,
-    VersionMismatchError,
-)
-from durable_core.graph import (
-    DEFAULT_MAX_RUNNING,
-    DEFAULT_STREAM_CAPACITY,
-    FINGERPRINT_FORMAT,
-    Aspect,
-    AspectCall,
-    Attempt,
-    BlockingDelivery,
-    BlockingStreamReader,
-    BlockingStreamWriter,
-    CancelToken,
-    Checkpointer,
-    Delivery,
-    Graph,
-    GraphEvent,
-    In,
-    Key,
-    Managed,
-    MessageAttempt,
-    MessageCommit,
-    MessageContext,
-    MessageWriter,
-    Node,
-    NodeEvent,
-    NodeOutputs,
-    Observer,
-    Out,
-    Processor,
-    Retry,
-    RunContext,
-    RunResult,
-    RunStatus,
-    Scope,
-    SkipNode,
-    Stream,
-    StreamReader,
-    StreamState,
-    StreamWriter,
-    Timeout,
-    Values,
-    execute,
-    execute_async,
-)
-from durable_core.hookspecs import hookimpl
-from durable_core.integrity import GraphShapes, validate_record
-from durable_core.plugins import make_plugin_manager
-from durable_core.recordjson import record_from_json, record_to_json
-from durable_core.records import (
-    RECORD_FORMAT,
-    AttemptRecord,
-    AttemptState,
-    ManagedRecord,
-    MessageAttemptRecord,
-    NodeReason,
-    NodeRecord,
-    PendingMessageRecord,
-    RunRecord,
-    ScopeRecord,
-    StreamDescriptorRecord,
-    StreamRecord,
-    StreamTerminal,
-    ValueRecord,
-    ValueState,
-    copy_record,
-)
-from durable_core.store import (
-    MAX_REVISION,
-    MemoryStore,
-    RunLister,
-    RunSummary,
-    Session,
-    Store,
-)
+from __future__ import annotations
+
+import importlib
+import typing
+
+if typing.TYPE_CHECKING:
+    from durable_core._api import *  # noqa: F403
 
 __all__ = [
     "DEFAULT_MAX_RUNNING",
@@ -211,3 +119,21 @@ __all__ = [
     "record_to_json",
     "validate_record",
 ]
+
+
+def __getattr__(name: str) -> typing.Any:
+    """Load the public API on first use of one of its names."""
+    if name not in __all__:  # a submodule (``from durable_core import hookspecs``) or a typo
+        raise AttributeError(f"module 'durable_core' has no attribute {name!r}")
+    _api = importlib.import_module("durable_core._api")
+
+    try:
+        value = getattr(_api, name)
+    except AttributeError:
+        raise AttributeError(f"module 'durable_core' has no attribute {name!r}") from None
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

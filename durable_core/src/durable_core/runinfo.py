@@ -14,7 +14,8 @@ from typing import Any
 
 import attrs
 
-from durable_core.records import AttemptState, NodeReason, RunRecord
+from durable_core.errors import CorruptRecordError
+from durable_core.records import RECORD_FORMAT, AttemptState, NodeReason, RunRecord
 
 __all__ = [
     "AttemptInfo",
@@ -22,6 +23,8 @@ __all__ = [
     "RunStatus",
     "ScopeInfo",
     "StreamInfo",
+    "check_record",
+    "definition_matches",
     "describe_record",
     "run_status",
 ]
@@ -155,18 +158,64 @@ def run_status(record: RunRecord, graph_node_ids: Iterable[str] | None = None) -
     return RunStatus.SETTLED
 
 
+def definition_matches(record: RunRecord, graph: Any) -> bool | None:
+    """Whether the record was written by ``graph`` (same definition fingerprint); ``None``
+    without a graph."""
+    if graph is None:
+        return None
+    return bool(record.definition == graph.fingerprint())
+
+
+def check_record(record: RunRecord, run_id: str, graph: Any = None) -> None:
+    """The integrity checks ``resume`` makes on a loaded record, for a read-only view.
+
+    The record format must be one this version reads (R-REC-1), the record must name the run
+    it was loaded for, and :func:`~durable_core.integrity.validate_record` must pass: every
+    structural rule and every stored value's digest (R-VAL-3). When ``graph`` wrote the record
+    (same definition fingerprint), its nodes and outputs are checked against the graph too.
+    Decoding values with codecs is left to ``resume``: a view never needs the run's codecs.
+
+    Args:
+        record: the record as loaded.
+        run_id: the run id it was loaded for.
+        graph: the configuration's graph, or ``None``.
+
+    Raises:
+        CorruptRecordError: the first problem, with its JSON path; the record is unchanged.
+    """
+    from durable_core.integrity import validate_record
+
+    if not 1 <= record.format <= RECORD_FORMAT:
+        raise CorruptRecordError(
+            f"run {run_id!r} has record format {record.format}; this version of Durable reads "
+            f"formats 1 to {RECORD_FORMAT}. Use the Durable version that wrote it",
+            path="$.Format",
+            rule="R-REC-1",
+        )
+    if record.run_id != run_id:
+        raise CorruptRecordError(
+            f"the record loaded for run {run_id!r} names run {record.run_id!r}; check the store",
+            path="$.RunID",
+            rule="R-STORE-3",
+        )
+    shapes = graph.describe_provides() if definition_matches(record, graph) else None
+    validate_record(record, definition=shapes)
+
+
 def describe_record(record: RunRecord, graph: Any = None) -> RunInfo:
     """Summarize a record for an operator, without any business value (E-2).
 
     Args:
         record: the record, as loaded through an exclusive session.
-        graph: the run's graph when known (a config was given); used for the status and the
-            root node total.
+        graph: the configuration's graph when known; used for the status and the root node
+            total only when it wrote the record (same definition fingerprint). A run of another
+            graph, or of another version of it, is judged from its own record.
 
     Returns:
         The run's metadata.
     """
-    node_ids = _root_node_ids(graph)
+    matches = definition_matches(record, graph)
+    node_ids = _root_node_ids(graph) if matches else None
     attempts = record.attempts
     scope_of_attempt: dict[str, str] = {}
 
@@ -259,7 +308,7 @@ def describe_record(record: RunRecord, graph: Any = None) -> RunInfo:
         definition=record.definition,
         inputs=record.inputs,
         status=str(run_status(record, node_ids)),
-        definition_matches=None if graph is None else record.definition == graph.fingerprint(),
+        definition_matches=matches,
         root_nodes_confirmed=root_confirmed,
         root_nodes_total=len(node_ids) if node_ids is not None else None,
         nodes_confirmed=sum(len(s.nodes) for s in record.scopes.values()),

@@ -376,18 +376,3 @@ def test_history_stays_valid_after_its_parent_failed_or_the_generation_rose():
     record.streams[STREAM].generation = 7
     validate_record(record, GRAPH.describe_provides())
     assert adopt(record) == {}  # valid history, but void: never adopted
-
-
-# -- The runtime --------------------------------------------------------------------------------
-
-
-def test_the_durable_runtime_refuses_a_processor_before_saving_anything():
-    from durable_core import GraphError, MemoryStore, NotFoundError, Runtime
-
-    store = MemoryStore()
-    runtime = Runtime(store, CODECS)
-    for call in (runtime.run, runtime.resume):
-        with pytest.raises(GraphError, match=r"processor node 'count'.*Nothing was saved"):
-            call(GRAPH, run_id="r", version="1", inputs={START: 1})
-    with store.acquire("r") as session, pytest.raises(NotFoundError):
-        session.load()

@@ -147,7 +147,7 @@ def test_usage_errors(runner, args):
 
 
 def test_cli_reference_documents_every_exit_code():
-    doc = (pathlib.Path(__file__).resolve().parents[2] / "docs" / "cli.md").read_text()
+    doc = (pathlib.Path(__file__).resolve().parents[3] / "docs" / "cli.md").read_text()
     section = doc.split("## Exit codes", 1)[1].split("\n## ", 1)[0]
     documented = {
         int(line.split("|")[1]) for line in section.splitlines() if line[:3].strip("| ").isdigit()

@@ -45,11 +45,13 @@ def _value(name: str, text: str) -> ValueRecord:
     )
 
 
-def make_record(run_id: str, *, shard_state: AttemptState | None, merge_done: bool) -> RunRecord:
+def make_record(
+    run_id: str, *, shard_state: AttemptState | None, merge_done: bool, sub: bool = True
+) -> RunRecord:
     """A record of a 3-node root graph (list -> shard -> merge) plus a Sub scope under merge.
 
     ``shard_state`` None: shard confirmed; else its root attempt has that state (with two Retry
-    tries under it, the first failed).
+    tries under it, the first failed). ``sub`` False: merge is a plain node (no Sub scope).
     """
     nodes = {"list": NodeRecord("list", "1" * 32, outputs=[_value("files", SECRET)])}
     attempts = {"1" * 32: AttemptRecord(ROOT, "list", state=AttemptState.CONFIRMED)}
@@ -68,6 +70,7 @@ def make_record(run_id: str, *, shard_state: AttemptState | None, merge_done: bo
     if merge_done:
         nodes["merge"] = NodeRecord("merge", CHILD, outputs=[_value("total", SECRET)])
         attempts[CHILD] = AttemptRecord(ROOT, "merge", state=AttemptState.CONFIRMED)
+    if merge_done and sub:
         attempts["5" * 32] = AttemptRecord(CHILD, "render", state=AttemptState.CONFIRMED)
         scopes[CHILD] = ScopeRecord(
             graph="report",
@@ -265,7 +268,12 @@ graph.add_node("merge", lambda rc: rc.set(C, "x"), requires=[B], provides=[C])
 """
 
 
-def test_list_with_a_config_judges_completion_against_the_graph(runner, tmp_path, monkeypatch):
+# covers: E-2
+def test_list_with_a_config_judges_only_its_own_runs_against_the_graph(
+    runner, tmp_path, monkeypatch
+):
+    """A store holding runs of several graphs: a run whose definition is not the config's is
+    shown as such and counted from its own record, never as "3 of 3" of the wrong graph."""
     (tmp_path / "listgraph_mod.py").write_text(textwrap.dedent(GRAPH))
     config = tmp_path / "run.toml"
     config.write_text(
@@ -276,9 +284,14 @@ def test_list_with_a_config_judges_completion_against_the_graph(runner, tmp_path
     monkeypatch.syspath_prepend(str(tmp_path))
     import listgraph_mod
 
-    save(url, make_record("a-between", shard_state=None, merge_done=False))
-    done = make_record("c-done", shard_state=None, merge_done=True)
-    done.definition = listgraph_mod.graph.fingerprint()
+    fingerprint = listgraph_mod.graph.fingerprint()
+    between = make_record("a-between", shard_state=None, merge_done=False)
+    between.definition = fingerprint
+    save(url, between)
+    # another graph's run: 3 root nodes confirmed plus a Sub scope the config's graph lacks
+    save(url, make_record("b-other", shard_state=None, merge_done=True))
+    done = make_record("c-done", shard_state=None, merge_done=True, sub=False)
+    done.definition = fingerprint
     save(url, done)
     monkeypatch.chdir("/")
     try:
@@ -288,16 +301,29 @@ def test_list_with_a_config_judges_completion_against_the_graph(runner, tmp_path
         assert rows["a-between"]["status"] == "incomplete"
         assert rows["a-between"]["root_nodes_confirmed"] == 2
         assert rows["a-between"]["root_nodes_total"] == 3
-        assert rows["a-between"]["definition_matches"] is False
+        assert rows["a-between"]["definition_matches"] is True
+        assert rows["b-other"]["definition_matches"] is False
+        assert rows["b-other"]["status"] == "settled"  # judged from its own record
+        assert rows["b-other"]["root_nodes_confirmed"] == 3
+        assert rows["b-other"]["root_nodes_total"] is None
+        assert rows["b-other"]["error"] is None
         assert rows["c-done"]["definition_matches"] is True
         assert rows["c-done"]["status"] == "completed"
         inspected = invoke(runner, "inspect", str(config))  # the config's run id
         assert inspected.exit_code == 0, inspected.output
         assert "status     completed (3 of 3 root nodes confirmed)" in inspected.stdout
         assert "(matches the graph)" in inspected.stdout
+        other = invoke(runner, "inspect", str(config), "b-other")
+        assert other.exit_code == 0, other.output
+        assert "status     settled (3 root nodes confirmed; judged from the record alone" in (
+            other.stdout
+        )
+        assert "of 3 root nodes" not in other.stdout
+        assert "(differs from the graph)" in other.stdout
         table = invoke(runner, "list", str(config)).stdout.splitlines()
         assert table[0].split()[-1] == "DEFINITION"
-        assert table[1].split() == ["a-between", "incomplete", "1", "2", "2/3", "differs"]
+        assert table[1].split() == ["a-between", "incomplete", "1", "2", "2/3", "matches"]
+        assert table[2].split() == ["b-other", "settled", "1", "2", "3", "differs"]
     finally:
         sys.modules.pop("listgraph_mod", None)
 

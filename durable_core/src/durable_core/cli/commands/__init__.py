@@ -1,0 +1,22 @@
+"""The built-in commands of ``durable``, one module each.
+
+Each module defines one click command and imports what it needs inside the command's body, so
+that ``durable --help`` loads only click.
+"""
+
+from durable_core.cli.commands.inspect import inspect_command
+from durable_core.cli.commands.list import list_command
+from durable_core.cli.commands.plugins import plugins_command
+from durable_core.cli.commands.resume import resume_command
+from durable_core.cli.commands.run import run_command
+
+BUILTIN_COMMANDS = (
+    run_command,
+    resume_command,
+    inspect_command,
+    list_command,
+    plugins_command,
+)
+"""Every built-in command, in the order ``durable --help`` lists them."""
+
+__all__ = ["BUILTIN_COMMANDS"]

@@ -1,0 +1,127 @@
+"""``durable inspect``: one run's metadata, read through an exclusive session, never saved."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import click
+
+__all__ = ["inspect_command"]
+
+
+@click.command("inspect")
+@click.argument("args", nargs=-1, metavar="[CONFIG] [RUN_ID]")
+@click.option("--store", "store_url", metavar="URL", help="The store, instead of a CONFIG.")
+@click.option("--run-id", "run_id_option", metavar="ID", help="The run id (same as RUN_ID).")
+@click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
+def inspect_command(
+    args: tuple[str, ...], store_url: str | None, run_id_option: str | None, as_json: bool
+) -> None:
+    """Show a run's metadata: revision, version, scopes, attempts, confirmed nodes, streams.
+
+    The store is the CONFIG's (the run id defaults to the config's), the one given by
+    --store URL, or the default file store. The run id may also be given as --run-id ID, as
+    for run and resume. The run is read through an exclusive session and never saved;
+    business values are never shown. The record gets the integrity checks resume makes: a
+    corrupt one is reported as such (exit 8). A run owned by a running process is reported
+    busy at once (exit 3).
+    """
+    from durable_core.cli.targets import (
+        graph_of,
+        load_record,
+        looks_like_config,
+        require_existing_store,
+        store_target,
+    )
+    from durable_core.errors import CorruptRecordError
+    from durable_core.plugins import make_plugin_manager
+    from durable_core.runinfo import check_record, describe_record
+
+    if run_id_option is not None:
+        if len(args) > 1 or (args and not looks_like_config(args[0])):
+            raise click.UsageError("give the run id either as RUN_ID or as --run-id, not both")
+        args = (*args, run_id_option)
+    store_config, run_id, config = store_target(args, store_url, want_run_id=True)
+    assert run_id is not None
+    graph = graph_of(config)
+    require_existing_store(store_config)
+    store = store_config.open(make_plugin_manager())
+    try:
+        record = load_record(store_config, store, run_id)
+    finally:
+        store.close()
+    try:
+        check_record(record, run_id, graph)
+    except CorruptRecordError as exc:
+        raise CorruptRecordError(
+            f"run {run_id!r} in the {store_config.describe()} is corrupt: {exc}",
+            path=exc.path,
+            rule=exc.rule,
+        ) from exc
+    info = describe_record(record, graph)
+    if as_json:
+        data = info.to_json()
+        data["store"] = store_config.describe()
+        click.echo(json.dumps(data, indent=2))
+        return
+    print_info(info, store_config.describe())
+
+
+def print_info(info: Any, store: str) -> None:
+    """The text form of :class:`~durable_core.runinfo.RunInfo`."""
+
+    def row(label: str, value: object) -> None:
+        click.echo(f"{label:<11}{value}")
+
+    row("run", info.run_id)
+    row("store", store)
+    row("format", info.format)
+    row("revision", info.revision)
+    row("version", info.version or "(empty)")
+    status = info.status
+    if info.root_nodes_total is not None:
+        status += f" ({info.root_nodes_confirmed} of {info.root_nodes_total} root nodes confirmed)"
+    elif info.definition_matches is False:
+        status += (
+            f" ({info.root_nodes_confirmed} root nodes confirmed; judged from the record alone: "
+            "another graph, or another version of it, wrote this run)"
+        )
+    row("status", status)
+    match = {None: "", True: "  (matches the graph)", False: "  (differs from the graph)"}
+    row("definition", (info.definition or "(empty)") + match[info.definition_matches])
+    row("inputs", info.inputs or "(empty)")
+    a = info.attempts
+    row(
+        "attempts",
+        f"{sum(a.values())}: {a['confirmed']} confirmed, {a['active']} active, "
+        f"{a['failed']} failed; {info.retries} {'retry' if info.retries == 1 else 'retries'}",
+    )
+    row("scopes", len(info.scopes))
+    for scope in info.scopes:
+        where = scope.path or "(root)"
+        void = "  [void: an attempt above it failed]" if scope.void else ""
+        click.echo(f"  {where}  graph {scope.graph!r}{void}")
+        click.echo(f"    confirmed {len(scope.confirmed)}: {', '.join(scope.confirmed) or '-'}")
+        if scope.skipped:
+            click.echo(f"    skipped {len(scope.skipped)}: {', '.join(scope.skipped)}")
+    if info.open_attempts:
+        click.echo("open attempts (active or failed):")
+        for att in info.open_attempts:
+            kind = "root" if not att.boundary else f"retry at {att.boundary}"
+            node = f"{att.scope_path}/{att.node_id}" if att.scope_path else att.node_id
+            click.echo(f"  {att.state:<9} {node}  {kind} {att.index}/{att.limit}")
+    row("streams", len(info.streams))
+    for s in info.streams:
+        node = f"{s.scope_path}/{s.node_id}" if s.scope_path else s.node_id
+        click.echo(
+            f"  {node}.{s.key} group {s.group!r}: generation {s.generation}, sent "
+            f"{s.last_sequence}, acked through {s.acked_through}, {s.pending} pending, "
+            f"{s.terminal}"
+        )
+    m = info.messages
+    row(
+        "messages",
+        f"{sum(m.values())}: {m['confirmed']} confirmed, {m['active']} active, "
+        f"{m['failed']} failed; {info.managed} managed containers",
+    )

@@ -1,0 +1,151 @@
+"""``durable list``: every run of a store, with its status, revision and definition."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import click
+
+__all__ = ["list_command"]
+
+
+@click.command("list")
+@click.argument("args", nargs=-1, metavar="[CONFIG]")
+@click.option("--store", "store_url", metavar="URL", help="The store, instead of a CONFIG.")
+@click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
+def list_command(args: tuple[str, ...], store_url: str | None, as_json: bool) -> None:
+    """List the runs of a store, with their status and revision.
+
+    The store is the CONFIG's, the one given by --store URL, or the default file store.
+    With a CONFIG, each run's definition is compared with the graph's (matches, differs), and
+    the status of a run the graph wrote is judged against it (completed, failed, incomplete);
+    a run of another graph is judged from its own record. Each record gets the integrity
+    checks resume makes: a damaged one is shown as corrupt, with the reason. Each run is read
+    through a short exclusive session; a run owned by a running process is shown as running.
+    """
+    from durable_core.cli.targets import graph_of, require_existing_store, store_target
+    from durable_core.errors import ConfigError
+    from durable_core.plugins import make_plugin_manager
+    from durable_core.store import RunLister
+
+    store_config, _, config = store_target(args, store_url, want_run_id=False)
+    graph = graph_of(config)
+    require_existing_store(store_config)
+    store = store_config.open(make_plugin_manager())
+    rows: list[dict[str, Any]] = []
+    try:
+        if not isinstance(store, RunLister):
+            raise ConfigError(
+                f"the {store_config.describe()} cannot list its runs; inspect one run with "
+                f"'durable inspect --store URL RUN_ID'"
+            )
+        for summary in store.list_runs():
+            rows.append(list_row(store, summary, graph))
+    finally:
+        store.close()
+    if as_json:
+        click.echo(json.dumps(rows, indent=2))
+        return
+    if not rows:
+        click.echo(f"no runs in the {store_config.describe()}")
+        return
+    print_table(rows, with_definition=graph is not None)
+
+
+def print_table(rows: list[dict[str, Any]], *, with_definition: bool) -> None:
+    """The text table of ``list``; long reasons go below it, on stderr."""
+    header = {
+        "run_id": "RUN ID",
+        "status": "STATUS",
+        "revision": "REVISION",
+        "format": "FORMAT",
+        "confirmed": "CONFIRMED",
+    }
+    if with_definition:
+        header["definition"] = "DEFINITION"
+    lines = [header] + [
+        {
+            "run_id": r["run_id"] or f"? ({r['location']})",
+            "status": r["status"],
+            "revision": str(r["revision"]),
+            "format": str(r["format"]),
+            "confirmed": (
+                "-"
+                if r["root_nodes_confirmed"] is None
+                else f"{r['root_nodes_confirmed']}"
+                + (f"/{r['root_nodes_total']}" if r["root_nodes_total"] is not None else "")
+            ),
+            "definition": {None: "-", True: "matches", False: "differs"}[r["definition_matches"]],
+        }
+        for r in rows
+    ]
+    widths = {k: max(len(line[k]) for line in lines) for k in header}
+    for line in lines:
+        click.echo("  ".join(line[k].ljust(widths[k]) for k in header).rstrip())
+    # Long reasons go below the table, so that the table stays readable.
+    for r in rows:
+        if r["error"] is not None:
+            click.echo(f"{r['run_id'] or r['location']}: {r['status']}: {r['error']}", err=True)
+
+
+def list_row(store: Any, summary: Any, graph: Any) -> dict[str, Any]:
+    """One run's row: read through a short exclusive session, checked as resume checks it."""
+    from durable_core.errors import (
+        AcquireTimeoutError,
+        BusyError,
+        CorruptRecordError,
+        NotFoundError,
+    )
+    from durable_core.runinfo import RunStatus, check_record, describe_record
+
+    row: dict[str, Any] = {
+        "run_id": summary.run_id,
+        "format": summary.format,
+        "revision": summary.revision,
+        "status": "",
+        "root_nodes_confirmed": None,
+        "root_nodes_total": None,
+        "definition_matches": None,
+        "location": getattr(summary, "location", ""),
+        "error": None,
+    }
+    error = getattr(summary, "error", None)
+    if error is not None:
+        # listed, never skipped: keep the evidence and say where it is (E-1)
+        row["status"], row["error"] = "unreadable", str(error)
+        return row
+    try:
+        session = store.acquire(summary.run_id)
+    except BusyError:
+        row["status"] = str(RunStatus.RUNNING)
+        return row
+    except AcquireTimeoutError:
+        row["status"] = "unknown"
+        row["error"] = "ownership could not be decided in time"
+        return row
+    with session:
+        try:
+            record = session.load()
+        except NotFoundError:
+            row["status"] = "gone"
+            return row
+        except CorruptRecordError as exc:
+            row["status"], row["error"] = "corrupt", str(exc)
+            return row
+    try:
+        check_record(record, summary.run_id, graph)
+    except CorruptRecordError as exc:
+        row["status"], row["error"] = "corrupt", str(exc)
+        row["format"], row["revision"] = record.format, record.revision
+        return row
+    info = describe_record(record, graph)
+    row.update(
+        format=info.format,
+        revision=info.revision,
+        status=info.status,
+        root_nodes_confirmed=info.root_nodes_confirmed,
+        root_nodes_total=info.root_nodes_total,
+        definition_matches=info.definition_matches,
+    )
+    return row

@@ -1,0 +1,48 @@
+"""``durable plugins``: every plugin found, its distribution and what it registers."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+__all__ = ["plugins_command"]
+
+
+@click.command("plugins")
+@click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
+def plugins_command(as_json: bool) -> None:
+    """List every plugin found, its distribution and what it registers."""
+    from durable_core.plugins import make_plugin_manager
+
+    infos = make_plugin_manager().describe()
+    if as_json:
+        click.echo(
+            json.dumps(
+                [
+                    {
+                        "name": i.name,
+                        "distribution": i.distribution,
+                        "version": i.version,
+                        "stores": list(i.stores),
+                        "codecs": list(i.codecs),
+                        "commands": list(i.commands),
+                        "error": i.error,
+                    }
+                    for i in infos
+                ],
+                indent=2,
+            )
+        )
+        return
+    for i in infos:
+        click.echo(f"{i.name}  ({i.distribution} {i.version})")
+        if i.error:
+            click.echo(f"  error: {i.error}")
+            continue
+        if i.stores:
+            click.echo(f"  stores: {', '.join(i.stores)}")
+        if i.codecs:
+            click.echo(f"  codecs: {', '.join(i.codecs)}")
+        if i.commands:
+            click.echo(f"  commands: {', '.join(i.commands)}")
