@@ -131,6 +131,18 @@ def acked_front(record: RunRecord | None) -> int:
     return entries[0].acked_through if entries else 0
 
 
+def test_the_example_graph_computes_the_independent_tally_on_the_plain_engine(tmp_path):
+    from durable_core.config import load_config
+    from durable_core.graph import execute
+
+    graph = load_config(EXAMPLE / "stream.toml").load_graph()
+    keys = {key.name: key for key in graph.inputs}
+    inputs = {keys["max_files"]: 150, keys["out_dir"]: str(tmp_path), keys["trace"]: ""}
+    result = execute(graph, inputs)
+    assert result.status == "completed", result.error
+    assert json.loads((tmp_path / "tally.json").read_text()) == independent_tally(150)
+
+
 @pytest.fixture(scope="module")
 def baseline(tmp_path_factory) -> str:
     """tally.json of an uninterrupted run (file store)."""
