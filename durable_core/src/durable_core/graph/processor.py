@@ -496,6 +496,7 @@ class _ProcessorRun:
         self.run_ = self.nr.scope.run
         self.attempt: Attempt = rc.attempt.root
         self.pool: concurrent.futures.ThreadPoolExecutor | None = None
+        self.kinds: dict[Any, bool] = {}  # function -> whether it is an async function
         # The batch being built: its message tries, state, sets, skips and sends.
         self.batch: list[MessageAttempt] = []
         self.sets: dict[str, Any] = {}
@@ -506,11 +507,23 @@ class _ProcessorRun:
 
     # -- the seam -------------------------------------------------------------------------
 
-    async def seam(self, method: str, kind: type | None, default: Any, *args: Any) -> Any:
+    async def seam(
+        self, method: str, kind: type | None, default: Any, *args: Any, direct: bool = False
+    ) -> Any:
+        """Call a checkpointer method through the run's guard (a failure stops the run).
+
+        ``direct`` awaits it in this task instead of a shielded one: for the per-message
+        ``begin_message``, which answers at once (a try that is canceled while it begins was
+        never used).
+        """
         run = self.run_
         if run.noop:
             return default
-        result = await run._call(getattr(run.cp, method)(*args))
+        coroutine = getattr(run.cp, method)(*args)
+        if direct:
+            result = await _direct_call(run, coroutine)
+        else:
+            result = await run._call(coroutine)
         if kind is not None and result is not None:
             return run._expect(result, kind, method)
         return result
@@ -518,7 +531,10 @@ class _ProcessorRun:
     # -- calling user code ----------------------------------------------------------------
 
     async def call(self, function: Handler, *args: Any) -> Any:
-        if _is_async(function):
+        is_async = self.kinds.get(function)
+        if is_async is None:
+            is_async = self.kinds[function] = _is_async(function)
+        if is_async:
             return await function(*args)
         if self.pool is None:
             self.pool = concurrent.futures.ThreadPoolExecutor(
@@ -605,7 +621,7 @@ class _ProcessorRun:
                 limit=limit,
             )
             message = await self.seam(
-                "begin_message", MessageAttempt, proposed, self.attempt, proposed
+                "begin_message", MessageAttempt, proposed, self.attempt, proposed, direct=True
             )
             if message.index > message.limit:
                 raise RetryExhaustedError(
@@ -705,6 +721,20 @@ class _ProcessorRun:
                 ctx._closed = True
             self.stage(ctx)
         await self.commit(state, final=True)
+
+
+async def _direct_call(run: Any, coroutine: Any) -> Any:
+    """Await a checkpointer call in the caller's task; a failure stops the run."""
+    from durable_core.graph.guard import RunAborted  # the guard imports this module
+
+    if run.aborted:
+        coroutine.close()
+        raise RunAborted
+    try:
+        return await coroutine
+    except Exception as error:
+        run.abort(error)
+        raise RunAborted from error
 
 
 async def _wait_readable(stream: Stream[Any], group: str, seconds: float) -> None:
