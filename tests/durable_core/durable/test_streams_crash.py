@@ -19,7 +19,6 @@ After every kill the stored record is read, and at the end the side logs are che
 from __future__ import annotations
 
 import json
-import os
 import random
 import signal
 import subprocess
