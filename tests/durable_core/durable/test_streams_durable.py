@@ -17,8 +17,11 @@ from durable_core import (
     CheckpointError,
     CorruptRecordError,
     Graph,
+    In,
     Key,
     MemoryStore,
+    NodeFailedError,
+    Out,
     RunRecord,
     Runtime,
     StaleDeliveryError,
@@ -254,7 +257,7 @@ def test_resume_goes_on_from_the_producers_position_and_each_groups_first_unacke
     assert calls[0] == f"tail from {writer.last_sequence}"
     # The acking group starts at its first unacked element, with the raised generation; the
     # value reader, which acks only with its confirmation, gets the whole stream again.
-    assert [c for c in calls if c.startswith("load")][0] == "load 4 g2"
+    assert next(c for c in calls if c.startswith("load")) == "load 4 g2"
     assert result[ACKED] == list(range(3, 10)) and result[TOTAL] == 45
     final = load(store, "r1")
     assert {e.generation for e in final.streams.values()} == {2}
@@ -451,3 +454,137 @@ def test_a_failing_repair_save_stops_and_the_next_resume_adopts_what_was_stored(
     final = load(real, "r1")
     assert {e.terminal for e in final.streams.values()} == {StreamTerminal.FAILED}
     assert final.revision == before.revision + 1  # converged exactly once
+
+
+# -- completed producers and Sub aliases --------------------------------------------------------
+
+SENT = Key("sent", int)
+GOT = Key("got", list[int])
+
+
+def completed_then_read(calls: list[str], token: CancelToken, stop_at: int | None) -> Graph:
+    """The reader starts only after the producer is confirmed (it also requires ``sent``)."""
+    g = Graph("completed", inputs=[COUNT])
+
+    @g.node("tail", requires=[COUNT], provides=[EVENTS, SENT])
+    async def tail(rc: Any) -> None:
+        w = rc.writer(EVENTS)
+        for i in range(w.position or 0, rc.get(COUNT)):
+            await w.send_at(i, i + 1)
+        rc.set(SENT, rc.get(COUNT))
+
+    @g.node("load", requires=[EVENTS, SENT], provides=[GOT])
+    async def load_(rc: Any) -> None:
+        got = []
+        async for d in rc.reader(EVENTS).deliveries():
+            calls.append(f"load {d.sequence} g{d.generation}")
+            got.append(d.value)
+            await d.ack()
+            if len(got) == stop_at:
+                token.cancel()
+                await asyncio.sleep(10)
+        rc.set(GOT, got)
+
+    return g
+
+
+def test_a_completed_producers_unacked_tail_is_rebuilt_and_can_still_be_acked() -> None:
+    # covers: S-3, S-1, S-2
+    store, calls, token = MemoryStore(), [], CancelToken()
+    graph = completed_then_read(calls, token, stop_at=2)
+    result = Runtime(store).run(graph, run_id="r1", version="v1", inputs={COUNT: 4}, cancel=token)
+    assert result.status == "canceled"
+    record = load(store, "r1")
+    assert "tail" in record.scopes[record.root_scope].nodes
+    assert entry(record, "load").terminal is StreamTerminal.COMPLETED
+    assert [m.sequence for m in entry(record, "load").pending] == [3, 4]
+    calls.clear()
+    graph = completed_then_read(calls, CancelToken(), stop_at=None)
+    result = Runtime(store).resume(graph, run_id="r1", version="v1", inputs={COUNT: 4})
+    assert result.status == "completed" and result.restored == 1
+    assert calls == ["load 3 g2", "load 4 g2"] and result[GOT] == [2, 3]
+    final = entry(load(store, "r1"), "load")
+    assert (final.acked_through, final.pending, final.generation) == (4, [], 2)
+
+
+INNER = Key("inner", int, stream=True, capacity=4)
+
+
+def alias_graph(calls: list[str]) -> Graph:
+    """A Sub whose child produces a stream, published to the parent through ``Out``."""
+    child = Graph("child", inputs=[COUNT])
+
+    @child.node("make", requires=[COUNT], provides=[INNER])
+    async def make(rc: Any) -> None:
+        w = rc.writer(INNER)
+        for i in range(w.position or 0, rc.get(COUNT)):
+            await w.send_at(i, i + 1)
+
+    g = Graph("alias", inputs=[COUNT])
+    g.sub("part", child, bindings=[In(COUNT, COUNT), Out(INNER, EVENTS)])
+
+    @g.node("load", requires=[EVENTS], provides=[GOT])
+    async def load_(rc: Any) -> None:
+        calls.append("load")
+        rc.set(GOT, [x async for x in rc.reader(EVENTS)])
+
+    return g
+
+
+def test_a_sub_alias_keeps_its_source_identity() -> None:
+    # covers: S-4, S-1
+    store, calls = MemoryStore(), []
+    result = Runtime(store).run(alias_graph(calls), run_id="r1", version="v1", inputs={COUNT: 3})
+    assert result.status == "completed" and result[GOT] == [0, 1, 2]
+    record = load(store, "r1")
+    (alias,) = record.scopes[record.root_scope].nodes["part"].outputs
+    inner = next(s for s in record.scopes.values() if s.path == "part")
+    (own,) = inner.nodes["make"].outputs
+    assert alias.stream == own.stream and alias.stream.key == "inner"
+
+
+def test_a_confirmed_alias_of_a_failed_source_restores_as_a_read_only_failed_endpoint() -> None:
+    # covers: S-4
+    store, calls = MemoryStore(), []
+    Runtime(store).run(alias_graph(calls), run_id="r1", version="v1", inputs={COUNT: 3})
+
+    def fail_source(record: RunRecord) -> None:
+        inner_id = next(sid for sid, s in record.scopes.items() if s.path == "part")
+        del record.scopes[inner_id].nodes["make"]
+        for attempt in record.attempts.values():
+            if attempt.node_id == "make":
+                attempt.state = AttemptState.FAILED
+            if attempt.node_id == "load":
+                attempt.state = AttemptState.ACTIVE
+        del record.scopes[record.root_scope].nodes["load"]
+        for e in record.streams.values():
+            e.terminal = StreamTerminal.FAILED
+
+    crafted = rewrite(store, fail_source)
+    calls.clear()
+    result = Runtime(store).resume(alias_graph(calls), run_id="r1", version="v1", inputs={COUNT: 3})
+    assert result.status == "failed" and calls == ["load"]
+    assert isinstance(result.error.original, NodeFailedError | StreamFailedError)
+    after = load(store, "r1")
+    # No generation raised, nothing acked or sent for the failed source.
+    assert after.streams == crafted.streams
+
+
+def test_an_alias_of_a_canceled_source_is_refused() -> None:
+    # covers: S-4
+    store, calls = MemoryStore(), []
+    Runtime(store).run(alias_graph(calls), run_id="r1", version="v1", inputs={COUNT: 3})
+
+    def cancel_source(record: RunRecord) -> None:
+        inner_id = next(sid for sid, s in record.scopes.items() if s.path == "part")
+        del record.scopes[inner_id].nodes["make"]
+        for attempt in record.attempts.values():
+            if attempt.node_id == "make":
+                attempt.state = AttemptState.FAILED
+        for e in record.streams.values():
+            e.terminal = StreamTerminal.CANCELED
+
+    crafted = rewrite(store, cancel_source)
+    with pytest.raises(CorruptRecordError):
+        Runtime(store).resume(alias_graph(calls), run_id="r1", version="v1", inputs={COUNT: 3})
+    assert load(store, "r1") == crafted
