@@ -588,3 +588,30 @@ def test_an_alias_of_a_canceled_source_is_refused() -> None:
     with pytest.raises(CorruptRecordError):
         Runtime(store).resume(alias_graph(calls), run_id="r1", version="v1", inputs={COUNT: 3})
     assert load(store, "r1") == crafted
+
+
+def test_plain_bodies_send_at_and_ack_durably() -> None:
+    # covers: S-2, S-3
+    store = MemoryStore()
+    g = Graph("plain", inputs=[COUNT])
+
+    @g.node("tail", requires=[COUNT], provides=[EVENTS])
+    def tail(rc: Any) -> None:
+        w = rc.writer(EVENTS)
+        for i in range(w.position or 0, rc.get(COUNT)):
+            w.send_at(i, i + 1)
+
+    @g.node("load", requires=[EVENTS], provides=[GOT])
+    def load_(rc: Any) -> None:
+        got = []
+        for n, d in enumerate(rc.reader(EVENTS).deliveries()):
+            got.append(d.value)
+            d.ack(wait=n % 2 == 0)  # every other ack only queued
+        rc.set(GOT, got)
+
+    result = Runtime(store).run(g, run_id="r1", version="v1", inputs={COUNT: 9})
+    assert result.status == "completed", result.error
+    assert result[GOT] == list(range(9))
+    record = load(store, "r1")
+    assert entry(record, "load").acked_through == 9
+    assert entry(record, WRITER_GROUP).cursor == b"9"

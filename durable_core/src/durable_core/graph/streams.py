@@ -260,6 +260,8 @@ class Stream(Generic[T]):
     def writable(self) -> bool:
         """True when no attached group is full (elements still being saved count)."""
         limit = self.capacity - len(self._unsaved)
+        if limit <= 0:  # also without any group: at most ``capacity`` elements wait for a save
+            return False
         return all(len(group.buffer) < limit for group in self._groups.values())
 
     async def wait_writable(self) -> None:
@@ -322,6 +324,8 @@ class Stream(Generic[T]):
             unsaved.popleft()
             self._deliver(sequence, element)
         self._wake_readers()
+        if self._space is not None:
+            self._wake_producer()
 
     def _deliver(self, sequence: int, element: T) -> None:
         for group in self._groups.values():
