@@ -615,3 +615,42 @@ def test_plain_bodies_send_at_and_ack_durably() -> None:
     record = load(store, "r1")
     assert entry(record, "load").acked_through == 9
     assert entry(record, WRITER_GROUP).cursor == b"9"
+
+
+QUICK = Key("quick", int)
+
+
+def test_a_restored_reader_never_holds_back_a_resumed_producer() -> None:
+    # covers: S-3, G-10
+    token = CancelToken()
+    g = Graph("restored_reader", inputs=[COUNT])
+
+    @g.node("tail", requires=[COUNT], provides=[EVENTS])
+    async def tail(rc: Any) -> None:
+        w = rc.writer(EVENTS)
+        for i in range(w.position or 0, rc.get(COUNT)):
+            await w.send_at(i, i + 1)
+
+    @g.node("quick", requires=[EVENTS], provides=[QUICK])
+    async def quick(rc: Any) -> None:  # confirmed after one element, restored on resume
+        rc.set(QUICK, await rc.reader(EVENTS).receive())
+
+    @g.node("slow", requires=[EVENTS, QUICK], provides=[GOT])
+    async def slow(rc: Any) -> None:
+        got = []
+        async for d in rc.reader(EVENTS).deliveries():
+            got.append(d.value)
+            await d.ack()
+            if len(got) == 2 and not token.canceled:
+                token.cancel()
+                await asyncio.sleep(10)
+        rc.set(GOT, got)
+
+    store = MemoryStore()
+    first = Runtime(store).run(g, run_id="r1", version="v1", inputs={COUNT: 30}, cancel=token)
+    assert first.status == "canceled"
+    resumed = Runtime(store).resume_async(g, run_id="r1", version="v1", inputs={COUNT: 30})
+    # With a capacity of 4, a restored reader attached to the stream would block it for good.
+    result = asyncio.run(asyncio.wait_for(resumed, 30))
+    assert result.status == "completed" and result.restored == 1
+    assert result[GOT] == list(range(2, 30))
