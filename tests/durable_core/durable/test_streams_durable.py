@@ -654,3 +654,36 @@ def test_a_restored_reader_never_holds_back_a_resumed_producer() -> None:
     result = asyncio.run(asyncio.wait_for(resumed, 30))
     assert result.status == "completed" and result.restored == 1
     assert result[GOT] == list(range(2, 30))
+
+
+def test_a_reader_confirmed_before_its_producer_failed_resumes_as_failed_for_good() -> None:
+    # covers: S-5, R-NODE-2
+    g = Graph("early_reader", inputs=[COUNT])
+
+    @g.node("tail", requires=[COUNT], provides=[EVENTS])
+    async def tail(rc: Any) -> None:
+        w = rc.writer(EVENTS)
+        await w.send_at(0, 1)
+        while rc.get(COUNT) > 0:  # until the reader is confirmed
+            await asyncio.sleep(0.01)
+            if "quick" in done:
+                raise ValueError("source broke")
+
+    done: set[str] = set()
+
+    @g.node("quick", requires=[EVENTS], provides=[QUICK])
+    async def quick(rc: Any) -> None:
+        rc.set(QUICK, await rc.reader(EVENTS).receive())
+
+    class Confirmed:
+        def __call__(self, event: Any) -> None:
+            if event.kind == "node_confirmed":
+                done.add(event.node_id)
+
+    store = MemoryStore()
+    first = Runtime(store, observers=[Confirmed()]).run(
+        g, run_id="r1", version="v1", inputs={COUNT: 1}
+    )
+    assert first.status == "failed" and done == {"quick"}
+    again = resume(store, g, count=1)
+    assert again.status == "failed" and again.error.path == "tail"

@@ -147,8 +147,9 @@ def decode_confirmed(
 
 def _reliably_open(record: RunRecord, scope_id: str, node_id: str, key: str) -> bool:
     """Whether stream ``key`` of node ``node_id`` in ``scope_id`` was reliably opened: its writer
-    entry is saved (for a Sub node passing a child's stream out: the Sub has a live root
-    attempt) and the producing node's root attempt is still active (S-3)."""
+    entry is saved (for a Sub node passing a child's stream out: the Sub has a child scope) and
+    the producing node has a root attempt that is not confirmed: still active, or failed after
+    the reader was confirmed (the run then failed for good; S-3, S-5)."""
     root = next(
         (
             a
@@ -157,8 +158,8 @@ def _reliably_open(record: RunRecord, scope_id: str, node_id: str, key: str) -> 
         ),
         None,
     )
-    if root is None or root.state is not AttemptState.ACTIVE:
-        return False
+    if root is None or root.state is AttemptState.CONFIRMED:
+        return False  # no writer, or a confirmed one without its NodeRecord
     return any(
         e.scope == scope_id and e.node_id == node_id and e.key == key
         for e in record.streams.values()
