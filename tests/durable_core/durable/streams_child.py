@@ -95,9 +95,7 @@ def main() -> None:
     store = open_store(kind, location)
     runtime = Runtime(store)
     call = runtime.run if mode == "run" else runtime.resume
-    result = call(
-        build(Path(log_dir)), run_id="s1", version="v1", inputs={COUNT: int(elements)}
-    )
+    result = call(build(Path(log_dir)), run_id="s1", version="v1", inputs={COUNT: int(elements)})
     print(result.status, result.error)
     store.close()
 

@@ -19,7 +19,6 @@ After every kill the stored record is read, and at the end the side logs are che
 from __future__ import annotations
 
 import json
-import os
 import random
 import signal
 import subprocess
@@ -56,6 +55,11 @@ def entries(record: RunRecord | None) -> dict[str, object]:
     return {entry.group: entry for entry in record.streams.values()}
 
 
+def producer_starts(logs: Path) -> int:
+    path = logs / "producer.log"
+    return path.read_text().count("\n") if path.exists() else 0
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("kind", ["file", "sqlite"])
 def test_a_killed_stream_run_resumes_exactly_where_it_was(kind: str, tmp_path: Path) -> None:
@@ -78,9 +82,7 @@ def test_a_killed_stream_run_resumes_exactly_where_it_was(kind: str, tmp_path: P
     assert max(starts) > 0 and max(generations) >= 3, (starts, generations)
 
 
-def killed_run(
-    kind: str, root: Path, rng: random.Random, budget: int
-) -> tuple[int, int, int]:
+def killed_run(kind: str, root: Path, rng: random.Random, budget: int) -> tuple[int, int, int]:
     """Run one stream run to its end, killing it up to ``budget`` times; check everything.
     Returns the number of kills, the highest position a producer started from and the highest
     generation an element was delivered with."""
@@ -103,7 +105,15 @@ def killed_run(
         )
         processes.append((proc.pid, 0 if generation is None else generation.generation))
         if kills < budget:
-            time.sleep(rng.uniform(0.3, 1.0))
+            # A random moment after the producer's body started in this process (interpreter
+            # start-up varies a lot on a loaded machine).
+            started = len(processes)
+            deadline = time.monotonic() + 60
+            while proc.poll() is None and time.monotonic() < deadline:
+                if producer_starts(logs) >= started:
+                    break
+                time.sleep(0.01)
+            time.sleep(rng.uniform(0.0, 0.6))
             if proc.poll() is None:
                 proc.send_signal(signal.SIGKILL)
                 kills += 1

@@ -1,7 +1,8 @@
 """What ``resume`` checks and works out from a loaded record before any node runs.
 
 :func:`decode_confirmed` decodes every confirmed value of every scope (R-VAL-3) and checks that
-every confirmed node's upstream nodes are confirmed too (R-NODE-2), so that a damaged record
+every confirmed node's upstream nodes are confirmed too (R-NODE-2; a stream's producer need only
+be reliably open, S-3), so that a damaged record
 stops ``resume`` before any body runs. :func:`propagate_failures` works out which active
 attempts have really failed already and which nodes of the root graph failed for good.
 """
@@ -128,6 +129,8 @@ def decode_confirmed(
             for key in node.requires:
                 source = scope_graph.source_of(key)
                 if source is not None and source not in scope.nodes:
+                    if key.stream and _reliably_open(record, scope_id, source, key.name):
+                        continue  # a stream reader may be confirmed before its producer
                     raise CorruptRecordError(
                         f"run {record.run_id!r}, scope {label!r}: node {node_id!r} is confirmed "
                         f"but its upstream node {source!r} (source of {key.name!r}) is not; a "
@@ -140,6 +143,35 @@ def decode_confirmed(
                 codecs, node.provides, node_record, where
             )
     return restored
+
+
+def _reliably_open(record: RunRecord, scope_id: str, node_id: str, key: str) -> bool:
+    """Whether stream ``key`` of node ``node_id`` in ``scope_id`` was reliably opened: its writer
+    entry is saved (for a Sub node passing a child's stream out: the Sub has a child scope) and
+    the producing node has a root attempt that is not confirmed: still active, or failed after
+    the reader was confirmed (the run then failed for good; S-3, S-5)."""
+    root = next(
+        (
+            a
+            for a in record.attempts.values()
+            if a.parent == scope_id and a.node_id == node_id and not a.boundary
+        ),
+        None,
+    )
+    if root is None or root.state is AttemptState.CONFIRMED:
+        return False  # no writer, or a confirmed one without its NodeRecord
+    return any(
+        e.scope == scope_id and e.node_id == node_id and e.key == key
+        for e in record.streams.values()
+    ) or _is_sub_alias(record, scope_id, node_id)
+
+
+def _is_sub_alias(record: RunRecord, scope_id: str, node_id: str) -> bool:
+    scope = record.scopes.get(scope_id)
+    return scope is not None and any(
+        s.path == (f"{scope.path}/{node_id}" if scope.path else node_id)
+        for s in record.scopes.values()
+    )
 
 
 @attrs.frozen

@@ -419,8 +419,8 @@ class StreamBook:
 
     async def ack_elements(
         self, stream: Stream, group: str, generation: int, sequences: tuple[int, ...]
-    ) -> asyncio.Future[Any] | None:
-        """Queue the acknowledgement of ``sequences`` for ``group``; the returned future
+    ) -> Any:
+        """Queue the acknowledgement of ``sequences`` for ``group``; the returned awaitable
         succeeds once it is saved."""
         source = stream.data
         if not isinstance(source, Source):
@@ -429,7 +429,7 @@ class StreamBook:
         def ack_(proposal: Proposal) -> None:
             ack(proposal, source, group, generation, sequences)
 
-        return asyncio.ensure_future(self._ledger.commit_async(ack_))
+        return self._ledger.commit_async(ack_)
 
     def output_record(self, key: Key[Any], stream: Stream) -> ValueRecord:
         """The ValueRecord of a stream output: the descriptor of its source (S-1).

@@ -260,6 +260,8 @@ class Stream(Generic[T]):
     def writable(self) -> bool:
         """True when no attached group is full (elements still being saved count)."""
         limit = self.capacity - len(self._unsaved)
+        if limit <= 0:  # also without any group: at most ``capacity`` elements wait for a save
+            return False
         return all(len(group.buffer) < limit for group in self._groups.values())
 
     async def wait_writable(self) -> None:
@@ -322,6 +324,8 @@ class Stream(Generic[T]):
             unsaved.popleft()
             self._deliver(sequence, element)
         self._wake_readers()
+        if self._space is not None:
+            self._wake_producer()
 
     def _deliver(self, sequence: int, element: T) -> None:
         for group in self._groups.values():
@@ -381,6 +385,23 @@ class Stream(Generic[T]):
         finally:
             if state.waiter is waiter:
                 state.waiter = None
+
+
+async def _seam_call(run: Any, coroutine: Any) -> Any:
+    """Await a per-element checkpointer call in the caller's task (no task of its own: these
+    calls only queue a save and return); a failure stops the run, like any seam call."""
+    if run.aborted:
+        from durable_core.graph.guard import RunAborted  # guard imports this module
+
+        coroutine.close()
+        raise RunAborted
+    try:
+        return await coroutine
+    except Exception as error:
+        from durable_core.graph.guard import RunAborted
+
+        run.abort(error)
+        raise RunAborted from error
 
 
 class StreamWriter(Generic[T]):
@@ -676,7 +697,8 @@ class StreamReader(Generic[T]):
             return
         attempt = rc._node_run.attempt
         assert attempt is not None
-        saved = await run._call(
+        saved = await _seam_call(
+            run,
             run.cp.ack_elements(
                 attempt,
                 self._key,
@@ -684,7 +706,7 @@ class StreamReader(Generic[T]):
                 self._group,
                 delivery.generation,
                 (delivery.sequence,),
-            )
+            ),
         )
         if saved is not None:
             await saved
