@@ -345,3 +345,32 @@ def test_a_hundred_thousand_messages_leave_no_hundred_thousand_attempts() -> Non
     assert max(s[2] for s in seen) <= 1  # one container
     # the record holds the unacknowledged elements only: a batch and a full buffer at most
     assert max(s[3] for s in seen) <= every + 256 + 1
+
+
+# covers: S-7
+def test_a_per_message_budget_survives_a_real_crash_in_the_middle_of_a_try(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    child = Path(__file__).with_name("messages_child.py")
+    store, log = tmp_path / "runs", tmp_path / "calls.log"
+
+    def start(mode: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, str(child), mode, str(store), str(log)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+
+    crashed = start("run")
+    assert crashed.returncode == 17, crashed.stderr  # died during try 2 of message 7
+    resumed = start("resume")
+    assert resumed.returncode == 0, resumed.stderr
+    assert resumed.stdout.split() == ["completed", "55"]
+    calls = [line.split() for line in log.read_text().splitlines()]
+    # try 1 failed (saved); try 2 died with the process (never failed: begun again as try 2);
+    # try 2 failed; try 3 succeeded. A refilled budget would have started again at try 1.
+    assert [i for m, i in calls if m == "m7"] == ["1", "2", "2", "3"]
+    for n in range(1, 11):  # the messages committed before the crash were not processed again
+        assert sum(1 for m, _ in calls if m == f"m{n}") == (4 if n == 7 else 1), calls
