@@ -200,3 +200,71 @@ def test_plugin_commands_are_added_to_the_durable_command(site, capsys):
         assert info["fakecmd"].commands == ("hello-fake",)
     finally:
         cli_module.cli.commands.pop("hello-fake", None)
+
+
+class _Wrapper:
+    """A ``wrapper=True`` plugin around every hook: it sees each implementation's call."""
+
+    def __init__(self) -> None:
+        self.seen: list[str] = []
+
+    @hookimpl(wrapper=True)
+    def durable_register_stores(self, register):
+        self.seen.append("stores")
+        return (yield)
+
+    @hookimpl(wrapper=True)
+    def durable_register_codecs(self, codecs):
+        self.seen.append("codecs")
+        return (yield)
+
+    @hookimpl(wrapper=True)
+    def durable_recovery_event(self, event):
+        self.seen.append(f"event:{event.kind}")
+        return (yield)
+
+
+class _Failing:
+    @hookimpl
+    def durable_recovery_event(self, event):
+        raise RuntimeError("this plugin is broken")
+
+
+class _Listening:
+    def __init__(self) -> None:
+        self.events: list[str] = []
+
+    @hookimpl
+    def durable_recovery_event(self, event):
+        self.events.append(str(event.kind))
+
+
+def test_wrapper_implementations_run_around_every_hook_call(caplog):
+    from durable_core import Codecs, Graph, Key, MemoryStore, Runtime
+
+    wrapper, listening = _Wrapper(), _Listening()
+    pm = make_plugin_manager(
+        autoload=False,
+        plugins=[("wrap", wrapper), ("broken", _Failing()), ("listen", listening)],
+    )
+    assert "memory" in pm.stores().names()
+    assert wrapper.seen == ["stores"]  # around the built-ins' registration
+    Codecs.from_plugins(pm)
+    assert wrapper.seen == ["stores", "codecs"]
+
+    wrapper.seen.clear()
+    n = Key("n", int)
+    graph = Graph("g", inputs=[n])
+
+    @graph.node("a", requires=[n], provides=[])
+    def a(rc):
+        pass
+
+    result = Runtime(MemoryStore(), plugins=pm).run(graph, run_id="r", version="1", inputs={n: 1})
+    assert result.status == "completed"
+    # Each implementation is called on its own, with the wrapper around it: the failing one
+    # is logged and stops neither the listener nor the wrapper.
+    assert listening.events and wrapper.seen
+    events = [seen for seen in wrapper.seen if seen.startswith("event:")]
+    assert events == [f"event:{kind}" for kind in listening.events for _ in range(2)]
+    assert any("plugin 'broken' raised" in r.getMessage() for r in caplog.records)

@@ -29,13 +29,13 @@ def first_python_block(heading: str) -> str:
             "4. The file store",
             lambda: FileStore("./checkpoints"),
             "no record: start the run with Runtime(store).run(...)",
-            "revision 3: continue with Runtime(store).resume(...)",
+            "revision 2: continue with Runtime(store).resume(...)",
         ),
         (
             "5. The SQLite store",
             lambda: SQLiteStore("./state/durable.sqlite"),
             "no record yet",
-            "revision 3",
+            "revision 2",
         ),
     ],
 )

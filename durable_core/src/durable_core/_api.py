@@ -43,6 +43,7 @@ from durable_core.graph import (
     BlockingStreamWriter,
     CancelToken,
     Checkpointer,
+    CopyOnRead,
     Delivery,
     Graph,
     GraphEvent,
@@ -98,6 +99,7 @@ from durable_core.records import (
 )
 from durable_core.store import (
     MAX_REVISION,
+    EncodedRecord,
     MemoryStore,
     RunLister,
     RunSummary,

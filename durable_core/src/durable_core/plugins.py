@@ -28,6 +28,7 @@ __all__ = [
     "DurablePluginManager",
     "PluginInfo",
     "StoreRegistry",
+    "each_implementation",
     "make_plugin_manager",
 ]
 
@@ -147,9 +148,11 @@ class DurablePluginManager(pluggy.PluginManager):
         """
         if self._stores is None:
             registry = StoreRegistry()
-            for impl in reversed(self.hook.durable_register_stores.get_hookimpls()):
-                registry._current_plugin = impl.plugin_name
-                _call_impl(impl, register=registry)
+            for plugin_name, call in each_implementation(
+                self, "durable_register_stores", reverse=True
+            ):
+                registry._current_plugin = plugin_name
+                call(register=registry)
             self._stores = registry
         return self._stores
 
@@ -177,17 +180,17 @@ class DurablePluginManager(pluggy.PluginManager):
             dist, version = self.source(plugin_name)
             codec_ids: list[str] = []
             commands: list[str] = []
-            for impl in self.hook.durable_register_codecs.get_hookimpls():
-                if impl.plugin_name == plugin_name:
+            for name, call in each_implementation(self, "durable_register_codecs"):
+                if name == plugin_name:
                     codecs = Codecs()
-                    _call_impl(impl, codecs=codecs)
+                    call(codecs=codecs)
                     codec_ids.extend(f"{c.id}@{c.version}" for c in codecs)
-            for impl in self.hook.durable_register_commands.get_hookimpls():
-                if impl.plugin_name == plugin_name:
+            for name, call in each_implementation(self, "durable_register_commands"):
+                if name == plugin_name:
                     import click
 
                     group = click.Group("probe")
-                    _call_impl(impl, cli=group)
+                    call(cli=group)
                     commands.extend(sorted(group.commands))
             infos[plugin_name] = PluginInfo(
                 name=plugin_name,
@@ -205,9 +208,44 @@ class DurablePluginManager(pluggy.PluginManager):
         return [infos[k] for k in sorted(infos)]
 
 
-def _call_impl(impl: pluggy.HookImpl, **kwargs: Any) -> Any:
-    """Call one hook implementation with the arguments it accepts (pluggy semantics)."""
-    return impl.function(*(kwargs[name] for name in impl.argnames))
+def each_implementation(
+    pm: pluggy.PluginManager, hook_name: str, *, reverse: bool = False
+) -> list[tuple[str, Callable[..., Any]]]:
+    """One caller per implementation of hook ``hook_name``, each called on its own.
+
+    Each caller goes through pluggy with every other plain implementation left out, so that
+    ``wrapper=True`` (and old-style ``hookwrapper=True``) implementations run around it, and
+    an implementation that raises stops only its own call: the caller decides what its error
+    means.
+
+    Args:
+        pm: the plugin manager.
+        hook_name: the hook, e.g. ``"durable_recovery_event"``.
+        reverse: registration order reversed (the order pluggy itself calls them) instead of
+            registration order.
+
+    Returns:
+        ``(plugin name, call)`` pairs; ``call(**hook_arguments)`` returns that implementation's
+        result (``None`` when it returned nothing).
+    """
+    impls = [
+        impl
+        for impl in getattr(pm.hook, hook_name).get_hookimpls()
+        if not (impl.wrapper or impl.hookwrapper)
+    ]
+    if reverse:
+        impls.reverse()
+    calls = []
+    for impl in impls:
+        others = [other.plugin for other in impls if other is not impl]
+        caller = pm.subset_hook_caller(hook_name, others)
+
+        def call(caller: Any = caller, **kwargs: Any) -> Any:
+            results = caller(**kwargs)
+            return results[0] if results else None
+
+        calls.append((impl.plugin_name, call))
+    return calls
 
 
 def _env_flag(name: str) -> bool:

@@ -28,17 +28,13 @@ from __future__ import annotations
 
 import base64
 import binascii
-import contextlib
-import contextvars
 import enum
 import json
 import re
 import types
 import typing
-from bisect import insort
-from collections.abc import Callable, Iterator
-from itertools import compress
-from operator import is_not
+from bisect import bisect_left, insort
+from collections.abc import Callable
 from typing import Any
 
 import attrs
@@ -46,6 +42,7 @@ import attrs
 from durable_core import records as r
 from durable_core._recordpath import Path, corrupt, describe
 from durable_core.errors import CorruptRecordError
+from durable_core.recorddelta import GONE, Partial
 from durable_core.records import copy_record
 
 __all__ = [
@@ -545,9 +542,6 @@ def record_to_json(record: r.RunRecord) -> bytes:
             (R-REC-1), or ``revision`` is not in 1…2**64-1 (R-REC-2).
             The message names the path (``$.Scopes["…"].Graph``); nothing is written.
     """
-    pre_encoded = _PRE_ENCODED.get()
-    if pre_encoded is not None and pre_encoded[0] is record:
-        return pre_encoded[1]
     tree = _WRITE_RUN(_Writer(surrogates=False), record, None, None)
     text = json.dumps(tree, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     try:
@@ -630,28 +624,7 @@ def check_shape(record: r.RunRecord) -> None:
 
 # -- Encoding successive versions of one record ---------------------------------------------------
 
-_PRE_ENCODED: contextvars.ContextVar[tuple[r.RunRecord, bytes] | None] = contextvars.ContextVar(
-    "durable_pre_encoded", default=None
-)
 _DUMPS = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode
-
-
-class _Memo:
-    """What an encoder remembers of one map of record objects (``Scopes``, ``Attempts`` …).
-
-    ``keys`` and ``values`` are the map's keys and values in insertion order as last encoded;
-    ``parts`` holds each entry's ``"key":{…}`` text, ``order`` the keys sorted (the canonical
-    order), ``subs`` the memos of each entry's own maps (a scope's ``Nodes``).
-    """
-
-    __slots__ = ("keys", "order", "parts", "subs", "values")
-
-    def __init__(self) -> None:
-        self.keys: list[str] = []
-        self.values: list[Any] = []
-        self.parts: dict[str, str] = {}
-        self.order: list[str] = []
-        self.subs: dict[str, dict[str, _Memo]] = {}
 
 
 def _record_map_fields(cls: type) -> dict[str, type]:
@@ -673,103 +646,233 @@ _SORTED_FIELDS = {
 }
 
 
+_FIELDS_BY_ATTR = {cls: {f.attr: f for f in spec.fields} for cls, spec in _SPECS.items()}
+
+
+def _key_prefix(key: str) -> str:
+    return _DUMPS(key) + ":"
+
+
+class _Parts:
+    """The encoded entries of one map: ``parts[key]`` is ``"key":{…}``; ``order`` the sorted
+    keys; ``subs`` the memos of entries that hold maps themselves (scopes), whose part is
+    rebuilt on demand after they changed (``stale``)."""
+
+    __slots__ = ("order", "parts", "stale", "subs")
+
+    def __init__(self) -> None:
+        self.parts: dict[str, str] = {}
+        self.order: list[str] = []
+        self.subs: dict[str, _Object] = {}
+        self.stale: set[str] = set()
+
+    def put(self, key: str, cls: type, value: Any) -> str:
+        """Encode entry ``key`` anew; returns its value's text."""
+        if type(key) is not str:
+            raise TypeError("expected str map keys")
+        if _MAP_FIELDS[cls]:
+            sub = self.subs[key] = _Object.build(cls, value)
+            text = sub.text()
+        else:
+            text = _DUMPS(_CODECS[cls][1](_Writer(False), value, None, None))
+        if key not in self.parts:
+            insort(self.order, key)
+        self.parts[key] = _key_prefix(key) + text
+        self.stale.discard(key)
+        return text
+
+    def remove(self, key: str) -> None:
+        del self.parts[key]
+        del self.order[bisect_left(self.order, key)]
+        self.subs.pop(key, None)
+        self.stale.discard(key)
+
+    def text(self) -> str:
+        for key in self.stale:
+            self.parts[key] = _key_prefix(key) + self.subs[key].text()
+        self.stale.clear()
+        return "{" + ",".join(map(self.parts.__getitem__, self.order)) + "}"
+
+    @classmethod
+    def build(cls, entry_cls: type, mapping: Any) -> _Parts:
+        if type(mapping) is not dict:
+            raise TypeError("expected a dict")
+        parts = cls()
+        for key, value in mapping.items():
+            if type(key) is not str:
+                raise TypeError("expected str map keys")
+            if _MAP_FIELDS[entry_cls]:
+                sub = parts.subs[key] = _Object.build(entry_cls, value)
+                text = sub.text()
+            else:
+                text = _DUMPS(_CODECS[entry_cls][1](_Writer(False), value, None, None))
+            parts.parts[key] = _key_prefix(key) + text
+        parts.order = sorted(parts.parts)
+        return parts
+
+
+class _Object:
+    """The encoded fields of one record object that holds maps (the run record, a scope)."""
+
+    __slots__ = ("fields", "maps")
+
+    def __init__(self) -> None:
+        self.fields: dict[str, str] = {}
+        self.maps: dict[str, _Parts] = {}
+
+    @classmethod
+    def build(cls, record_cls: type, value: Any) -> _Object:
+        if not isinstance(value, record_cls):
+            raise TypeError(f"expected a {record_cls.__name__}")
+        memo = cls()
+        maps = _MAP_FIELDS[record_cls]
+        writer = _Writer(False)
+        for field in _SPECS[record_cls].fields:
+            item = getattr(value, field.attr)
+            entry_cls = maps.get(field.key)
+            if entry_cls is not None:
+                memo.maps[field.key] = _Parts.build(entry_cls, item)
+            elif not (item is None and field.omit_none):
+                text = _DUMPS(field.write(writer, item, None, field.key))
+                memo.fields[field.key] = _key_prefix(field.key) + text
+        return memo
+
+    def text(self) -> str:
+        items = dict(self.fields)
+        for key, parts in self.maps.items():
+            items[key] = _key_prefix(key) + parts.text()
+        return "{" + ",".join(items[key] for key in sorted(items)) + "}"
+
+
 class RecordEncoder:
-    """Encodes successive versions of one run's record, re-encoding only what is new.
+    """Encodes successive versions of one run's record from what changed between them.
 
-    A save writes the whole record (R-STORE-3), but between two saves of a run only a few of its
-    parts change. The encoder keeps the JSON text of every scope, node, attempt, stream, message
-    and managed record it encoded, and reuses it while the record holds *the same object* again
-    (identity, not equality); everything else goes through the same exact writers as
-    :func:`record_to_json`. The bytes are identical to ``record_to_json(record)``.
+    :meth:`encode` encodes a whole record and remembers the text of each of its parts (every
+    scope, node, attempt, stream, message and managed record) by its place in the record.
+    :meth:`encode_change` is then told exactly what changed (a
+    :class:`~durable_core.durable.proposal.ObjectChange`): it encodes only those parts with the
+    same exact writers as :func:`record_to_json` and returns the save's
+    :mod:`~durable_core.recorddelta` delta, plus the complete bytes on demand. Nothing is
+    remembered by object identity: what is re-encoded is what the change names.
 
-    Contract: a part that is passed again as the same object was not changed in place in
-    between. The runtime's copy-on-write proposals keep it (a changed part is always a new
-    object); do not use an encoder for records that are edited in place.
-
-    :meth:`installed` also lets the store's own ``record_to_json`` call during ``save`` return
-    these bytes instead of encoding the record a second time.
+    The complete bytes are identical to ``record_to_json(record)``.
     """
 
     def __init__(self) -> None:
-        self._memos: dict[str, _Memo] = {}
+        self._root: _Object | None = None
+        self._generation = 0
 
     def encode(self, record: r.RunRecord) -> bytes:
-        """The canonical JSON bytes of ``record`` (as :func:`record_to_json`).
+        """The canonical JSON bytes of ``record`` (as :func:`record_to_json`); its parts are
+        remembered for :meth:`encode_change`.
 
         Raises:
             CorruptRecordError: as :func:`record_to_json`, naming the path.
         """
+        self._generation += 1
         try:
-            text = self._object(r.RunRecord, record, self._memos)
-            return text.encode("utf-8")
+            self._root = _Object.build(r.RunRecord, record)
+            return self._root.text().encode("utf-8")
         except Exception:
-            # A wrong type, a range, a lone surrogate: the exact pass names the path (and forgets
-            # nothing it should not: no fragment of a record that cannot be written is kept).
-            self._memos = {}
-            return record_to_json(record)
+            self._root = None
+            return record_to_json(record)  # raises, naming the path
 
-    @contextlib.contextmanager
-    def installed(self, record: r.RunRecord) -> Iterator[bytes]:
-        """Encode ``record`` and, within the block, make ``record_to_json(record)`` (in this
-        thread and context) return those bytes: a store's ``save`` then does not encode the
-        same record again. Yields the bytes."""
-        data = self.encode(record)
-        token = _PRE_ENCODED.set((record, data))
+    def encode_change(
+        self, record: r.RunRecord, change: Any, base: int
+    ) -> tuple[bytes | None, Callable[[], bytes]]:
+        """The delta of one save, and a function returning the complete bytes.
+
+        Args:
+            record: the record after the change (``record.revision`` is the new revision).
+            change: what changed since the record last given to :meth:`encode` or
+                :meth:`encode_change`.
+            base: the revision before the change.
+
+        Returns:
+            ``(delta, data)``: the delta's canonical bytes (``None`` when the encoder had not
+            seen the record before: the first save after a resume), and a function returning
+            ``record_to_json(record)``'s bytes; it may only be called before the next call of
+            this encoder (afterwards it raises ``DurableError``).
+
+        Raises:
+            CorruptRecordError: a changed part cannot be written (naming the path).
+        """
+        self._generation += 1
+        generation = self._generation
+        if self._root is None:
+            self.encode(record)
+            self._generation = generation
+            return None, self._data(generation, record)  # no delta known: a whole save
+        sets: list[tuple[list[str], str]] = []
+        unsets: list[list[str]] = []
         try:
-            yield data
-        finally:
-            _PRE_ENCODED.reset(token)
+            self._apply(r.RunRecord, self._root, record, change, [], sets, unsets)
+            delta = (
+                f'{{"Base":{base},"Revision":{record.revision},"Set":['
+                + ",".join(f"[{_DUMPS(path)},{text}]" for path, text in sets)
+                + '],"Unset":['
+                + ",".join(map(_DUMPS, unsets))
+                + "]}"
+            ).encode("utf-8")
+        except Exception:
+            self._root = None
+            check_shape(record)  # raises, naming the path
+            raise
+        return delta, self._data(generation, record)
 
-    def _object(self, cls: type, value: Any, memos: dict[str, _Memo]) -> str:
+    def _data(self, generation: int, record: r.RunRecord) -> Callable[[], bytes]:
+        def data() -> bytes:
+            if generation != self._generation or self._root is None:
+                from durable_core.errors import DurableError
+
+                raise DurableError(
+                    f"the complete bytes of revision {record.revision} are no longer available: "
+                    "a store must read EncodedRecord.data during save"
+                )
+            return self._root.text().encode("utf-8")
+
+        return data
+
+    def _apply(
+        self,
+        cls: type,
+        memo: _Object,
+        value: Any,
+        change: Any,
+        path: list[str],
+        sets: list[tuple[list[str], str]],
+        unsets: list[list[str]],
+    ) -> None:
+        fields = _FIELDS_BY_ATTR[cls]
         maps = _MAP_FIELDS[cls]
-        if not maps:
-            return _DUMPS(_CODECS[cls][1](_Writer(False), value, None, None))
-        if not isinstance(value, cls):
-            raise TypeError(f"expected a {cls.__name__}")
         writer = _Writer(False)
-        parts = []
-        for field in _SORTED_FIELDS[cls]:
-            item = getattr(value, field.attr)
+        for attr in change.fields:
+            field = fields[attr]
+            item = getattr(value, attr)
             if item is None and field.omit_none:
+                if memo.fields.pop(field.key, None) is not None:
+                    unsets.append([*path, field.key])
                 continue
-            entry_cls = maps.get(field.key)
-            if entry_cls is None:
-                text = _DUMPS(field.write(writer, item, None, field.key))
-            else:
-                memo = memos.get(field.key)
-                if memo is None:
-                    memo = memos[field.key] = _Memo()
-                text = self._map(entry_cls, item, memo)
-            parts.append(f"{_DUMPS(field.key)}:{text}")
-        return "{" + ",".join(parts) + "}"
-
-    def _map(self, cls: type, mapping: Any, memo: _Memo) -> str:
-        if type(mapping) is not dict:
-            raise TypeError("expected a dict")
-        keys = list(mapping)
-        values = list(mapping.values())
-        known = len(memo.keys)
-        if known and keys[:known] == memo.keys:
-            # The usual case (copy-on-write proposals): the same keys in the same order, some
-            # values replaced by new objects, new keys at the end. Found at C speed.
-            changed = list(compress(range(known), map(is_not, values, memo.values)))
-            added = range(known, len(keys))
-        else:
-            memo.parts, memo.order, memo.subs = {}, [], {}
-            changed, added = [], range(len(keys))
-        parts, subs = memo.parts, memo.subs
-        for index in (*changed, *added):
-            key = keys[index]
-            if type(key) is not str:
-                raise TypeError("expected str map keys")
-            sub = subs.get(key)
-            if sub is None:
-                sub = subs[key] = {}
-            parts[key] = f"{_DUMPS(key)}:{self._object(cls, values[index], sub)}"
-        if len(added) > 8:
-            memo.order = sorted(keys)
-        else:
-            for index in added:
-                insort(memo.order, keys[index])
-        memo.keys, memo.values = keys, values
-        return "{" + ",".join(map(parts.__getitem__, memo.order)) + "}"
+            text = _DUMPS(field.write(writer, item, None, field.key))
+            memo.fields[field.key] = _key_prefix(field.key) + text
+            sets.append(([*path, field.key], text))
+        for attr in change.whole:
+            field = fields[attr]
+            parts = memo.maps[field.key] = _Parts.build(maps[field.key], getattr(value, attr))
+            sets.append(([*path, field.key], parts.text()))
+        for attr, entries in change.maps.items():
+            field = fields[attr]
+            entry_cls = maps[field.key]
+            parts = memo.maps[field.key]
+            for key, entry in entries.items():
+                where = [*path, field.key, key]
+                if entry is GONE:
+                    parts.remove(key)
+                    unsets.append(where)
+                elif type(entry) is Partial:
+                    self._apply(
+                        entry_cls, parts.subs[key], entry.value, entry.change, where, sets, unsets
+                    )
+                    parts.stale.add(key)
+                else:
+                    sets.append((where, parts.put(key, entry_cls, entry)))

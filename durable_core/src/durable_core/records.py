@@ -10,8 +10,9 @@ current attempt (R-SCOPE-2), so ``RunRecord.scopes`` is keyed by scope id and
 ``RunRecord.attempts`` by attempt id.
 
 The JSON layout is :mod:`durable_core.recordjson`, the structural rules are
-:mod:`durable_core.integrity`, and :func:`copy_record` (below) is the fast deep copy the runtime
-changes for every save (R-RT-1). See ``docs/data-model.md``.
+:mod:`durable_core.integrity`, and :func:`copy_record` (below) is a fast deep copy (the runtime
+copies the first record of a run with it; later changes are proposals over the committed record,
+see :mod:`durable_core.durable.proposal`). See ``docs/data-model.md``.
 """
 
 from __future__ import annotations
@@ -299,10 +300,9 @@ class RunRecord:
 
 
 # -- Copying ---------------------------------------------------------------------------------------
-# Written out per class (no generic walk, no JSON): the runtime copies the whole record for every
-# proposed change (R-RT-1). Strings and bytes are immutable and shared; every record object, list
-# and dict is new. A field added to a class above must be added here too (the tests build every
-# field with a non-default value and compare the copy).
+# Written out per class (no generic walk, no JSON), for speed. Strings and bytes are immutable
+# and shared; every record object, list and dict is new. A field added to a class above must be
+# added here too (the tests build every field with a non-default value and compare the copy).
 
 
 def _copy_descriptor(d: StreamDescriptorRecord) -> StreamDescriptorRecord:
@@ -402,9 +402,8 @@ def _copy_managed(m: ManagedRecord) -> ManagedRecord:
 def copy_record(record: RunRecord) -> RunRecord:
     """Return a deep copy of ``record`` that shares no mutable object with it (R-RT-1).
 
-    The runtime applies every change to such a copy (the proposed record) and adopts it only
-    when the save succeeds. Much faster than a JSON round trip: no encoding, no base64, no
-    checks (the copy is exactly as valid as the original).
+    Much faster than a JSON round trip: no encoding, no base64, no checks (the copy is exactly
+    as valid as the original).
 
     Args:
         record: the record to copy; it is not modified.

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Protocol, runtime_checkable
 
 import attrs
@@ -28,11 +28,13 @@ from durable_core.errors import (
     NotFoundError,
     SessionClosedError,
 )
+from durable_core.recorddelta import apply_delta
 from durable_core.recordjson import record_from_json, record_to_json
 from durable_core.records import RunRecord
 
 __all__ = [
     "MAX_REVISION",
+    "EncodedRecord",
     "MemoryStore",
     "RunLister",
     "RunSummary",
@@ -47,6 +49,42 @@ __all__ = [
 
 MAX_REVISION = 2**64 - 1
 """Revisions are uint64 (R-STORE-3): a save that would pass this raises ``ConflictError``."""
+
+
+class EncodedRecord:
+    """The caller's encoding of exactly the record passed to ``Session.save`` with it.
+
+    Args:
+        data: the complete canonical JSON bytes (equal to ``record_to_json(record)``), or a
+            callable returning them; a callable is called on the first access of :attr:`data`
+            only, so a store that writes only :attr:`delta` never pays for the whole record.
+        delta: optional: the change against the record stored at the save's expected
+            revision, as :mod:`durable_core.recorddelta` bytes; ``None`` when not known (the
+            first save, or a caller that does not track changes).
+    """
+
+    __slots__ = ("_data", "_lock", "delta")
+
+    def __init__(self, data: bytes | Callable[[], bytes], delta: bytes | None = None) -> None:
+        self._data = data
+        self._lock = threading.Lock()
+        self.delta = delta
+
+    @property
+    def data(self) -> bytes:
+        """The complete record's canonical JSON bytes (computed once, on first access)."""
+        data = self._data
+        if callable(data):
+            with self._lock:
+                data = self._data
+                if callable(data):
+                    data = self._data = data()
+        return data  # type: ignore[return-value]
+
+    def __repr__(self) -> str:
+        data = "<not encoded yet>" if callable(self._data) else f"{len(self._data)} bytes"
+        delta = "None" if self.delta is None else f"{len(self.delta)} bytes"
+        return f"EncodedRecord(data={data}, delta={delta})"
 
 
 @runtime_checkable
@@ -72,11 +110,21 @@ class Session(Protocol):
         """
         ...
 
-    def save(self, record: RunRecord, expected_revision: int) -> None:
+    def save(
+        self, record: RunRecord, expected_revision: int, encoded: EncodedRecord | None = None
+    ) -> None:
         """Atomically replace the record if the stored revision equals ``expected_revision``.
 
         ``record.revision`` must be ``expected_revision + 1`` and ``record.run_id`` must equal
         the session's run id. The first save expects 0 and writes revision 1 (R-STORE-3).
+
+        ``encoded``, when given, is the caller's encoding of exactly ``record``
+        (:class:`EncodedRecord`: the complete bytes, and maybe the delta against the stored
+        revision); a store may write those bytes instead of encoding ``record`` itself, or
+        ignore them. A store must never reuse bytes from an earlier call, and must read
+        ``encoded.data`` during ``save``. The caller changes ``record`` after ``save`` returns
+        (the runtime keeps one record and writes each change into it): keep bytes or a copy,
+        never the object.
 
         Raises:
             ConflictError: stored revision differs, wrong revision/run id, or uint64 overflow;
@@ -316,7 +364,9 @@ class MemoryStore:
     """A store that keeps records in this process's memory (B-MEM; seed 000 "内置 Store").
 
     Usable without arguments. ``load`` and ``save`` copy the record (it is kept as its canonical
-    JSON bytes, so the UTF-8 rules of B-FILE-5 apply here too). It offers in-process exclusive
+    JSON bytes, so the UTF-8 rules of B-FILE-5 apply here too). A save that comes with a delta
+    (``EncodedRecord.delta``) keeps only the delta; deltas are folded into the complete bytes
+    once they outweigh them, and before every ``load``. It offers in-process exclusive
     sessions and compare-and-swap only: no cross-process ownership, and nothing survives the
     process. Meant for examples, unit tests and checking the protocol.
 
@@ -325,7 +375,7 @@ class MemoryStore:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._records: dict[str, tuple[int, bytes]] = {}
+        self._records: dict[str, _MemoryRecord] = {}
         self._owners: dict[str, _MemorySession] = {}
         self._closed = False
 
@@ -369,9 +419,9 @@ class MemoryStore:
     def list_runs(self) -> list[RunSummary]:
         """Summaries of every stored run, sorted by run id (:class:`RunLister`)."""
         with self._lock:
-            items = list(self._records.items())
+            items = [(run_id, stored.complete()) for run_id, stored in self._records.items()]
         summaries = []
-        for run_id, (_, data) in items:
+        for run_id, data in items:
             record = record_from_json(data)
             summaries.append(
                 RunSummary(
@@ -402,30 +452,70 @@ class MemoryStore:
         with self._lock:
             self._check_owner(session)
             stored = self._records.get(run_id)
-        if stored is None:
+            data = None if stored is None else stored.complete()
+        if data is None:
             raise NotFoundError(f"no record is stored for run {run_id!r} in this MemoryStore")
-        return validate_loaded(run_id, record_from_json(stored[1]), f"memory:{run_id}")
+        return validate_loaded(run_id, record_from_json(data), f"memory:{run_id}")
 
-    def _save(self, session: _MemorySession, record: RunRecord, expected_revision: int) -> None:
+    def _save(
+        self,
+        session: _MemorySession,
+        record: RunRecord,
+        expected_revision: int,
+        encoded: EncodedRecord | None,
+    ) -> None:
         run_id = session.run_id
         validate_save(run_id, record, expected_revision)
-        data = record_to_json(record)
+        delta = None if encoded is None else encoded.delta
+        data = b""
+        if delta is None:
+            data = record_to_json(record) if encoded is None else encoded.data
         with self._lock:
             self._check_owner(session)
             stored = self._records.get(run_id)
-            current = stored[0] if stored is not None else 0
+            current = stored.revision if stored is not None else 0
             if current != expected_revision:
                 raise ConflictError(
                     f"run {run_id!r} is stored at revision {current}, not at the expected "
                     f"revision {expected_revision}; load the record again (R-STORE-3). The "
                     "stored record is unchanged"
                 )
-            self._records[run_id] = (record.revision, data)
+            if delta is not None and stored is not None:
+                stored.append(record.revision, delta)
+            else:
+                self._records[run_id] = _MemoryRecord(record.revision, data)
 
     def _release(self, session: _MemorySession) -> None:
         with self._lock:
             if self._owners.get(session.run_id) is session:
                 del self._owners[session.run_id]
+
+
+class _MemoryRecord:
+    """One run's bytes in a :class:`MemoryStore`: the last complete record and the deltas saved
+    after it, folded in once they outweigh it (so a save costs what it changed)."""
+
+    __slots__ = ("_complete", "_deltas", "_size", "revision")
+
+    def __init__(self, revision: int, complete: bytes) -> None:
+        self.revision = revision
+        self._complete = complete
+        self._deltas: list[bytes] = []
+        self._size = 0
+
+    def append(self, revision: int, delta: bytes) -> None:
+        self._deltas.append(delta)
+        self._size += len(delta)
+        self.revision = revision
+        if self._size > max(len(self._complete), 1 << 16):
+            self.complete()
+
+    def complete(self) -> bytes:
+        """The complete record (deltas folded in first)."""
+        if self._deltas:
+            self._complete = apply_delta(self._complete, *self._deltas)
+            self._deltas, self._size = [], 0
+        return self._complete
 
 
 class _MemorySession:
@@ -450,9 +540,11 @@ class _MemorySession:
         self._check_open()
         return self._store._load(self)
 
-    def save(self, record: RunRecord, expected_revision: int) -> None:
+    def save(
+        self, record: RunRecord, expected_revision: int, encoded: EncodedRecord | None = None
+    ) -> None:
         self._check_open()
-        self._store._save(self, record, expected_revision)
+        self._store._save(self, record, expected_revision, encoded)
 
     def close(self) -> None:
         if not self._closed:

@@ -28,7 +28,7 @@ def test_every_python_block_of_the_durable_guide_runs(capsys: pytest.CaptureFixt
     assert printed[0] == "completed durable"
     assert printed[1] == "completed durable 2"
     assert printed[2] == "completed"  # the CancelToken example, nobody pressed Ctrl-C
-    assert printed[3] == "['split confirmed at revision 4', 'longest confirmed at revision 5']"
+    assert printed[3] == "['split confirmed at revision 3', 'longest confirmed at revision 4']"
     assert printed[4] == (
         "['running split', 'split completed', 'running longest', 'longest completed']"
     )

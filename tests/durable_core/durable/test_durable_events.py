@@ -9,6 +9,7 @@ import pytest
 from durable_scenarios import SEED, CallLog, FailingStore, load, open_store, retry3, with_sub
 
 from durable_core import (
+    AttemptState,
     EventKind,
     MemoryStore,
     RecoveryEvent,
@@ -126,12 +127,22 @@ def test_adopted_attempts_are_reported(tmp_path: Path) -> None:
     # covers: R-ATT-4
     real = MemoryStore()
     log = CallLog(tmp_path / "calls.log")
-    # stop the run at the save that confirms "prep": flaky's root attempt is active, no try yet
-    failing = FailingStore(real, lambda record: "prep" in record.scopes[record.root_scope].nodes)
+    # Stop the run at the save that fails flaky's first try: its root attempt and that try were
+    # saved active (with the try's start), "prep" is confirmed.
+    failing = FailingStore(
+        real,
+        lambda record: any(
+            a.boundary and a.state is AttemptState.FAILED for a in record.attempts.values()
+        ),
+    )
     with pytest.raises(Exception, match="may or may not"):
         Runtime(failing).run(retry3(log), run_id="r1", version="v1", inputs={SEED: 2})
     stored = load(real, "r1")
-    assert {a.node_id for a in stored.attempts.values()} == {"prep", "flaky"}
+    assert sorted((a.node_id, a.boundary, a.state) for a in stored.attempts.values()) == [
+        ("flaky", "", AttemptState.ACTIVE),
+        ("flaky", "node:0", AttemptState.ACTIVE),
+        ("prep", "", AttemptState.CONFIRMED),
+    ]
     observed: list[RecoveryEvent] = []
     result = Runtime(real, observers=[observed.append]).resume(
         retry3(log), run_id="r1", version="v1", inputs={SEED: 2}
@@ -142,13 +153,8 @@ def test_adopted_attempts_are_reported(tmp_path: Path) -> None:
         for e in observed
         if e.kind is EventKind.ATTEMPT_ADOPTED
     ]
-    expected = [("prep", 1, 1), ("flaky", 1, 1)]
-    # The Retry begins its first try while the node waits for input (it wraps "wait for input
-    # + run body"): adopted when that save came before the failing one.
-    if any(a.boundary for a in stored.attempts.values()):
-        expected.append(("flaky", 1, 3))
-    assert adopted == expected
-    assert log.count("prep") == 2 and log.count("flaky") == 3
+    assert adopted == [("flaky", 1, 1), ("flaky", 1, 3)]
+    assert log.count("prep") == 1 and log.count("flaky") == 3
     assert observed[0].kind is EventKind.RUN_RESUMED and observed[0].total_nodes == 2
 
 

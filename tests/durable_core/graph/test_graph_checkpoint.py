@@ -12,6 +12,7 @@ from graph_testing import AttemptState, Memory, MemoryCheckpointer
 from durable_core import (
     CancelToken,
     Checkpointer,
+    CopyOnRead,
     CorruptRecordError,
     Graph,
     In,
@@ -481,3 +482,61 @@ def test_attempt_handles_describe_their_place():
         "root_is_root": True,
         "path": "x",
     }
+
+
+class CopyingCheckpointer(Checkpointer):
+    """Gives every reader of a list its own copy; records what ``share`` was called with."""
+
+    def __init__(self):
+        self.calls = []
+
+    def share(self, scope, attempt, ready):
+        self.calls.append((scope.path, attempt.node_id if attempt else None, sorted(ready)))
+        return {
+            name: CopyOnRead(lambda v=value: list(v)) if isinstance(value, list) else value
+            for name, value in ready.items()
+        }
+
+
+# covers: G-12
+def test_share_decides_what_each_reader_gets():
+    seen = []
+    g = Graph("g", inputs=[TEXT])
+
+    @g.node("split", requires=[TEXT], provides=[WORDS])
+    def split(rc):
+        rc.set(WORDS, rc.get(TEXT).split())
+
+    for name in ("r1", "r2"):
+
+        @g.node(name, requires=[WORDS], provides=[])
+        def read(rc):
+            words = rc.get(WORDS)
+            seen.append(words)
+            words.append("mutated")
+
+    cp = CopyingCheckpointer()
+    result = execute(g, {TEXT: "a b"}, checkpointer=cp)
+    assert result.status == "completed"
+    assert seen[0] is not seen[1]
+    assert sorted(map(tuple, seen)) == [("a", "b", "mutated")] * 2
+    assert result[WORDS] == ["a", "b"]
+    assert cp.calls == [("", None, ["text"]), ("", "split", ["words"])]
+
+
+# covers: G-12, R-RT-2
+@pytest.mark.parametrize(
+    ("answer", "error"),
+    [(lambda ready: 1 / 0, ZeroDivisionError), (lambda ready: {}, TypeError)],
+)
+def test_a_failing_or_wrong_share_stops_the_run(answer, error):
+    ran = []
+
+    class Failing(Checkpointer):
+        def share(self, scope, attempt, ready):
+            return ready if attempt is None else answer(ready)
+
+    result = execute(wordcount(ran), {TEXT: "a b"}, checkpointer=Failing())
+    assert result.status == "failed"
+    assert isinstance(result.error, error)
+    assert ran == ["split"]  # nothing downstream saw split's outputs

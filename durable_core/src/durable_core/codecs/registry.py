@@ -161,25 +161,24 @@ class Codecs:
             CodecError: a plugin registers something that is not a valid codec.
             PluginError: a plugin's hook raised another error.
         """
-        if pm is None:
-            from durable_core.plugins import make_plugin_manager
+        from durable_core.plugins import each_implementation, make_plugin_manager
 
+        if pm is None:
             pm = make_plugin_manager()
         codecs = cls()
         # Registration order (built-ins first), so the first registration of a type is kept.
-        for impl in pm.hook.durable_register_codecs.get_hookimpls():
-            args = {"codecs": codecs}
+        for plugin_name, call in each_implementation(pm, "durable_register_codecs"):
             try:
-                impl.function(*(args[a] for a in impl.argnames))
+                call(codecs=codecs)
             except (ConflictError, CodecError) as exc:
                 raise type(exc)(
-                    f"while plugin {impl.plugin_name!r} registered its codecs: {exc}"
+                    f"while plugin {plugin_name!r} registered its codecs: {exc}"
                 ) from exc
             except Exception as exc:
                 raise PluginError(
-                    f"plugin {impl.plugin_name!r} failed while registering its codecs: "
+                    f"plugin {plugin_name!r} failed while registering its codecs: "
                     f"{type(exc).__name__}: {exc}; fix or reinstall it, or block it with "
-                    f"DURABLE_BLOCK_PLUGINS={impl.plugin_name}"
+                    f"DURABLE_BLOCK_PLUGINS={plugin_name}"
                 ) from exc
         return codecs
 
@@ -615,6 +614,20 @@ class Codecs:
                 f"{format_path(exc.path)}: {exc.problem}; fix the codec"
             ) from None
         return value
+
+    def stored_codec(
+        self, key_type: Any, codec_id: str, version: str, *, name: str | None = None
+    ) -> Any:
+        """The codec that decodes a value stored with ``codec_id``/``version`` for ``key_type``.
+
+        The codec :meth:`decode_value` would use; calling its ``decode`` on bytes this registry
+        encoded skips the digest and type checks that stored bytes need.
+
+        Raises:
+            CodecError: as :meth:`decode_value` when the codec changed or is not registered.
+        """
+        declared = normalize(key_type)
+        return self._codec_for_stored(declared, codec_id, version, _subject(declared, name))
 
     def _codec_for_stored(self, declared: Any, codec_id: str, version: str, subject: str) -> Any:
         static = None

@@ -11,19 +11,23 @@ engine from what the record already holds:
   to the record with the first save that needs it, fingerprinted from the Sub's stable bindings
   (``Bindings: true``, R-SCOPE-1).
 - ``begin_node``: a node with a NodeRecord in its scope is restored (its body does not run); an
-  active root attempt is adopted (same id); otherwise a new root attempt is saved active before
-  the node can start (R-ATT-2). A failed root attempt in a live scope means the node failed for
-  good in an earlier process: the run stops, naming it (``resume`` reports this before
-  anything runs when the node is in the root graph).
+  active root attempt is adopted (same id); otherwise the node gets a new root attempt that is
+  not saved yet: it is written (active) with the first change that needs it in the record — a
+  Retry try that starts, the child scope of a Sub that opens, the attempt's failure, or the
+  node's confirmation. A node that has not got that far leaves nothing in the record, and runs
+  again under a new root attempt after a restart. A failed root attempt in a live scope means
+  the node failed for good in an earlier process: the run stops, naming it (``resume`` reports
+  this before anything runs when the node is in the root graph).
 - ``begin_try``: the first try at a Retry boundary looks at the record: failed tries count as
   spent, an active try is adopted with its index, and a spent budget is reported as such
-  (R-ATT-4: restarting never refills a budget). Every new try is saved active before it runs,
-  with the outer attempt as parent and the aspect's position as boundary (R-ATT-3).
-- ``fail_attempt``: the attempt is saved failed; a root attempt's streams are saved failed in
-  the same save (S-5).
+  (R-ATT-4: restarting never refills a budget). Every new try is saved active before it runs
+  (with its root attempt, when that is not saved yet), with the outer attempt as parent and the
+  aspect's position as boundary (R-ATT-3).
+- ``fail_attempt``: the attempt is saved failed.
 - streams (``open_stream``, ``send_element``, ``ack_elements``) go to the run's
-  :class:`~durable_core.durable.streams.StreamBook`; a confirmed reader's groups are acked and a
-  confirmed producer's streams completed in the save that confirms the node.
+  :class:`~durable_core.durable.streams.StreamBook`; a root attempt's failure saves its streams
+  failed in the same save (S-5); a confirmed reader's groups are acked and a confirmed
+  producer's streams completed in the save that confirms the node.
 - processor nodes (``open_processor``, ``begin_message``, ``fail_message``,
   ``commit_messages``) go to the run's :class:`~durable_core.durable.messages.MessageBook`:
   each message transaction is one save; the final one is saved with the node's confirmation.
@@ -43,10 +47,13 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+import attrs
+
 from durable_core.codecs import Codecs
 from durable_core.durable import ledger as L
+from durable_core.durable.copies import share_values
 from durable_core.durable.events import EventKind, RecoveryEvent
-from durable_core.durable.fingerprint import bindings_fingerprint
+from durable_core.durable.fingerprint import sub_scope_fingerprint
 from durable_core.durable.messages import MessageBook
 from durable_core.durable.messages_recovery import Adopted
 from durable_core.durable.recovery import decode_outputs
@@ -60,8 +67,8 @@ from durable_core.durable.streams import (
     raise_generation,
 )
 from durable_core.errors import CorruptRecordError, DurableError, NodeFailedError, StreamFailedError
-from durable_core.graph import Checkpointer, Graph, In
-from durable_core.graph.checkpoint import Attempt, NodeOutputs, Scope, Values
+from durable_core.graph import Checkpointer, Graph
+from durable_core.graph.checkpoint import Attempt, CopyOnRead, NodeOutputs, Scope, Values
 from durable_core.graph.processor import Managed, MessageAttempt, MessageCommit, Processor
 from durable_core.graph.streams import Stream
 from durable_core.records import (
@@ -107,6 +114,10 @@ def encode_value_record(codecs: Codecs, key: Any, ready: bool, value: Any = None
     """
     if not ready:
         return ValueRecord(name=key.name, state=ValueState.SKIPPED)
+    if type(value) is CopyOnRead:  # a Sub node's output through Out: saved in the child
+        if isinstance(value.source, ValueRecord):
+            return attrs.evolve(value.source, name=key.name)
+        value = value.read()
     if getattr(key, "stream", False):
         raise DurableError(
             f"key {key.name!r} is a stream: a ready stream is stored as the descriptor of its "
@@ -121,6 +132,10 @@ def encode_value_record(codecs: Codecs, key: Any, ready: bool, value: Any = None
         digest=encoded.digest,
         data=encoded.data,
     )
+
+
+def _nothing(proposal: L.Proposal) -> None:
+    """A mutation that changes nothing."""
 
 
 class DurableCheckpointer(Checkpointer):
@@ -181,6 +196,8 @@ class DurableCheckpointer(Checkpointer):
         for tries in history.values():
             tries.sort(key=lambda item: item[1].index)
         self._history = history
+        # Root attempts begun in this process and not saved yet, with the mutation saving them.
+        self._unsaved: dict[str, L.Mutation] = {}
         # Retry tries begun or adopted in this process, by their node's root attempt id.
         self._tries: dict[str, list[str]] = defaultdict(list)
         for attempt_id in sorted(failed):
@@ -191,6 +208,13 @@ class DurableCheckpointer(Checkpointer):
             ledger.defer(fail)
 
     # -- helpers ---------------------------------------------------------------------------
+
+    def _take_unsaved(self, attempt: Attempt) -> L.Mutation:
+        """The mutation that writes ``attempt``'s root attempt when it is not saved yet (a
+        no-op otherwise); from now on it counts as saved. Put it first in the mutation of the
+        change that needs the root attempt in the record."""
+        begin = self._unsaved.pop(attempt.root.id, None)
+        return begin if begin is not None else _nothing
 
     def _event(
         self, kind: EventKind, attempt: Attempt, error: str = "", revision: int | None = None
@@ -228,16 +252,12 @@ class DurableCheckpointer(Checkpointer):
                     rule="R-SCOPE-2",
                 )
             return Scope(id=scope_id, graph=graph, path=path, parent=parent)
-        wiring = [
-            ("in", b.parent.name, b.child.name)
-            if isinstance(b, In)
-            else ("out", b.parent.name, b.child.name)
-            for b in parent.node.bindings
-        ]
-        fingerprint = bindings_fingerprint(graph.name, wiring)
+        fingerprint = sub_scope_fingerprint(parent.node)
         graph_name = graph.name
+        root = self._take_unsaved(parent)
 
         def add_scope(proposal: L.Proposal) -> None:
+            root(proposal)
             L.open_scope(
                 proposal, scope_id, graph=graph_name, path=path, inputs=fingerprint, bindings=True
             )
@@ -276,11 +296,13 @@ class DurableCheckpointer(Checkpointer):
         scope_id, node_id = scope.id, node.id
 
         def begin(proposal: L.Proposal) -> None:
-            L.begin_attempt(proposal, attempt_id, parent=scope_id, node_id=node_id)
+            if attempt_id not in proposal.record.attempts:
+                L.begin_attempt(proposal, attempt_id, parent=scope_id, node_id=node_id)
 
-        saved = await self._ledger.commit_async(begin)
+        # Not saved yet: the root attempt is written with the first change that needs it.
+        self._unsaved[attempt_id] = begin
         attempt = Attempt(id=attempt_id, scope=scope, node=node)
-        self._event(EventKind.ATTEMPT_STARTED, attempt, revision=saved.revision)
+        self._event(EventKind.ATTEMPT_STARTED, attempt)
         return attempt
 
     async def begin_try(self, parent: Attempt, boundary: str, index: int, limit: int) -> Attempt:
@@ -316,7 +338,10 @@ class DurableCheckpointer(Checkpointer):
         attempt_id = L.new_id()
         parent_id, node_id = parent.id, parent.node_id
 
+        root = self._take_unsaved(parent)
+
         def begin(proposal: L.Proposal) -> None:
+            root(proposal)
             L.begin_attempt(
                 proposal,
                 attempt_id,
@@ -342,16 +367,21 @@ class DurableCheckpointer(Checkpointer):
         return attempt
 
     async def fail_attempt(self, attempt: Attempt, error: BaseException) -> None:
-        stored = self._ledger.record.attempts.get(attempt.id) if attempt.id else None
-        if stored is None or stored.state is not AttemptState.ACTIVE:
+        if not attempt.id:
             return
+        if attempt.id not in self._unsaved:
+            stored = self._ledger.record.attempts.get(attempt.id)
+            if stored is None or stored.state is not AttemptState.ACTIVE:
+                return
         attempt_id = attempt.id
-        root = attempt.parent is None
+        is_root = attempt.parent is None
         scope_id, node_id = attempt.scope.id, attempt.node_id
+        root = self._take_unsaved(attempt)
 
         def fail(proposal: L.Proposal) -> None:
+            root(proposal)
             L.fail_attempt(proposal, attempt_id)
-            if root:  # the root's failure and its streams' failure: one save (S-5)
+            if is_root:  # the root's failure and its streams' failure: one save (S-5)
                 fail_sources(proposal, scope_id, node_id)
 
         saved = await self._ledger.commit_async(fail)
@@ -375,10 +405,12 @@ class DurableCheckpointer(Checkpointer):
         reason = NodeReason(outputs.reason)
         scope_id, node_id, attempt_id = attempt.scope.id, attempt.node_id, attempt.id
         tries = self._successful_tries(attempt_id)
+        root = self._take_unsaved(attempt)
 
         processor = attempt.node.processor is not None
 
         def confirm(proposal: L.Proposal) -> None:
+            root(proposal)
             if processor:  # its final transaction, in the save that confirms it (S-8)
                 self._messages.confirm(proposal, attempt_id)
             L.confirm_node(
@@ -403,7 +435,20 @@ class DurableCheckpointer(Checkpointer):
         self._messages.confirmed(attempt_id)
         self._event(EventKind.NODE_CONFIRMED, attempt, revision=saved.revision)
 
+    def share(
+        self, scope: Scope, attempt: Attempt | None, ready: Mapping[str, Any]
+    ) -> Mapping[str, Any]:
+        return share_values(self._codecs, self._ledger.record, scope, attempt, ready)
+
+    async def _save_root(self, attempt: Attempt) -> None:
+        """Save ``attempt``'s root attempt now when it is not saved yet: stream entries,
+        acks and message attempts name it, so it must be in the record first."""
+        root = self._take_unsaved(attempt)
+        if root is not _nothing:
+            await self._ledger.commit_async(root)
+
     async def open_stream(self, attempt: Attempt, key: Any, stream: Stream) -> None:
+        await self._save_root(attempt)
         await self._book.open_stream(attempt, key, stream)
         self._messages.opened(attempt, key, stream)
 
@@ -412,6 +457,7 @@ class DurableCheckpointer(Checkpointer):
     async def open_processor(
         self, attempt: Attempt, processor: Processor[Any], input: Stream | None
     ) -> Managed | None:
+        await self._save_root(attempt)
         return self._messages.open_processor(attempt, processor, input)
 
     async def begin_message(self, attempt: Attempt, message: MessageAttempt) -> MessageAttempt:
@@ -437,6 +483,7 @@ class DurableCheckpointer(Checkpointer):
         generation: int,
         sequences: tuple[int, ...],
     ) -> Any:
+        await self._save_root(attempt)
         return await self._book.ack_elements(stream, group, generation, sequences)
 
     def _restore_streams(self, node: Any, outputs: NodeOutputs) -> NodeOutputs:

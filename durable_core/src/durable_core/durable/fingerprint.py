@@ -12,9 +12,10 @@ import hashlib
 import json
 from collections.abc import Iterable
 
+from durable_core.graph import In, Node
 from durable_core.records import ValueRecord
 
-__all__ = ["bindings_fingerprint", "values_fingerprint"]
+__all__ = ["bindings_fingerprint", "sub_scope_fingerprint", "values_fingerprint"]
 
 
 def _digest(kind: str, payload: object) -> str:
@@ -36,3 +37,16 @@ def bindings_fingerprint(graph: str, bindings: Iterable[tuple[str, str, str]]) -
         bindings: ``(direction, parent_key, child_key)`` triples, direction ``"in"``/``"out"``.
     """
     return _digest("bindings", [graph, sorted([list(b) for b in bindings])])
+
+
+def sub_scope_fingerprint(node: Node) -> str:
+    """The ``Inputs`` of a Sub node's child scope: its stable wiring (``Bindings: true``).
+
+    Args:
+        node: a Sub node (``node.child`` is its child graph).
+    """
+    assert node.child is not None
+    wiring = [
+        ("in" if isinstance(b, In) else "out", b.parent.name, b.child.name) for b in node.bindings
+    ]
+    return bindings_fingerprint(node.child.name, wiring)

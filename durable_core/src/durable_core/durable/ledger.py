@@ -1,18 +1,15 @@
 """The run's committed record and its one commit path (SPEC R-RT-1, R-RT-2).
 
 :class:`Ledger` owns a session and the last record that the store confirmed. Every change is a
-*mutation*: a function applied to a :class:`Proposal`, a copy of the committed record. The copy
-is saved with the committed revision as the expected revision; only when the save succeeds does
-it become the committed record (R-RT-1).
-
-A proposal is a copy-on-write copy: the record object and its maps are new, and a scope or
-attempt record is copied the first time a mutation changes it (:meth:`Proposal.scope`,
-:meth:`Proposal.attempt`). Nothing reachable from the committed record is ever changed in place,
-so a failed save leaves it exactly as it was, and a change costs time in proportion to what it
-changes, not to the size of the record. Saves are whole-record JSON by design; a
-:class:`~durable_core.recordjson.RecordEncoder` re-encodes only the parts that are new objects
-and hands the store the finished bytes (R-STORE-3 is unchanged: the store still writes the whole
-record by compare-and-swap).
+*mutation*: a function applied to a :class:`~durable_core.durable.proposal.Proposal`, the
+committed record's changes-to-be (never a copy of it). To save, the ledger writes the
+proposal's changes into the committed record (logging each step), encodes only what changed
+(:class:`~durable_core.recordjson.RecordEncoder`: the save's delta, and the complete bytes on
+demand) and hands them to ``Session.save`` as its ``encoded`` argument
+(:class:`~durable_core.store.EncodedRecord`; a store that does not take it gets the record
+alone). When the save fails, the logged steps are undone: the committed record is exactly as
+it was (R-RT-1). A change costs time in proportion to what it changes, not to the size of the
+record.
 
 Mutations that arrive while a save is in flight are applied together to the next proposal and
 saved once (group commit): confirmations of nodes finishing together share one save, and no
@@ -26,13 +23,13 @@ raises the same :class:`~durable_core.errors.CheckpointError`; the next ``resume
 from __future__ import annotations
 
 import asyncio
+import inspect
 import secrets
 import threading
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, NoReturn
 
-import attrs
-
+from durable_core.durable.proposal import Proposal, adopt, rollback
 from durable_core.errors import CheckpointError, ConflictError, DurableError
 from durable_core.recordjson import RecordEncoder
 from durable_core.records import (
@@ -43,10 +40,10 @@ from durable_core.records import (
     NodeRecord,
     RunRecord,
     ScopeRecord,
-    StreamRecord,
     ValueRecord,
+    copy_record,
 )
-from durable_core.store import MAX_REVISION, Session
+from durable_core.store import MAX_REVISION, EncodedRecord, Session
 
 __all__ = [
     "Committed",
@@ -67,96 +64,16 @@ def new_id() -> str:
     return secrets.token_hex(16)
 
 
-class Proposal:
-    """The record proposed by one commit: a copy-on-write copy of the committed record.
-
-    Mutations read ``record`` freely and change it only through :meth:`scope` and
-    :meth:`attempt` (or by adding new entries to its maps): the records they return are this
-    proposal's own copies, so the committed record is never changed (R-RT-1).
-
-    Args:
-        committed: the committed record; it is not modified.
-
-    Attributes:
-        record: the proposed record (its format is :data:`RECORD_FORMAT`: a format-1 record is
-            written back as format 2, R-REC-1).
-    """
-
-    __slots__ = ("_attempts", "_scopes", "_streams", "record")
-
-    def __init__(self, committed: RunRecord) -> None:
-        self.record = RunRecord(
-            run_id=committed.run_id,
-            format=RECORD_FORMAT,
-            revision=committed.revision,
-            version=committed.version,
-            definition=committed.definition,
-            inputs=committed.inputs,
-            root_scope=committed.root_scope,
-            scopes=dict(committed.scopes),
-            attempts=dict(committed.attempts),
-            streams=dict(committed.streams),
-            messages=dict(committed.messages),
-            managed=dict(committed.managed),
-        )
-        self._scopes: set[str] = set()
-        self._attempts: set[str] = set()
-        self._streams: set[str] = set()
-
-    def scope(self, scope_id: str) -> ScopeRecord:
-        """The proposal's own, changeable copy of scope ``scope_id`` (its ``nodes`` map too).
-
-        Raises:
-            KeyError: no such scope.
-        """
-        scope = self.record.scopes[scope_id]
-        if scope_id not in self._scopes:
-            scope = attrs.evolve(scope, nodes=dict(scope.nodes))
-            self.record.scopes[scope_id] = scope
-            self._scopes.add(scope_id)
-        return scope
-
-    def attempt(self, attempt_id: str) -> AttemptRecord:
-        """The proposal's own, changeable copy of attempt ``attempt_id``.
-
-        Raises:
-            KeyError: no such attempt.
-        """
-        attempt = self.record.attempts[attempt_id]
-        if attempt_id not in self._attempts:
-            attempt = attrs.evolve(attempt)
-            self.record.attempts[attempt_id] = attempt
-            self._attempts.add(attempt_id)
-        return attempt
-
-    def stream(self, stream_id: str) -> StreamRecord:
-        """The proposal's own, changeable copy of stream record ``stream_id`` (its ``pending``
-        list too).
-
-        Raises:
-            KeyError: no such stream record.
-        """
-        stream = self.record.streams[stream_id]
-        if stream_id not in self._streams:
-            stream = attrs.evolve(stream, pending=list(stream.pending))
-            self.record.streams[stream_id] = stream
-            self._streams.add(stream_id)
-        return stream
-
-    def add_stream(self, stream_id: str, stream: StreamRecord) -> None:
-        """Add a new stream record (owned by this proposal)."""
-        self.record.streams[stream_id] = stream
-        self._streams.add(stream_id)
-
-    def add_scope(self, scope_id: str, scope: ScopeRecord) -> None:
-        """Add a new scope record (owned by this proposal)."""
-        self.record.scopes[scope_id] = scope
-        self._scopes.add(scope_id)
-
-    def add_attempt(self, attempt_id: str, attempt: AttemptRecord) -> None:
-        """Add a new attempt record (owned by this proposal)."""
-        self.record.attempts[attempt_id] = attempt
-        self._attempts.add(attempt_id)
+def _accepts_encoded(session: Session) -> bool:
+    """Whether ``session.save`` takes the ``encoded`` argument (a store written before it was
+    added takes only the record and the expected revision, and encodes the record itself)."""
+    try:
+        parameters = inspect.signature(session.save).parameters
+    except (TypeError, ValueError):
+        return False
+    return "encoded" in parameters or any(
+        p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()
+    )
 
 
 class Committed(NamedTuple):
@@ -194,10 +111,12 @@ class Ledger:
         self._lock = threading.RLock()
         self._error: CheckpointError | None = None
         self._pending: list[tuple[Mutation, asyncio.Future[Any]]] = []
-        self._flusher: asyncio.Task[None] | None = None
+        self._inflight: asyncio.Future[tuple[list[Any], int]] | None = None
+        self._starting = False
         self._deferred: list[Mutation] = []
         self._deferred_lock = threading.Lock()
         self._encoder = RecordEncoder()
+        self._pass_encoded = _accepts_encoded(session)
         self.saves = 0
         """Number of successful saves made through this ledger."""
         self.changes = 0
@@ -232,8 +151,16 @@ class Ledger:
         """
         with self._lock:
             self._raise_if_stopped()
-            proposed = Proposal(record).record
-            self._save(proposed, 0)
+            proposed = copy_record(record)
+            proposed.format = RECORD_FORMAT
+            proposed.revision = 1
+            try:
+                encoded = EncodedRecord(self._encoder.encode(proposed))
+                self._store(proposed, 0, encoded)
+            except Exception as exc:
+                self._stop(exc, proposed.run_id, 1)
+            self._record = proposed
+            self.saves += 1
 
     def defer(self, mutation: Mutation) -> None:
         """Apply ``mutation`` first in the next save, without saving now.
@@ -289,12 +216,18 @@ class Ledger:
                 except Exception as exc:
                     results.append(_Failed(exc))
             if applied or deferred:
-                self._save(proposal.record, self.record.revision)
+                self._save(proposal)
                 self.changes += applied
             return results
 
     async def commit_async(self, mutation: Mutation) -> Committed:
         """Commit ``mutation`` from the event loop, sharing a save with concurrent commits.
+
+        The save runs in a worker thread; its outcome is handed to every caller of its batch
+        by a callback of the event loop, not by a task: canceling a caller (or every task of
+        the loop) cancels only that caller's wait. The change is still saved, the other
+        callers still get their answer, and a mutation whose save succeeded is never reported
+        as failed.
 
         Returns:
             When the save containing the mutation has succeeded: the mutation's result and the
@@ -305,34 +238,64 @@ class Ledger:
             Exception: the mutation itself raised (nothing of it was saved).
         """
         self._raise_if_stopped()
-        future: asyncio.Future[Committed] = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Committed] = loop.create_future()
         self._pending.append((mutation, future))
-        if self._flusher is None or self._flusher.done():
-            self._flusher = asyncio.create_task(self._flush())
+        if self._inflight is None and not self._starting:
+            # Start on the next turn of the loop, so that commits made in this turn (nodes
+            # finishing together) share the save.
+            self._starting = True
+            loop.call_soon(self._start_batch, loop)
         return await future
 
-    async def _flush(self) -> None:
-        while self._pending:
-            batch, self._pending = self._pending, []
-            try:
-                results, revision = await asyncio.to_thread(
-                    self._commit_batch, [m for m, _ in batch]
-                )
-            except BaseException as exc:
-                for _, future in batch + self._pending:
-                    if not future.done():
-                        future.set_exception(exc)
-                self._pending = []
-                if not isinstance(exc, Exception):
-                    raise
-                return
-            for (_, future), result in zip(batch, results, strict=True):
-                if future.done():
-                    continue
-                if isinstance(result, _Failed):
-                    future.set_exception(result.error)
-                else:
-                    future.set_result(Committed(result, revision))
+    async def settle(self) -> None:
+        """Wait until no save started by :meth:`commit_async` is in flight.
+
+        Call it before closing the session, so that a save running in a worker thread is never
+        cut off by the close. Waiting can be canceled; the save still completes.
+        """
+        while self._inflight is not None or self._starting:
+            if self._inflight is None:
+                await asyncio.sleep(0)
+            else:
+                await asyncio.wait([self._inflight])
+
+    def _start_batch(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._starting = False
+        batch, self._pending = self._pending, []
+        mutations = [mutation for mutation, _ in batch]
+        inflight = loop.run_in_executor(None, self._commit_batch, mutations)
+        self._inflight = inflight
+        inflight.add_done_callback(lambda done: self._batch_done(loop, batch, done))
+
+    def _batch_done(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        batch: list[tuple[Mutation, asyncio.Future[Any]]],
+        done: asyncio.Future[tuple[list[Any], int]],
+    ) -> None:
+        self._inflight = None
+        error: BaseException | None = None
+        if done.cancelled():  # only when the loop shuts down its executor
+            error = CheckpointError("the save was canceled by the event loop shutting down")
+        else:
+            error = done.exception()
+        if error is not None:
+            waiting, self._pending = batch + self._pending, []
+            for _, future in waiting:
+                if not future.done():
+                    future.set_exception(error)
+            return
+        results, revision = done.result()
+        for (_, future), result in zip(batch, results, strict=True):
+            if future.done():  # its caller stopped waiting; the change is saved all the same
+                continue
+            if isinstance(result, _Failed):
+                future.set_exception(result.error)
+            else:
+                future.set_result(Committed(result, revision))
+        if self._pending:
+            self._start_batch(loop)
 
     def _commit_batch(self, mutations: list[Mutation]) -> tuple[list[Any], int]:
         with self._lock:
@@ -343,31 +306,45 @@ class Ledger:
         if self._error is not None:
             raise self._error
 
-    def _save(self, proposed: RunRecord, expected: int) -> None:
-        proposed.revision = expected + 1
+    def _save(self, proposal: Proposal) -> None:
+        """Adopt ``proposal`` into the committed record, save it, and undo the adoption when
+        the save fails (R-RT-1: a failed save leaves the committed record as it was)."""
+        committed = self.record
+        expected = committed.revision
         if expected >= MAX_REVISION:
             self._stop(
                 ConflictError(f"revision {expected} cannot grow: it is the uint64 maximum"),
-                proposed,
+                committed.run_id,
+                expected,
             )
+        proposal.record.revision = expected + 1
+        change, undo = adopt(proposal, committed)
         try:
-            with self._encoder.installed(proposed):
-                self._session.save(proposed, expected)
+            delta, data = self._encoder.encode_change(committed, change, expected)
+            encoded = EncodedRecord(data, delta)
+            self._store(committed, expected, encoded)
         except Exception as exc:
-            self._stop(exc, proposed)
-        self._record = proposed
+            rollback(undo)
+            self._encoder = RecordEncoder()  # what it remembers is of the undone change
+            self._stop(exc, committed.run_id, expected + 1)
         self.saves += 1
 
-    def _stop(self, exc: BaseException, proposed: RunRecord) -> None:
-        first = proposed.revision <= 1
-        what = "the first record" if first else f"revision {proposed.revision}"
+    def _store(self, record: RunRecord, expected: int, encoded: EncodedRecord) -> None:
+        if self._pass_encoded:
+            self._session.save(record, expected, encoded=encoded)
+        else:
+            self._session.save(record, expected)
+
+    def _stop(self, exc: BaseException, run_id: str, revision: int) -> NoReturn:
+        first = revision <= 1
+        what = "the first record" if first else f"revision {revision}"
         hint = (
             " A record for this run already exists: use resume."
             if isinstance(exc, ConflictError) and first
             else ""
         )
         error = CheckpointError(
-            f"saving {what} of run {proposed.run_id!r} failed ({type(exc).__name__}: {exc}); "
+            f"saving {what} of run {run_id!r} failed ({type(exc).__name__}: {exc}); "
             f"the run stopped and the save may or may not have been written.{hint} "
             "Fix the cause, then resume: the record is loaded again (R-RT-2)."
         )

@@ -1,9 +1,12 @@
 """What ``resume`` checks and works out from a loaded record before any node runs.
 
-:func:`decode_confirmed` decodes every confirmed value of every scope (R-VAL-3) and checks that
-every confirmed node's upstream nodes are confirmed too (R-NODE-2; a stream's producer need only
-be reliably open, S-3), so that a damaged record
-stops ``resume`` before any body runs. :func:`propagate_failures` works out which active
+:func:`check_definition` checks what the record says about scopes and streams against the graph
+(a child scope must be the scope of a Sub node of the definition, fingerprinted from its stable
+bindings; a stream must name a stream key of its scope's graph). :func:`decode_confirmed` runs it,
+then decodes every confirmed value of every scope (R-VAL-3) and checks that every confirmed
+node's upstream nodes are confirmed too (R-NODE-2; a stream's producer need only be reliably
+open, S-3), so that a damaged record stops ``resume``
+before any body runs. :func:`propagate_failures` works out which active
 attempts have really failed already and which nodes of the root graph failed for good.
 """
 
@@ -15,12 +18,21 @@ from typing import Any
 import attrs
 
 from durable_core.codecs import Codecs
+from durable_core.durable.fingerprint import sub_scope_fingerprint
 from durable_core.errors import CodecError, CorruptRecordError
 from durable_core.graph import Graph
 from durable_core.graph.checkpoint import NodeOutputs
 from durable_core.records import AttemptState, RunRecord, ValueState
 
-__all__ = ["Failures", "decode_confirmed", "decode_outputs", "propagate_failures"]
+__all__ = [
+    "Failures",
+    "check_definition",
+    "decode_confirmed",
+    "decode_outputs",
+    "propagate_failures",
+]
+
+_ADVICE = "Durable does not repair records: keep this one as evidence and find what wrote it."
 
 
 def decode_outputs(
@@ -85,13 +97,100 @@ def decode_outputs(
     return NodeOutputs(reason=node_record.reason, ready=ready, skipped=frozenset(skipped))
 
 
+def check_definition(graph: Graph, record: RunRecord) -> None:
+    """Check the record's scopes and streams against the run's graph (R-SCOPE-1, R-SCOPE-2, S-2).
+
+    - The root scope's ``Bindings`` is false: its ``Inputs`` is the record's input fingerprint.
+    - A child scope is the scope of a Sub node: its id is an attempt of a Sub node of its
+      parent scope's graph whose child graph is the scope's ``Graph``; its ``Bindings`` is true
+      and its ``Inputs`` is the fingerprint of that Sub node's bindings (this runtime writes
+      every child scope so; a child scope holding a fingerprint of input values was not written
+      by it and cannot be checked).
+    - A ``Streams`` entry names a stream key of its scope's graph (a graph without stream keys
+      has no ``Streams`` entries).
+
+    Args:
+        graph: the run's graph (its definition matches the record's).
+        record: the loaded record, already validated (``validate_record``).
+
+    Raises:
+        CorruptRecordError: at the first scope or stream that breaks a rule; nothing is changed.
+    """
+    graphs = graph.graphs()
+    scopes, attempts = record.scopes, record.attempts
+    for scope_id, scope in scopes.items():
+        where = f"run {record.run_id!r}: Scopes[{scope_id!r}]"
+        scope_graph = graphs.get(scope.graph)
+        if scope_graph is None:
+            raise CorruptRecordError(
+                f"{where} names graph {scope.graph!r}, which is not part of the definition. "
+                + _ADVICE,
+                rule="R-SCOPE-1",
+            )
+        if scope_id == record.root_scope:
+            if scope.bindings:
+                raise CorruptRecordError(
+                    f"{where} is the root scope but says Bindings: true; the root scope's "
+                    "Inputs is the fingerprint of the run's input values. " + _ADVICE,
+                    rule="R-SCOPE-1",
+                )
+            continue
+        owner = attempts[scope_id]  # validate_record: every child scope is an attempt
+        root_attempt = owner
+        while root_attempt.boundary:
+            root_attempt = attempts[root_attempt.parent]
+        parent_graph = graphs[scopes[root_attempt.parent].graph]
+        sub = parent_graph.nodes.get(owner.node_id)
+        if sub is None or sub.child is None or sub.child.name != scope.graph:
+            found = (
+                "no such node"
+                if sub is None
+                else "a plain node"
+                if sub.child is None
+                else f"a Sub node of graph {sub.child.name!r}"
+            )
+            raise CorruptRecordError(
+                f"{where} of graph {scope.graph!r} is named by an attempt of node "
+                f"{owner.node_id!r} of graph {parent_graph.name!r}, which is {found}; a child "
+                "scope belongs to a Sub node of that graph. " + _ADVICE,
+                rule="R-SCOPE-2",
+            )
+        if not scope.bindings:
+            raise CorruptRecordError(
+                f"{where} (the child scope of Sub node {owner.node_id!r}) says Bindings: false, "
+                "a fingerprint of input values; this runtime fingerprints every child scope "
+                "from the Sub node's stable bindings (Bindings: true) and cannot check this one. "
+                + _ADVICE,
+                rule="R-SCOPE-1",
+            )
+        if scope.inputs != sub_scope_fingerprint(sub):
+            raise CorruptRecordError(
+                f"{where} (the child scope of Sub node {owner.node_id!r}) has Inputs "
+                f"{scope.inputs}, which is not the fingerprint of that Sub node's bindings. "
+                + _ADVICE,
+                rule="R-SCOPE-1",
+            )
+    for stream_id, stream in record.streams.items():
+        scope_graph = graphs[scopes[stream.scope].graph]  # validate_record: the scope exists
+        key = scope_graph.keys.get(stream.key)
+        if key is None or not key.stream:
+            stream_keys = sorted(name for name, k in scope_graph.keys.items() if k.stream)
+            raise CorruptRecordError(
+                f"run {record.run_id!r}: Streams[{stream_id!r}] names key {stream.key!r}, which "
+                f"is not a stream key of graph {scope_graph.name!r} (its stream keys: "
+                f"{stream_keys or 'none'}). " + _ADVICE,
+                rule="S-2",
+            )
+
+
 def decode_confirmed(
     graph: Graph, record: RunRecord, codecs: Codecs
 ) -> dict[tuple[str, str], NodeOutputs]:
     """Decode every confirmed node of every scope and check dependency closure.
 
     Scopes under failed attempts are decoded and checked too: their results are void, but a
-    record whose old values no longer decode is damaged all the same (R-ATT-5).
+    record whose old values no longer decode is damaged all the same (R-ATT-5). The scopes and
+    streams are checked against the graph first (:func:`check_definition`).
 
     Args:
         graph: the run's graph (its definition matches the record's).
@@ -104,9 +203,10 @@ def decode_confirmed(
     Raises:
         CorruptRecordError: a digest does not match, a scope names a graph or node the
             definition does not have, or a confirmed node's upstream node in its scope is not
-            confirmed (R-NODE-2).
+            confirmed (R-NODE-2), or :func:`check_definition` refuses the record.
         CodecError: a value's codec id/version changed or it does not decode to its type.
     """
+    check_definition(graph, record)
     graphs = graph.graphs()
     restored: dict[tuple[str, str], NodeOutputs] = {}
     for scope_id, scope in record.scopes.items():

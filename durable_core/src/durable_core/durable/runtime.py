@@ -61,6 +61,7 @@ from durable_core.graph import (
 from durable_core.graph import Observer as GraphObserver
 from durable_core.graph.checkpoint import NodeOutputs
 from durable_core.integrity import validate_record
+from durable_core.plugins import each_implementation
 from durable_core.records import RECORD_FORMAT, RunRecord, ScopeRecord, ValueRecord, ValueState
 from durable_core.store import Store
 
@@ -377,52 +378,9 @@ class Runtime:
         cancel: CancelToken | None = None,
     ) -> DurableResult:
         """The ``async`` form of :meth:`run` (same arguments, errors and result)."""
-        self._preflight(graph, version, max_running)
-        try:
-            values = self._encode_inputs(graph, inputs)
-        except CodecError as exc:
-            raise CheckpointError(f"run {run_id!r}: {exc}. Nothing was saved.") from exc
-        fingerprint = values_fingerprint(values)
-        session = await self._acquire(run_id, timeout)
-        try:
-            try:
-                await asyncio.to_thread(session.load)
-            except NotFoundError:
-                pass
-            else:
-                conflict = ConflictError(f"a record of run {run_id!r} already exists")
-                raise CheckpointError(
-                    f"run {run_id!r} already has a record: call resume to continue it, or "
-                    "choose a new run id (R-RT-3). Nothing was saved."
-                ) from conflict
-            root = new_id()
-            record = RunRecord(
-                run_id=run_id,
-                format=RECORD_FORMAT,
-                revision=0,
-                version=version,
-                definition=graph.fingerprint(),
-                inputs=fingerprint,
-                root_scope=root,
-                scopes={
-                    root: ScopeRecord(
-                        graph=graph.name, path="", inputs=fingerprint, nodes={}, bindings=False
-                    )
-                },
-            )
-            ledger = Ledger(session, None)
-            await asyncio.to_thread(ledger.create, record)
-            self._emit(
-                RecoveryEvent(
-                    kind=EventKind.RUN_STARTED,
-                    run_id=run_id,
-                    revision=ledger.revision,
-                    total_nodes=count_nodes(graph),
-                )
-            )
-            return await self._execute(graph, ledger, inputs, {}, Failures(), max_running, cancel)
-        finally:
-            session.close()
+        return await self._run_or_resume(
+            True, graph, run_id, version, inputs, max_running, timeout, cancel
+        )
 
     async def resume_async(
         self,
@@ -436,38 +394,104 @@ class Runtime:
         cancel: CancelToken | None = None,
     ) -> DurableResult:
         """The ``async`` form of :meth:`resume` (same arguments, errors and result)."""
+        return await self._run_or_resume(
+            False, graph, run_id, version, inputs, max_running, timeout, cancel
+        )
+
+    async def _run_or_resume(
+        self,
+        new: bool,
+        graph: Graph,
+        run_id: str,
+        version: str,
+        inputs: Mapping[Key[Any], Any],
+        max_running: int | None,
+        timeout: float | None,
+        cancel: CancelToken | None,
+    ) -> DurableResult:
+        """The one body of ``run`` (``new``) and ``resume``: check, acquire, start or load,
+        execute; then wait for a save still in flight and close the session in a worker
+        thread (closing may wait for the store: a lock file, a database)."""
         self._preflight(graph, version, max_running)
+        fingerprint = ""
+        if new:
+            try:
+                fingerprint = values_fingerprint(self._encode_inputs(graph, inputs))
+            except CodecError as exc:
+                raise CheckpointError(f"run {run_id!r}: {exc}. Nothing was saved.") from exc
         session = await self._acquire(run_id, timeout)
+        ledger: Ledger | None = None
         try:
-            record = await asyncio.to_thread(session.load)
-            restored = self._check_record(graph, record, run_id, version, inputs)
-            streams = plan_streams(graph, record, self.codecs)
-            managed = adopt_managed(
-                graph, record, self.codecs, propagate_failures(record).propagated
-            )
-            ledger = Ledger(session, record)
-            if streams.repairs:
-                # One CAS converges every endpoint of each listed root and its failure (S-6);
-                # a failed save stops here, and the next resume loads what was stored.
-                repairs = streams.repairs
-                await asyncio.to_thread(ledger.commit, lambda p: repair(p, repairs))
-                record = ledger.record
-            failures = propagate_failures(record)
+            streams: StreamPlan | None = None
+            managed: dict[tuple[str, str], Adopted] = {}
+            if new:
+                ledger = await self._start(session, graph, run_id, version, fingerprint)
+                restored: dict[tuple[str, str], NodeOutputs] = {}
+                failures = Failures()
+                kind = EventKind.RUN_STARTED
+            else:
+                record = await asyncio.to_thread(session.load)
+                restored = self._check_record(graph, record, run_id, version, inputs)
+                streams = plan_streams(graph, record, self.codecs)
+                managed = adopt_managed(
+                    graph, record, self.codecs, propagate_failures(record).propagated
+                )
+                ledger = Ledger(session, record)
+                if streams.repairs:
+                    # One CAS converges every endpoint of each listed root and its failure
+                    # (S-6); a failed save stops here, and the next resume loads what was stored.
+                    repairs = streams.repairs
+                    await asyncio.to_thread(ledger.commit, lambda p: repair(p, repairs))
+                failures = propagate_failures(ledger.record)
+                kind = EventKind.RUN_RESUMED
             self._emit(
                 RecoveryEvent(
-                    kind=EventKind.RUN_RESUMED,
+                    kind=kind,
                     run_id=run_id,
                     revision=ledger.revision,
                     total_nodes=count_nodes(graph),
                 )
             )
             if failures.terminal:
-                return self._failed_for_good(graph, record, inputs, restored, failures)
+                return self._failed_for_good(graph, ledger.record, inputs, restored, failures)
             return await self._execute(
                 graph, ledger, inputs, restored, failures, max_running, cancel, streams, managed
             )
         finally:
-            session.close()
+            await _release(session, ledger)
+
+    async def _start(
+        self, session: Any, graph: Graph, run_id: str, version: str, fingerprint: str
+    ) -> Ledger:
+        """Refuse an existing record, then save the first one (R-RT-3)."""
+        try:
+            await asyncio.to_thread(session.load)
+        except NotFoundError:
+            pass
+        else:
+            conflict = ConflictError(f"a record of run {run_id!r} already exists")
+            raise CheckpointError(
+                f"run {run_id!r} already has a record: call resume to continue it, or "
+                "choose a new run id (R-RT-3). Nothing was saved."
+            ) from conflict
+        root = new_id()
+        record = RunRecord(
+            run_id=run_id,
+            format=RECORD_FORMAT,
+            revision=0,
+            version=version,
+            definition=graph.fingerprint(),
+            inputs=fingerprint,
+            root_scope=root,
+            scopes={
+                root: ScopeRecord(
+                    graph=graph.name, path="", inputs=fingerprint, nodes={}, bindings=False
+                )
+            },
+        )
+        ledger = Ledger(session, None)
+        await asyncio.to_thread(ledger.create, record)
+        return ledger
 
     # -- steps -----------------------------------------------------------------------------
 
@@ -794,11 +818,39 @@ class Runtime:
                 log.exception("recovery event observer %r raised; the run goes on", observer)
         if self._plugins is None:
             return
-        for impl in reversed(self._plugins.hook.durable_recovery_event.get_hookimpls()):
+        for plugin_name, call in each_implementation(
+            self._plugins, "durable_recovery_event", reverse=True
+        ):
             try:
-                impl.function(*({"event": event}[name] for name in impl.argnames))
+                call(event=event)
             except Exception:
                 log.exception(
                     "the durable_recovery_event hook of plugin %r raised; the run goes on",
-                    impl.plugin_name,
+                    plugin_name,
                 )
+
+
+async def _release(session: Any, ledger: Ledger | None) -> None:
+    """Wait for a save still in flight, then close ``session`` in a worker thread.
+
+    No task is left behind: when the caller is canceled meanwhile, it still waits until the
+    session is closed (so that the run is never left owned, and a save is never cut off by the
+    close), then the cancellation goes on.
+    """
+    canceled: asyncio.CancelledError | None = None
+    if ledger is not None:
+        while True:
+            try:
+                await ledger.settle()
+                break
+            except asyncio.CancelledError as exc:
+                canceled = exc
+    closing = asyncio.get_running_loop().run_in_executor(None, session.close)
+    while not closing.done():
+        try:
+            await asyncio.wait([closing])
+        except asyncio.CancelledError as exc:
+            canceled = exc
+    closing.result()
+    if canceled is not None:
+        raise canceled

@@ -7,7 +7,14 @@ The engine never imports the durable layer or any store; the durable layer plugs
 
 from durable_core.graph.aspects import Aspect, AspectCall, Retry, Timeout
 from durable_core.graph.cancel import CancelToken
-from durable_core.graph.checkpoint import Attempt, Checkpointer, NodeOutputs, Scope, Values
+from durable_core.graph.checkpoint import (
+    Attempt,
+    Checkpointer,
+    CopyOnRead,
+    NodeOutputs,
+    Scope,
+    Values,
+)
 from durable_core.graph.context import RunContext, SkipNode
 from durable_core.graph.definition import FINGERPRINT_FORMAT, Graph, In, Node, Out
 from durable_core.graph.engine import DEFAULT_MAX_RUNNING, execute, execute_async
@@ -45,6 +52,7 @@ __all__ = [
     "BlockingStreamWriter",
     "CancelToken",
     "Checkpointer",
+    "CopyOnRead",
     "Delivery",
     "Graph",
     "GraphEvent",

@@ -55,6 +55,14 @@ Calls, in the order the engine makes them
 7. ``close_scope(scope, status)`` when every node of the scope has ended (``"completed"``,
    ``"failed"`` or ``"canceled"``).
 
+``share(scope, attempt, ready)`` (synchronous) decides how ready values reach their readers: it
+is called with the root inputs when the root scope opens (``attempt=None``), and with a node's
+ready outputs right after ``commit_node`` returned (or after ``begin_node`` returned them
+restored), before they are published. The default returns ``ready``: every reader gets the same
+objects. A checkpointer may return, for some names, a :class:`CopyOnRead`: the engine keeps it
+in the slot and every read of the slot (``rc.get``, the run's result) gets its own copy, so a
+body that mutates a value it received changes nothing any other reader sees.
+
 Concurrency and errors
 ----------------------
 Calls for different nodes may be in flight at the same time: several nodes finishing together
@@ -112,7 +120,7 @@ keep working.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
@@ -126,9 +134,45 @@ if TYPE_CHECKING:
     from durable_core.graph.processor import Managed, MessageAttempt, MessageCommit, Processor
     from durable_core.graph.streams import Stream, StreamState
 
-__all__ = ["Attempt", "Checkpointer", "NodeOutputs", "Scope", "Values"]
+__all__ = ["Attempt", "Checkpointer", "CopyOnRead", "NodeOutputs", "Scope", "Values"]
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
+_NONE: Any = object()
+
+
+class CopyOnRead:
+    """A ready value of which every reader gets its own copy (see ``Checkpointer.share``).
+
+    Args:
+        copy: returns a new copy of the value each time it is called (from any thread).
+        first: an object no one else holds (a value freshly decoded for this purpose): the first
+            reader gets it instead of a new copy. Omit it when there is none.
+        source: anything the checkpointer that made this wants to find again (for example the
+            encoded value, so that a Sub node's output passed through ``Out`` is not encoded
+            twice); the engine never looks at it.
+    """
+
+    __slots__ = ("_copy", "_first", "source")
+
+    def __init__(self, copy: Callable[[], Any], first: Any = _NONE, source: Any = None) -> None:
+        self._copy = copy
+        self._first = [] if first is _NONE else [first]
+        self.source = source
+
+    def read(self) -> Any:
+        """A copy of the value no other reader holds."""
+        try:
+            return self._first.pop()  # atomic: two threads never get the same object
+        except IndexError:
+            return self._copy()
+
+    def __repr__(self) -> str:
+        return f"<CopyOnRead {self.source!r}>"
+
+
+def read_slot(value: Any) -> Any:
+    """What a reader of a slot holding ``value`` gets: a copy when it is a CopyOnRead."""
+    return value.read() if type(value) is CopyOnRead else value
 
 
 @attrs.frozen
@@ -414,3 +458,21 @@ class Checkpointer:
             (the sends reach readers only then).
         """
         return None
+
+    def share(
+        self, scope: Scope, attempt: Attempt | None, ready: Mapping[str, Any]
+    ) -> Mapping[str, Any]:
+        """How ready values reach their readers (synchronous; see the module documentation).
+
+        Args:
+            scope: the scope the values are published in.
+            attempt: the node's root attempt (its outputs were just committed or restored);
+                None for the root graph's inputs.
+            ready: the ready values by key name (a stream key's value is its Stream).
+
+        Returns:
+            A mapping with the same names: each value itself (shared by every reader), or a
+            :class:`CopyOnRead` that gives every reader its own copy. The default returns
+            ``ready`` unchanged.
+        """
+        return ready

@@ -26,6 +26,7 @@ from collections.abc import Awaitable, Coroutine
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar, overload
 
 from durable_core.errors import SlotError, UndeclaredKeyError
+from durable_core.graph.checkpoint import read_slot
 from durable_core.graph.streams import (
     BlockingStreamReader,
     BlockingStreamWriter,
@@ -134,7 +135,9 @@ class RunContext:
             default: returned when the key is skipped; without it, a skipped key raises.
 
         Returns:
-            The value.
+            The value. When the run's checkpointer gives every reader its own copy (a durable
+            run does, for mutable values), each call returns a new copy: mutating it changes
+            nothing another node sees.
 
         Raises:
             UndeclaredKeyError: the node does not declare the key.
@@ -149,7 +152,7 @@ class RunContext:
                     raise SlotError(
                         f"node {self.path!r}: key {name!r} is a stream; read it with rc.reader(key)"
                     )
-                return scope.ready[name]
+                return read_slot(scope.ready[name])
             if default is not _MISSING:
                 return default
             raise SlotError(

@@ -474,6 +474,9 @@ class _ScopeRun:
                     run.check_staged(nr.path, self.plan.prov_maps[nr.index], attempt.staged)
                 outputs = await self._run_node(nr, attempt)
                 await run.commit_node(attempt, outputs, nr)
+            if outputs.ready and not run.noop:
+                shared = run.share(self.handle, attempt, outputs.ready)
+                outputs = NodeOutputs(outputs.reason, shared, outputs.skipped)
             self.publish_outputs(nr, outputs)
             for stream in nr.streams.values():
                 stream.end()
@@ -723,6 +726,7 @@ async def execute_async(
     try:
         try:
             scope = await run.open_scope(graph, "", None, seeds)
+            seeds = Values(run.share(scope, None, seeds.ready), seeds.skipped)
         except RunAborted:
             return RunResult(graph, RunStatus.FAILED, run.abort_error, {}, set())
         root = _ScopeRun(run, graph, "", scope, None, -1)

@@ -166,6 +166,24 @@ class CheckpointCalls:
             return
         await self._call(self.cp.open_stream(attempt, key, stream))
 
+    def share(self, scope: Scope, attempt: Attempt | None, ready: Mapping[str, Any]) -> Any:
+        """The checkpointer's ``share``: how ``ready`` reaches its readers (no-op: ``ready``)."""
+        if self.noop or not ready:
+            return ready
+        try:
+            shared = self.cp.share(scope, attempt, ready)
+        except Exception as error:
+            self.abort(error)
+            raise RunAborted from error
+        if not isinstance(shared, Mapping) or shared.keys() != ready.keys():
+            error = TypeError(
+                f"Checkpointer.share must return a mapping of the names {sorted(ready)}, got "
+                f"{shared!r}"
+            )
+            self.abort(error)
+            raise RunAborted from error
+        return shared
+
     async def close_scope(self, scope: Scope, status: RunStatus) -> None:
         if not self.noop and not self.aborted:
             with contextlib.suppress(RunAborted, asyncio.CancelledError):

@@ -6,6 +6,7 @@ import enum
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from durable_core.errors import SlotError, UndeclaredKeyError
+from durable_core.graph.checkpoint import read_slot
 from durable_core.graph.keys import Key
 
 if TYPE_CHECKING:
@@ -67,6 +68,9 @@ class RunResult:
     def __getitem__(self, key: Key[T]) -> T:
         """The ready value of ``key``.
 
+        When the run's checkpointer gives every reader its own copy (a durable run does, for
+        mutable values), each call returns a new copy.
+
         Raises:
             UndeclaredKeyError: the key is not a key of the root graph.
             SlotError: the key is skipped, or pending (not produced: the run failed or was
@@ -74,7 +78,7 @@ class RunResult:
         """
         name = self._name(key)
         if name in self._ready:
-            return self._ready[name]
+            return read_slot(self._ready[name])
         if name in self._skipped:
             raise SlotError(f"key {name!r} was skipped; check result.skipped(key)")
         raise SlotError(f"key {name!r} is pending: the run ended {self.status} before it arrived")
@@ -82,7 +86,9 @@ class RunResult:
     def get(self, key: Key[T], default: Any = None) -> Any:
         """The ready value of ``key``, or ``default`` when it is skipped or pending."""
         name = self._name(key)
-        return self._ready.get(name, default)
+        if name in self._ready:
+            return read_slot(self._ready[name])
+        return default
 
     def __contains__(self, key: Key[Any]) -> bool:
         """True when ``key`` is ready."""
@@ -99,5 +105,5 @@ class RunResult:
 
     @property
     def values(self) -> dict[str, Any]:
-        """Every ready value of the root graph, by key name (a copy)."""
-        return dict(self._ready)
+        """Every ready value of the root graph, by key name (a new dict; see ``__getitem__``)."""
+        return {name: read_slot(value) for name, value in self._ready.items()}

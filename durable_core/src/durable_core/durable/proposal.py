@@ -1,0 +1,288 @@
+"""Proposals: the record one commit proposes, as changes over the committed record (R-RT-1).
+
+A :class:`Proposal` never copies the committed record. Its ``record`` holds the committed
+scalars and, for each map (``Scopes``, ``Attempts``, ``Streams``, ``Messages``, ``Managed``), an
+:class:`Overlay`: the committed map underneath, the proposal's own entries and deletions on top.
+A scope changed through :meth:`Proposal.scope` has an overlay over its ``Nodes`` as well. Making
+a proposal and changing an entry cost time in proportion to the change, not to the record.
+
+The ledger adopts a proposal with :func:`adopt`: the changes are written into the committed
+record's own maps (each step logged so that :func:`rollback` can undo it), and the returned
+:class:`ObjectChange` tells the encoder exactly what changed, so that a save's delta and
+bytes are produced without looking at the rest of the record.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, MutableMapping
+from typing import Any
+
+import attrs
+
+from durable_core.recorddelta import GONE, ObjectChange, Partial
+from durable_core.records import (
+    RECORD_FORMAT,
+    AttemptRecord,
+    RunRecord,
+    ScopeRecord,
+    StreamRecord,
+)
+
+__all__ = ["Overlay", "Proposal", "adopt", "rollback"]
+
+
+_MISSING: Any = object()
+
+
+class Overlay(MutableMapping[str, Any]):
+    """A map of record entries: a committed ``dict`` underneath, changes on top.
+
+    Reading falls through to the committed map; writing and deleting touch only ``changes``
+    (a deleted key maps to :data:`GONE`). The committed map is never changed.
+    """
+
+    __slots__ = ("base", "changes")
+
+    def __init__(self, base: dict[str, Any]) -> None:
+        self.base = base
+        self.changes: dict[str, Any] = {}
+
+    def __getitem__(self, key: str) -> Any:
+        value = self.changes.get(key, _MISSING)
+        if value is _MISSING:
+            return self.base[key]
+        if value is GONE:
+            raise KeyError(key)
+        return value
+
+    def get(self, key: str, default: Any = None) -> Any:
+        value = self.changes.get(key, _MISSING)
+        if value is _MISSING:
+            return self.base.get(key, default)
+        return default if value is GONE else value
+
+    def __contains__(self, key: object) -> bool:
+        value = self.changes.get(key, _MISSING)  # type: ignore[call-overload]
+        if value is _MISSING:
+            return key in self.base
+        return value is not GONE
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        self.changes[key] = value
+
+    def __delitem__(self, key: str) -> None:
+        if key not in self:
+            raise KeyError(key)
+        self.changes[key] = GONE
+
+    def __iter__(self) -> Iterator[str]:
+        changes = self.changes
+        for key in self.base:
+            if changes.get(key, _MISSING) is not GONE:
+                yield key
+        for key, value in changes.items():
+            if value is not GONE and key not in self.base:
+                yield key
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+    def __repr__(self) -> str:
+        return f"Overlay({len(self.base)} committed, {len(self.changes)} changed)"
+
+
+_RUN_MAPS = ("scopes", "attempts", "streams", "messages", "managed")
+_RUN_FIELDS = tuple(
+    a.name for a in attrs.fields(RunRecord) if a.name not in _RUN_MAPS and a.name != "revision"
+)
+_SCOPE_FIELDS = tuple(a.name for a in attrs.fields(ScopeRecord) if a.name != "nodes")
+
+
+class Proposal:
+    """The record proposed by one commit: changes over the committed record, never a copy.
+
+    Mutations read ``record`` freely and change it only through :meth:`scope` and
+    :meth:`attempt` (or by setting, adding and deleting entries of its maps): the records
+    they return are this proposal's own, so the committed record is never changed (R-RT-1).
+
+    Args:
+        committed: the committed record; it is not modified.
+
+    Attributes:
+        record: the proposed record; its maps are :class:`Overlay` objects over the committed
+            maps (its format is :data:`RECORD_FORMAT`: a format-1 record is written back as
+            format 2, R-REC-1).
+    """
+
+    __slots__ = ("committed", "record")
+
+    def __init__(self, committed: RunRecord) -> None:
+        self.committed = committed
+        self.record = RunRecord(
+            run_id=committed.run_id,
+            format=RECORD_FORMAT,
+            revision=committed.revision,
+            version=committed.version,
+            definition=committed.definition,
+            inputs=committed.inputs,
+            root_scope=committed.root_scope,
+            scopes=Overlay(committed.scopes),  # type: ignore[arg-type]
+            attempts=Overlay(committed.attempts),  # type: ignore[arg-type]
+            streams=Overlay(committed.streams),  # type: ignore[arg-type]
+            messages=Overlay(committed.messages),  # type: ignore[arg-type]
+            managed=Overlay(committed.managed),  # type: ignore[arg-type]
+        )
+
+    def scope(self, scope_id: str) -> ScopeRecord:
+        """The proposal's own, changeable copy of scope ``scope_id`` (its ``nodes`` map is an
+        overlay over the committed one: setting and deleting nodes is cheap).
+
+        Raises:
+            KeyError: no such scope.
+        """
+        scopes = self.record.scopes
+        scope = scopes[scope_id]
+        if not isinstance(scopes, Overlay):  # the proposal replaced the whole map: copy
+            own = attrs.evolve(scope, nodes=dict(scope.nodes))
+            scopes[scope_id] = own
+            return own
+        if scope_id in scopes.changes:
+            return scope  # already the proposal's own
+        own = attrs.evolve(scope, nodes=Overlay(scope.nodes))
+        scopes[scope_id] = own
+        return own
+
+    def attempt(self, attempt_id: str) -> AttemptRecord:
+        """The proposal's own, changeable copy of attempt ``attempt_id``.
+
+        Raises:
+            KeyError: no such attempt.
+        """
+        attempts = self.record.attempts
+        attempt = attempts[attempt_id]
+        if isinstance(attempts, Overlay) and attempt_id in attempts.changes:
+            return attempt
+        own = attrs.evolve(attempt)
+        attempts[attempt_id] = own
+        return own
+
+    def stream(self, stream_id: str) -> StreamRecord:
+        """The proposal's own, changeable copy of stream record ``stream_id`` (its ``pending``
+        list too).
+
+        Raises:
+            KeyError: no such stream record.
+        """
+        streams = self.record.streams
+        stream = streams[stream_id]
+        if isinstance(streams, Overlay) and stream_id in streams.changes:
+            return stream
+        own = attrs.evolve(stream, pending=list(stream.pending))
+        streams[stream_id] = own
+        return own
+
+    def add_stream(self, stream_id: str, stream: StreamRecord) -> None:
+        """Add a new stream record (owned by this proposal)."""
+        self.record.streams[stream_id] = stream
+
+    def add_scope(self, scope_id: str, scope: ScopeRecord) -> None:
+        """Add a new scope record (owned by this proposal)."""
+        self.record.scopes[scope_id] = scope
+
+    def add_attempt(self, attempt_id: str, attempt: AttemptRecord) -> None:
+        """Add a new attempt record (owned by this proposal)."""
+        self.record.attempts[attempt_id] = attempt
+
+
+Undo = list[Callable[[], None]]
+
+
+def _apply_map(
+    base: dict[str, Any], overlay: Overlay, undo: Undo, partial: Callable[[Any, Any], Any] | None
+) -> dict[str, Any]:
+    """Write ``overlay``'s changes into ``base`` (logged in ``undo``); the changed entries."""
+    changed: dict[str, Any] = {}
+    for key, value in overlay.changes.items():
+        old = base.get(key, _MISSING)
+        if value is GONE:
+            if old is _MISSING:
+                continue  # added and deleted by the same proposal
+            del base[key]
+            undo.append(lambda key=key, old=old: base.__setitem__(key, old))
+            changed[key] = GONE
+            continue
+        entry: Any = value
+        if partial is not None and old is not _MISSING:
+            entry = partial(old, value) or value
+        base[key] = value
+        if old is _MISSING:
+            undo.append(lambda key=key: base.__delitem__(key))
+        else:
+            undo.append(lambda key=key, old=old: base.__setitem__(key, old))
+        changed[key] = entry
+    return changed
+
+
+def _scope_partial(undo: Undo) -> Callable[[Any, Any], Any]:
+    def partial(old: ScopeRecord, new: ScopeRecord) -> Any:
+        nodes = new.nodes
+        if not isinstance(nodes, Overlay) or nodes.base is not old.nodes:
+            if isinstance(nodes, Overlay):
+                new.nodes = dict(nodes)
+            return None  # set whole
+        base = old.nodes
+        changed = _apply_map(base, nodes, undo, None)
+        new.nodes = base
+        fields = [name for name in _SCOPE_FIELDS if getattr(new, name) != getattr(old, name)]
+        if fields:
+            return None  # a scope's own fields never change in practice: set it whole
+        return Partial(new, ObjectChange(maps={"nodes": changed}))
+
+    return partial
+
+
+def adopt(proposal: Proposal, committed: RunRecord) -> tuple[ObjectChange, Undo]:
+    """Write ``proposal``'s changes into ``committed`` in place.
+
+    Args:
+        proposal: a proposal made over ``committed``.
+        committed: the committed record; it becomes the proposed record.
+
+    Returns:
+        What changed (for the encoder) and the undo log (for :func:`rollback`).
+    """
+    record = proposal.record
+    undo: Undo = []
+    change = ObjectChange()
+    for name in (*_RUN_FIELDS, "revision"):
+        new, old = getattr(record, name), getattr(committed, name)
+        if new != old or type(new) is not type(old):
+            setattr(committed, name, new)
+            undo.append(lambda name=name, old=old: setattr(committed, name, old))
+            change.fields.append(name)
+    for name in _RUN_MAPS:
+        value = getattr(record, name)
+        base = getattr(committed, name)
+        if isinstance(value, Overlay) and value.base is base:
+            partial = _scope_partial(undo) if name == "scopes" else None
+            changed = _apply_map(base, value, undo, partial)
+            if changed:
+                change.maps[name] = changed
+            continue
+        # The proposal assigned a new map: it replaces the committed one.
+        whole = dict(value)
+        if name == "scopes":
+            for scope_id, scope in list(whole.items()):
+                if isinstance(scope.nodes, Overlay):
+                    whole[scope_id] = attrs.evolve(scope, nodes=dict(scope.nodes))
+        setattr(committed, name, whole)
+        undo.append(lambda name=name, base=base: setattr(committed, name, base))
+        change.whole.append(name)
+    return change, undo
+
+
+def rollback(undo: Undo) -> None:
+    """Undo an :func:`adopt`, newest step first: the committed record is as it was."""
+    for step in reversed(undo):
+        step()
+    undo.clear()
