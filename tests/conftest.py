@@ -329,3 +329,16 @@ def _postgres_isolation(request: pytest.FixtureRequest) -> None:
         return
     server: PostgresServer = request.getfixturevalue("postgres_server")
     server.reset()
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _run_logs_in_a_temporary_folder(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """The run log plugin writes under ``DURABLE_LOG_DIR``: keep the suite's logs out of the
+    user's log folder (subprocesses inherit the variable)."""
+    previous = os.environ.get("DURABLE_LOG_DIR")
+    os.environ["DURABLE_LOG_DIR"] = str(tmp_path_factory.mktemp("run-logs"))
+    yield
+    if previous is None:
+        os.environ.pop("DURABLE_LOG_DIR", None)
+    else:
+        os.environ["DURABLE_LOG_DIR"] = previous

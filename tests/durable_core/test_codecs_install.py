@@ -64,11 +64,13 @@ def _plugins(bin_dir: Path) -> list[dict]:
 
 
 # covers: C-2
-def test_durable_core_alone_lists_only_the_memory_plugin(tmp_path):
+def test_durable_core_alone_lists_only_its_own_plugins(tmp_path):
     bin_dir = _make_venv(tmp_path / "core", str(ROOT / "durable_core"))
     infos = _plugins(bin_dir)
-    assert [i["name"] for i in infos] == ["memory"]
-    (memory,) = infos
+    assert [i["name"] for i in infos] == ["memory", "runlog"]  # runlog: the run log
+    memory, runlog = infos
+    assert runlog["distribution"] == "durable-core"
+    assert (runlog["stores"], runlog["codecs"], runlog["error"]) == ([], [], None)
     assert memory["distribution"] == "durable-core"
     assert memory["stores"] == ["memory"]
     assert memory["error"] is None
@@ -101,7 +103,7 @@ def test_the_numpy_plugin_installed_beside_core_is_found_and_works(tmp_path):
         str(ROOT / "plugins" / "durable_codec_numpy"),
     )
     infos = {i["name"]: i for i in _plugins(bin_dir)}
-    assert sorted(infos) == ["memory", "numpy"]
+    assert sorted(infos) == ["memory", "numpy", "runlog"]
     assert infos["numpy"]["distribution"] == "durable-codec-numpy"
     assert infos["numpy"]["codecs"] == ["numpy:ndarray@1"]
     script = (

@@ -21,8 +21,8 @@ _BROKEN_STORES = textwrap.dedent(
 
     import pytest
 
-    from durable_core import MemoryStore, record_from_json, record_to_json
-    from durable_core.store import validate_save
+    from durable_core import ConflictError, MemoryStore, NotFoundError, record_to_json
+    from durable_core.store import MemorySession, validate_save
     from durable_core.testing import StoreConformance, StoreSpec
     from durable_filestore import FileSession, FileStore, run_key
 
@@ -31,49 +31,53 @@ _BROKEN_STORES = textwrap.dedent(
         return StoreSpec(factory=lambda: store, cross_process=False, reason="test double")
 
 
-    class NoCas(MemoryStore):
+    def with_sessions(session_class):
+        """A MemoryStore whose sessions are ``session_class``."""
+
+        class Store(MemoryStore):
+            def _open_session(self, run_id, timeout, pending):
+                return session_class(self, run_id)
+
+        return Store
+
+
+    class NoCasSession(MemorySession):
         """Overwrites whatever is stored: a plain put, not a Store (R-STORE-5)."""
 
-        def _save(self, session, record, expected_revision):
-            validate_save(session.run_id, record, expected_revision)
-            with self._lock:
-                self._records[session.run_id] = (record.revision, record_to_json(record))
+        def save(self, record, expected_revision, encoded=None):
+            validate_save(self.run_id, record, expected_revision)
+            self._memory._records[self.run_id] = (record.revision, record_to_json(record))
 
 
-    class NoRevisionCheck(MemoryStore):
+    class NoRevisionCheckSession(MemorySession):
         """Compares the stored revision but accepts any new revision and any run id."""
 
-        def _save(self, session, record, expected_revision):
-            with self._lock:
-                stored = self._records.get(session.run_id)
-                if (stored[0] if stored else 0) != expected_revision:
-                    from durable_core import ConflictError
-
-                    raise ConflictError("conflict")
-                self._records[session.run_id] = (record.revision, record_to_json(record))
+        def save(self, record, expected_revision, encoded=None):
+            stored = self._memory._records.get(self.run_id)
+            if (stored[0] if stored else 0) != expected_revision:
+                raise ConflictError("conflict")
+            self._memory._records[self.run_id] = (record.revision, record_to_json(record))
 
 
-    class SharedObjects(MemoryStore):
+    class SharedObjectsSession(MemorySession):
         """Keeps and hands out the caller's objects instead of copies."""
 
-        def __init__(self):
-            super().__init__()
-            self.objects = {}
+        objects = {}
 
-        def _save(self, session, record, expected_revision):
-            super()._save(session, record, expected_revision)
-            self.objects[session.run_id] = record
+        def save(self, record, expected_revision, encoded=None):
+            super().save(record, expected_revision, encoded)
+            self.objects[self.run_id] = record
 
-        def _load(self, session):
-            super()._load(session)
-            return self.objects[session.run_id]
+        def load(self):
+            super().load()
+            return self.objects[self.run_id]
 
 
     class NoExclusivity(MemoryStore):
         """Hands out any number of sessions per run."""
 
         def acquire(self, run_id, timeout=None):
-            self._owners.pop(run_id, None)
+            self._runs.pop(run_id, None)
             return super().acquire(run_id, timeout)
 
 
@@ -81,35 +85,36 @@ _BROKEN_STORES = textwrap.dedent(
         """Waits for the owner a while before giving up: BusyError is not "at once"."""
 
         def acquire(self, run_id, timeout=None):
-            if run_id in self._owners:
+            if run_id in self._runs:
                 time.sleep(0.6)
             return super().acquire(run_id, timeout)
 
 
-    class NoUnicodeCheck(MemoryStore):
+    class NoUnicodeCheckSession(MemorySession):
         """Stores records without encoding them (lone surrogates get in)."""
 
-        def __init__(self):
-            super().__init__()
-            self.objects = {}
+        objects = {}
 
-        def _save(self, session, record, expected_revision):
-            validate_save(session.run_id, record, expected_revision)
-            with self._lock:
-                stored = self.objects.get(session.run_id)
-                if (stored.revision if stored else 0) != expected_revision:
-                    from durable_core import ConflictError
+        def save(self, record, expected_revision, encoded=None):
+            validate_save(self.run_id, record, expected_revision)
+            stored = self.objects.get((id(self._memory), self.run_id))
+            if (stored.revision if stored else 0) != expected_revision:
+                raise ConflictError("conflict")
+            self.objects[(id(self._memory), self.run_id)] = copy.deepcopy(record)
+            self._memory._records[self.run_id] = (record.revision, b"{}")
 
-                    raise ConflictError("conflict")
-                self.objects[session.run_id] = copy.deepcopy(record)
-                self._records[session.run_id] = (record.revision, b"{}")
-
-        def _load(self, session):
-            from durable_core import NotFoundError
-
-            if session.run_id not in self.objects:
+        def load(self):
+            stored = self.objects.get((id(self._memory), self.run_id))
+            if stored is None:
                 raise NotFoundError("none")
-            return copy.deepcopy(self.objects[session.run_id])
+            return copy.deepcopy(stored)
+
+
+    class OverwritesCorruptSession(MemorySession):
+        """Compares revisions but never looks at the stored record before replacing it."""
+
+        def _checked_revision(self):
+            return self._stored_revision()
 
 
     class KeepsOpen(MemoryStore):
@@ -132,30 +137,51 @@ _BROKEN_STORES = textwrap.dedent(
     class UnlockedFileStore(FileStore):
         """A file store that never takes its OS lock."""
 
-        def acquire(self, run_id, timeout=None):
-            key = run_key(run_id)
-            session = FileSession(self, run_id, key, _NoLock(self.lock_path(run_id)))
-            self._sessions.add(session)
-            return session
+        def _open_session(self, run_id, timeout, pending):
+            return FileSession(self, run_id, run_key(run_id), _NoLock(self.lock_path(run_id)))
 
 
     BROKEN = {
-        "nocas": lambda tmp: in_process(NoCas()),
-        "norevision": lambda tmp: in_process(NoRevisionCheck()),
-        "shared": lambda tmp: in_process(SharedObjects()),
+        "nocas": lambda tmp: in_process(with_sessions(NoCasSession)()),
+        "norevision": lambda tmp: in_process(with_sessions(NoRevisionCheckSession)()),
+        "shared": lambda tmp: in_process(with_sessions(SharedObjectsSession)()),
         "noexclusive": lambda tmp: in_process(NoExclusivity()),
         "slowbusy": lambda tmp: in_process(SlowBusy()),
-        "nounicode": lambda tmp: in_process(NoUnicodeCheck()),
+        "nounicode": lambda tmp: in_process(with_sessions(NoUnicodeCheckSession)()),
+        "overwrites": lambda tmp: in_process(with_sessions(OverwritesCorruptSession)()),
         "keepsopen": lambda tmp: in_process(KeepsOpen()),
         "unlockedfile": lambda tmp: functools.partial(UnlockedFileStore, str(tmp)),
         "correct": lambda tmp: in_process(MemoryStore()),
     }
 
 
+    class RawRecords:
+        def __init__(self, store, directory):
+            self.store = store
+            self.directory = directory
+
+        def read(self, run_id):
+            if isinstance(self.store, MemoryStore):
+                stored = self.store._records.get(run_id)
+                return None if stored is None else stored[1]
+            path = self.directory / f"{run_key(run_id)}.json"
+            return path.read_bytes() if path.exists() else None
+
+        def write(self, run_id, data, revision):
+            if isinstance(self.store, MemoryStore):
+                self.store._records[run_id] = (revision, data)
+            else:
+                (self.directory / f"{run_key(run_id)}.json").write_bytes(data)
+
+
     class TestBroken(StoreConformance):
         @pytest.fixture(params=sorted(BROKEN))
         def durable_store_factory(self, tmp_path, request):
             return BROKEN[request.param](tmp_path / "store")
+
+        @pytest.fixture
+        def durable_raw_records(self, durable_store, tmp_path):
+            return RawRecords(durable_store, tmp_path / "store")
     '''
 )
 
@@ -211,6 +237,7 @@ _STORES = {
     "noexclusive",
     "slowbusy",
     "nounicode",
+    "overwrites",
     "keepsopen",
     "unlockedfile",
     "correct",
@@ -241,6 +268,7 @@ _DESELECT = (
         ),
         ("slowbusy", {"test_second_acquire_in_the_same_store_is_busy_at_once"}),
         ("nounicode", {"test_invalid_utf8_is_refused_before_writing"}),
+        ("overwrites", {"test_a_corrupt_record_is_refused_and_never_overwritten"}),
         (
             "keepsopen",
             {
@@ -261,7 +289,7 @@ _DESELECT = (
 def test_kit_catches_a_broken_store(
     kit_results: dict[str, dict[str, str]], broken: str, must_fail: set[str]
 ) -> None:
-    # covers: R-STORE-1, R-STORE-2, R-STORE-3, R-STORE-4, R-STORE-5, B-FILE-5
+    # covers: R-STORE-1, R-STORE-2, R-STORE-3, R-STORE-4, R-STORE-5, B-FILE-5, E-1
     outcomes = kit_results[broken]
     failed = {clause for clause, outcome in outcomes.items() if outcome == "failed"}
     assert must_fail <= failed, outcomes

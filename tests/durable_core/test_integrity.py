@@ -907,37 +907,6 @@ def test_deep_retry_chains_are_followed_without_recursion():
     assert time.perf_counter() - started < 2.0
 
 
-# covers: R-NODE-1, R-SCOPE-2
-def test_validation_time_grows_linearly_with_nodes():
-    def build(count: int) -> RunRecord:
-        record = load_format2()
-        template = out(record)
-        for index in range(count):
-            aid = f"{index:032x}"
-            record.attempts[aid] = AttemptRecord(
-                parent=ROOT, node_id=f"n{index}", state=AttemptState.CONFIRMED
-            )
-            value = ValueRecord(
-                name="v", type_id="t", version="1", digest=template.digest, data=template.data
-            )
-            record.scopes[ROOT].nodes[f"n{index}"] = NodeRecord(
-                node_id=f"n{index}", attempt=aid, outputs=[value]
-            )
-        return record
-
-    def best(record: RunRecord) -> float:
-        times = []
-        for _ in range(3):
-            started = time.perf_counter()
-            validate_record(record)
-            times.append(time.perf_counter() - started)
-        return min(times)
-
-    small, large = best(build(500)), best(build(5000))
-    # Linear: ten times the nodes, about ten times the time (a quadratic pass would be ~100x).
-    assert large / small < 30
-
-
 # -- Fuzz: only CorruptRecordError, never a crash --------------------------------------------
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import shutil
@@ -10,6 +11,7 @@ import stat
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -431,6 +433,94 @@ def test_record_path_that_is_a_directory_is_not_not_found(
         with pytest.raises(DurableError) as raised:
             session.load()
         assert not isinstance(raised.value, NotFoundError)
+
+
+def _within(seconds: float, call, fifo: Path | None = None):  # type: ignore[no-untyped-def]
+    """Run ``call`` in a daemon thread; return ("raised", exc) / ("returned", value), or
+    ("blocked", None) when it did not finish in time (then a reader blocked on ``fifo`` is
+    let go, so that the test fails instead of hanging)."""
+    outcome: list[tuple[str, object]] = []
+
+    def run() -> None:
+        try:
+            outcome.append(("returned", call()))
+        except BaseException as exc:
+            outcome.append(("raised", exc))
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(seconds)
+    if outcome:
+        return outcome[0]
+    if fifo is not None:
+        with contextlib.suppress(OSError):
+            os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+        thread.join(seconds)
+    return ("blocked", None)
+
+
+def _non_regular(kind: str, path: Path) -> None:
+    if kind == "dangling symlink":
+        path.symlink_to(path.parent / "nowhere.json")
+    elif kind == "symlink to a record":
+        target = path.parent / "elsewhere.json"
+        target.write_bytes(record_to_json(sample_record("run", 1)))
+        path.symlink_to(target)
+    else:
+        os.mkfifo(path)
+
+
+@needs_posix
+@pytest.mark.parametrize("kind", ["dangling symlink", "symlink to a record", "fifo"])
+def test_a_record_path_that_is_not_a_regular_file_is_refused_at_once(
+    store: FileStore, directory: Path, kind: str
+) -> None:
+    # covers: R-STORE-2, E-1
+    path = directory / f"{sha('run')}.json"
+    _non_regular(kind, path)
+    before = os.lstat(path)
+    with store.acquire("run") as session:
+        fifo = path if kind == "fifo" else None
+        state, error = _within(5, session.load, fifo)
+        assert state == "raised", state
+        assert isinstance(error, DurableError) and not isinstance(error, NotFoundError)
+        assert "not a regular file" in str(error)
+        for expected in (0, 1):  # never replaced, whatever the caller expects
+            state, error = _within(
+                5, lambda e=expected: session.save(sample_record("run", e + 1), e), fifo
+            )
+            assert state == "raised", state
+            assert isinstance(error, DurableError), error
+            assert "not a regular file" in str(error)
+    after = os.lstat(path)
+    assert (after.st_ino, after.st_mode) == (before.st_ino, before.st_mode)
+    state, summaries = _within(5, store.list_runs, fifo)
+    assert state == "returned", state
+    (listed,) = summaries  # type: ignore[misc]
+    assert listed.error is not None and "not a regular file" in listed.error
+
+
+@needs_posix
+@pytest.mark.parametrize("command", ["list", "inspect"])
+def test_a_fifo_record_does_not_block_the_cli(directory: Path, command: str) -> None:
+    # covers: E-1
+    FileStore(directory).close()
+    os.mkfifo(directory / f"{sha('run')}.json")
+    args = ["list"] if command == "list" else ["inspect", "run"]
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from durable_core.cli import main; sys.exit(main())",
+            *args,
+            "--store",
+            f"file://{directory}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert "not a regular file" in done.stdout + done.stderr, done
 
 
 def test_removed_directory_is_not_not_found(store: FileStore, directory: Path) -> None:

@@ -32,9 +32,9 @@ def record(run_id: str, revision: int, **fields) -> RunRecord:
 
 def put_row(admin, run_id: str, revision: int, data: bytes, fmt: int = 2) -> None:
     admin.execute(
-        "INSERT INTO pulse_durable.runs (run_id, revision, format, record) "
-        "VALUES (%s, %s::numeric, %s, %s)",
-        [run_id.encode(), revision, fmt, data],
+        "INSERT INTO pulse_durable.runs (run_id, revision, format, record, run_key) "
+        "VALUES (%s, %s::numeric, %s, %s, sha256(%s))",
+        [run_id.encode(), revision, fmt, data, run_id.encode()],
     )
 
 
@@ -219,7 +219,7 @@ def test_list_runs_gives_metadata_and_lists_unreadable_rows_with_their_error(sto
     put_row(admin, "broken", 1, b"not json")
     put_row(admin, "moved", 1, record_to_json(record("elsewhere", 1)))
     admin.execute(
-        "INSERT INTO pulse_durable.runs VALUES ('\\xff'::bytea, 1, 2, %s)",
+        "INSERT INTO pulse_durable.runs VALUES ('\\xff'::bytea, 1, 2, %s, sha256('\\xff'))",
         [record_to_json(record("x", 1))],
     )
     with store.acquire("a"):  # an owned run is listed too

@@ -8,7 +8,7 @@ import textwrap
 
 import pytest
 
-from durable_core import RunRecord, SchemaError
+from durable_core import RunRecord, SchemaError, record_to_json
 from durable_postgresstore import PostgresStore, PostgresStoreError
 
 pytestmark = pytest.mark.postgres
@@ -39,8 +39,9 @@ def test_the_schema_is_created_with_the_documented_tables(make_store, admin):
         ("revision", "numeric(20,0)"),
         ("format", "integer"),
         ("record", "bytea"),
+        ("run_key", "bytea"),
     ]
-    assert admin.execute("SELECT version FROM pulse_durable.schema_version").fetchall() == [(1,)]
+    assert admin.execute("SELECT version FROM pulse_durable.schema_version").fetchall() == [(2,)]
     # A second store (another process, or a restart) accepts what the first made.
     make_store()
 
@@ -150,8 +151,8 @@ DRIFT = [
         id="row-level-security",
     ),
     pytest.param(
-        "UPDATE pulse_durable.schema_version SET version = 2",
-        "holds [2], expected [1] (made by a newer Durable",
+        "UPDATE pulse_durable.schema_version SET version = 3",
+        "holds [3], expected [2] (made by a newer Durable",
         id="newer-version",
     ),
     pytest.param(
@@ -225,3 +226,65 @@ def test_without_create_privilege_the_error_says_so(postgres_dsn, admin):
         assert "reader-pass-123" not in str(caught.value)
     finally:
         admin.execute("DROP ROLE durable_reader")
+
+
+V1_DDL = (
+    "CREATE SCHEMA pulse_durable",
+    """
+    CREATE TABLE pulse_durable.runs (
+        run_id BYTEA NOT NULL,
+        revision NUMERIC(20, 0) NOT NULL,
+        format INTEGER NOT NULL,
+        record BYTEA NOT NULL,
+        CONSTRAINT runs_pkey PRIMARY KEY (run_id),
+        CONSTRAINT runs_run_id_check CHECK (octet_length(run_id) > 0),
+        CONSTRAINT runs_revision_check
+            CHECK (revision >= 1 AND revision <= 18446744073709551615)
+    )
+    """,
+    """
+    CREATE TABLE pulse_durable.schema_version (
+        version INTEGER NOT NULL,
+        CONSTRAINT schema_version_pkey PRIMARY KEY (version)
+    )
+    """,
+    "INSERT INTO pulse_durable.schema_version (version) VALUES (1)",
+)
+
+
+def make_v1(admin) -> None:
+    """The schema exactly as the previous Durable (version 1) created it, with one run."""
+    for statement in V1_DDL:
+        admin.execute(statement)
+    admin.execute(
+        "INSERT INTO pulse_durable.runs VALUES (%s, 1, 2, %s)",
+        [b"old-run", record_to_json(RunRecord(run_id="old-run", revision=1))],
+    )
+
+
+# covers: B-PG-1
+def test_a_version_1_schema_is_upgraded_in_place_keeping_its_runs(make_store, admin):
+    make_v1(admin)
+    store = make_store()
+    assert admin.execute("SELECT version FROM pulse_durable.schema_version").fetchall() == [(2,)]
+    with store.acquire("old-run") as session:
+        assert session.load() == RunRecord(run_id="old-run", revision=1)
+        session.save(RunRecord(run_id="old-run", revision=2), 1)
+    long_id = "x" * 10_000  # version 1 could not hold this id
+    with store.acquire(long_id) as session:
+        session.save(RunRecord(run_id=long_id, revision=1), 0)
+    make_store()  # the upgraded schema is accepted as it is
+
+
+# covers: B-PG-1
+def test_an_altered_version_1_schema_is_refused_unchanged(make_store, admin):
+    make_v1(admin)
+    admin.execute("ALTER TABLE pulse_durable.runs ADD COLUMN note text")
+    with pytest.raises(SchemaError, match=r"unexpected column pulse_durable\.runs\.note"):
+        make_store()
+    assert admin.execute("SELECT version FROM pulse_durable.schema_version").fetchall() == [(1,)]
+    columns = admin.execute(
+        "SELECT attname FROM pg_attribute WHERE attrelid = 'pulse_durable.runs'::regclass "
+        "AND attnum > 0 AND NOT attisdropped ORDER BY attnum"
+    ).fetchall()
+    assert [c[0] for c in columns] == ["run_id", "revision", "format", "record", "note"]

@@ -31,8 +31,8 @@ from durable_core import (
     make_plugin_manager,
     record_to_json,
 )
+from durable_core.store.locks import RunLock
 from durable_core.testing import BUSY_LIMIT, sample_record
-from durable_filestore import RunLock
 from durable_sqlitestore import SCHEMA_V1, SCHEMA_VERSION, SQLiteStore
 from durable_sqlitestore.store import _configure
 
@@ -171,6 +171,53 @@ def test_a_database_that_cannot_use_wal_refuses_to_start(tmp_path: Path) -> None
     directory.chmod(0o755)
     assert done.stdout.startswith("DurableError"), done.stdout + done.stderr
     assert "WAL" in done.stdout
+
+
+_OPEN_STORE = textwrap.dedent(
+    """
+    import sys
+    from durable_sqlitestore import SQLiteStore
+    try:
+        SQLiteStore(sys.argv[1]).close()
+    except BaseException as exc:
+        print(type(exc).__module__, type(exc).__name__, exc)
+    else:
+        print("opened")
+    """
+)
+
+
+def _as_unprivileged(command: list[str]) -> list[str]:
+    if os.geteuid() == 0:  # root writes anywhere: drop that capability in the child
+        setpriv = shutil.which("setpriv")
+        if setpriv is None:
+            pytest.skip("running as root and setpriv(1) is missing")
+        return [setpriv, "--bounding-set", "-dac_override,-dac_read_search", "--", *command]
+    return command
+
+
+@pytest.mark.skipif(not POSIX, reason="POSIX permissions")
+@pytest.mark.parametrize("existing", ["no database yet", "a database made before"])
+def test_an_unwritable_directory_is_a_durable_error_about_wal(
+    tmp_path: Path, existing: str
+) -> None:
+    # covers: B-SQL-1
+    directory = tmp_path / "readonly"
+    directory.mkdir()
+    if existing == "a database made before":
+        SQLiteStore(directory / "durable.sqlite").close()
+        for path in directory.iterdir():
+            if path.is_file():
+                path.chmod(0o666)
+    directory.chmod(0o555)
+    command = _as_unprivileged([sys.executable, "-c", _OPEN_STORE, str(directory / "db")])
+    command[-1] = str(directory / "durable.sqlite")
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=60)
+    finally:
+        directory.chmod(0o755)
+    assert done.stdout.startswith("durable_core.errors DurableError"), done.stdout + done.stderr
+    assert "writable" in done.stdout and "WAL" in done.stdout
 
 
 # -- schema (B-SQL-1, B-SQL-2) ---------------------------------------------------------------

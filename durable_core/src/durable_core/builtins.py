@@ -12,9 +12,9 @@ from durable_core.hookspecs import hookimpl
 
 
 def _memory_store(**options: Any) -> Any:
-    from durable_core.store import MemoryStore
+    from durable_core.store import memory_store_factory
 
-    return MemoryStore(**options)
+    return memory_store_factory(**options)
 
 
 @hookimpl

@@ -16,28 +16,25 @@ import os
 import re
 import secrets
 import stat
-import threading
 from typing import Any
 
-from durable_core.errors import (
-    ConfigError,
-    ConflictError,
-    CorruptRecordError,
-    DurableError,
-    NotFoundError,
-    SessionClosedError,
-)
-from durable_core.recordjson import record_from_json, record_to_json
+from durable_core.errors import CorruptRecordError, DurableError, NotFoundError
+from durable_core.recordjson import record_from_json
 from durable_core.records import RunRecord
 from durable_core.store import (
+    Acquiring,
+    BaseSession,
+    BaseStore,
+    EncodedRecord,
     RunSummary,
+    check_options,
+    check_path,
+    decode_stored,
     sort_summaries,
-    validate_loaded,
+    summary_of,
     validate_run_id,
-    validate_save,
-    validate_timeout,
 )
-from durable_filestore.locks import RunLock, make_private_directory, run_key
+from durable_core.store.locks import RunLock, make_private_directory, run_key
 
 __all__ = ["FileSession", "FileStore", "file_store_factory"]
 
@@ -45,6 +42,8 @@ _RECORD_NAME = re.compile(r"[0-9a-f]{64}\.json")
 _UINT32_MAX = 2**32 - 1
 _O_BINARY = getattr(os, "O_BINARY", 0)
 _O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+# A FIFO opened for reading would block until a writer comes: never wait for one.
+_O_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
 # Windows cannot open a directory to fsync it; its rename is made durable by the file system.
 _SYNC_DIRECTORY = os.name != "nt"
 
@@ -54,16 +53,54 @@ def _stat_key(st: os.stat_result) -> tuple[int, int, int, int]:
     return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
 
 
+def _not_regular(path: str, st: os.stat_result | None) -> DurableError:
+    if st is None or stat.S_ISLNK(st.st_mode):
+        what = "a symbolic link"
+    elif stat.S_ISFIFO(st.st_mode):
+        what = "a FIFO (named pipe)"
+    elif stat.S_ISDIR(st.st_mode):
+        what = "a directory"
+    else:
+        what = "a special file"
+    return DurableError(
+        f"{path} is {what}, not a regular file; Durable writes every record as a regular file "
+        "and never reads or replaces anything else there. Keep it as evidence, move it away, "
+        "and restore the run's record file"
+    )
+
+
+def _lstat(path: str) -> os.stat_result | None:
+    """``lstat`` of ``path``, ``None`` when nothing is there."""
+    try:
+        return os.lstat(path)
+    except FileNotFoundError:
+        return None
+
+
 def _read_regular_file(path: str) -> tuple[bytes, os.stat_result]:
-    """Read a whole regular file; raise FileNotFoundError when it does not exist."""
-    fd = os.open(path, os.O_RDONLY | _O_BINARY)
+    """Read a whole regular file at once; raise FileNotFoundError when nothing is there.
+
+    Raises:
+        DurableError: a symbolic link (even a dangling one), a FIFO, a directory or any other
+            non-regular file is there; found without blocking.
+    """
+    if not _O_NOFOLLOW:
+        st = _lstat(path)
+        if st is not None and not stat.S_ISREG(st.st_mode):
+            raise _not_regular(path, st)
+    try:
+        fd = os.open(path, os.O_RDONLY | _O_BINARY | _O_NOFOLLOW | _O_NONBLOCK)
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        st = _lstat(path)
+        if st is not None and not stat.S_ISREG(st.st_mode):
+            raise _not_regular(path, st) from None
+        raise exc
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
-            raise DurableError(
-                f"{path} is not a regular file; a record file is always one. Move it away "
-                "after keeping it as evidence (E-1)"
-            )
+            raise _not_regular(path, st)
         chunks = []
         while True:
             chunk = os.read(fd, 1 << 20)
@@ -82,7 +119,7 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[written:]
 
 
-class FileStore:
+class FileStore(BaseStore):
     """Runs saved as JSON files in one local directory (B-FILE-1…5; seed 001 §2).
 
     Exclusivity per run comes from an OS file lock on ``<key>.lock`` (BusyError at once, in
@@ -103,22 +140,9 @@ class FileStore:
     """
 
     def __init__(self, directory: str | os.PathLike[str]) -> None:
-        if isinstance(directory, bytes) or not isinstance(directory, str | os.PathLike):
-            raise ConfigError(
-                f"FileStore directory must be a str or path-like, found "
-                f"{type(directory).__name__} ({directory!r})"
-            )
-        raw = os.fspath(directory)
-        if not isinstance(raw, str) or raw == "":
-            raise ConfigError(
-                "FileStore directory must be a non-empty path; an empty string would silently "
-                "mean the current directory. Pass the checkpoint directory, e.g. "
-                "'./checkpoints' (B-FILE-1)"
-            )
+        raw = check_path(directory, "FileStore directory", "./checkpoints")
+        super().__init__()
         self._directory = make_private_directory(raw)
-        self._lock = threading.Lock()
-        self._sessions: set[FileSession] = set()
-        self._closed = False
 
     @property
     def directory(self) -> str:
@@ -156,41 +180,17 @@ class FileStore:
                 failed (the lock is released again).
             OSError: the directory or lock file cannot be created or opened.
         """
-        validate_run_id(run_id)
-        validate_timeout(timeout)
-        self._check_open()
-        make_private_directory(self._directory)
-        key = run_key(run_id)
-        lock = RunLock.acquire(
-            os.path.join(self._directory, key + ".lock"), description=f"run {run_id!r}"
-        )
-        try:
-            self._remove_stale_temp_files(run_id, key)
-            session = FileSession(self, run_id, key, lock)
-            with self._lock:
-                if self._closed:
-                    raise SessionClosedError("this FileStore was closed; create a new store")
-                self._sessions.add(session)
-        except BaseException:
-            lock.release()
-            raise
+        session: FileSession = super().acquire(run_id, timeout)
         return session
-
-    def close(self) -> None:
-        """Close every open session of this store; later ``acquire`` calls raise. Idempotent."""
-        with self._lock:
-            self._closed = True
-            sessions = list(self._sessions)
-        for session in sessions:
-            session.close()
 
     def list_runs(self) -> list[RunSummary]:
         """Summaries of every record in the directory, without taking ownership (RunLister).
 
         Reads each ``<key>.json`` (the run id is inside the record, never taken from a file
-        name); lock and temp files are skipped. A record that cannot be read, is corrupt, or is
-        stored under another run's file name is listed with ``error`` set, never skipped.
-        Records being saved concurrently are seen before or after the save, never half.
+        name); lock and temp files are skipped. A record that cannot be read, is corrupt, is not
+        a regular file (never waited on: a FIFO is reported at once), or is stored under another
+        run's file name is listed with ``error`` set, never skipped. Records being saved
+        concurrently are seen before or after the save, never half.
 
         Returns:
             Readable runs sorted by run id, then unreadable files sorted by path.
@@ -198,60 +198,86 @@ class FileStore:
         Raises:
             OSError: the directory cannot be read.
         """
-        summaries = []
         with os.scandir(self._directory) as entries:
             names = sorted(e.name for e in entries if _RECORD_NAME.fullmatch(e.name))
+        summaries = []
         for name in names:
             path = os.path.join(self._directory, name)
-            try:
+
+            def read(path: str = path, key: str = name[:-5]) -> RunRecord:
                 data, _ = _read_regular_file(path)
                 record = record_from_json(data)
-                if run_key(record.run_id) != name[:-5]:
+                if run_key(record.run_id) != key:
                     raise CorruptRecordError(
                         f"the record names run {record.run_id!r}, whose file would be "
                         f"{run_key(record.run_id)}.json; it was copied or renamed by hand"
                     )
-                validate_loaded(record.run_id, record, path)
+                return decode_stored(record.run_id, data, path)
+
+            try:
+                summaries.append(summary_of(path, read))
             except FileNotFoundError:
                 continue  # removed between listing and reading: not a stored run any more
-            except (OSError, DurableError) as exc:
-                summaries.append(
-                    RunSummary(
-                        run_id="",
-                        format=0,
-                        revision=0,
-                        location=path,
-                        error=f"{type(exc).__name__}: {exc}",
-                    )
-                )
-                continue
-            summaries.append(
-                RunSummary(
-                    run_id=record.run_id,
-                    format=record.format,
-                    revision=record.revision,
-                    location=path,
-                )
-            )
         return sort_summaries(summaries)
 
-    def __enter__(self) -> FileStore:
-        return self
+    def peek(self, run_id: str) -> RunRecord:
+        """The last committed record of ``run_id``, read without the run's lock (RecordPeeker).
 
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
+        Saves replace ``<key>.json`` atomically, so this sees one whole revision; a running
+        run's owner may have saved a newer one by the time it is shown. Never writes.
+
+        Raises:
+            NotFoundError: no record file.
+            CorruptRecordError: the file is not a record of this run.
+            DurableError: something other than a regular file is there.
+        """
+        validate_run_id(run_id)
+        path = self.record_path(run_id)
+        try:
+            data, _ = _read_regular_file(path)
+        except FileNotFoundError:
+            raise NotFoundError(
+                f"no record of run {run_id!r} in {self._directory} (no file {run_key(run_id)}.json)"
+            ) from None
+        return decode_stored(run_id, data, path)
+
+    def request_cancel(self, run_id: str) -> None:
+        """Ask the owner of ``run_id`` to stop: a ``<key>.cancel`` marker file beside the lock
+        file, which the owner's watcher removes (CancelRequests)."""
+        from durable_core.maintenance import write_marker_file
+
+        validate_run_id(run_id)
+        write_marker_file(os.path.join(self._directory, run_key(run_id) + ".cancel"))
+
+    def watch_cancel(self, run_id: str, on_request: Any) -> Any:
+        """Watch for ``<key>.cancel`` while the run executes (CancelRequests)."""
+        from durable_core.maintenance import watch_marker_file
+
+        return watch_marker_file(
+            os.path.join(self._directory, run_key(run_id) + ".cancel"), on_request
+        )
+
+    def saved_at(self, run_id: str) -> float | None:
+        """When ``<key>.json`` was last replaced (its mtime, seconds since the epoch), or
+        ``None`` when there is no record file (SaveTimes)."""
+        st = _lstat(self.record_path(run_id))
+        return None if st is None else st.st_mtime
 
     def __repr__(self) -> str:
         return f"FileStore({self._directory!r})"
 
-    def _check_open(self) -> None:
-        with self._lock:
-            if self._closed:
-                raise SessionClosedError("this FileStore was closed; create a new store")
-
-    def _forget(self, session: FileSession) -> None:
-        with self._lock:
-            self._sessions.discard(session)
+    def _open_session(self, run_id: str, timeout: float | None, pending: Acquiring) -> FileSession:
+        make_private_directory(self._directory)
+        key = run_key(run_id)
+        lock = RunLock.acquire(
+            os.path.join(self._directory, key + ".lock"), description=f"run {run_id!r}"
+        )
+        try:
+            self._remove_stale_temp_files(run_id, key)
+            return FileSession(self, run_id, key, lock)
+        except BaseException:
+            lock.release()
+            raise
 
     def _remove_stale_temp_files(self, run_id: str, key: str) -> None:
         """Remove ``<key>-<uint32>.tmp`` regular files, non-recursively (B-FILE-4)."""
@@ -272,157 +298,131 @@ class FileStore:
             raise DurableError(
                 f"could not remove the stale temp files of run {run_id!r} in "
                 f"{self._directory}: {exc}. The session was not opened and the run's lock was "
-                "released; fix the directory's permissions and acquire again (B-FILE-4)"
+                "released; fix the directory's permissions and acquire again"
             ) from exc
 
 
-class FileSession:
+class FileSession(BaseSession):
     """Exclusive session of one run of a :class:`FileStore` (R-STORE-2…4, B-FILE-3, B-FILE-5).
 
-    Created by :meth:`FileStore.acquire`; holds the run's OS lock until :meth:`close`.
+    Created by :meth:`FileStore.acquire`; holds the run's OS lock until ``close``. ``load``
+    raises ``NotFoundError`` only when ``<key>.json`` does not exist, and ``DurableError`` when
+    something other than a regular file is there or the directory vanished. ``save`` writes the
+    whole new record to ``<key>-<n>.tmp`` (0600), syncs it, renames it over ``<key>.json`` and
+    syncs the directory (B-FILE-3); a failure before the rename leaves the stored record
+    unchanged, a failure syncing the directory leaves the save uncertain (load again, R-RT-2).
     """
 
     def __init__(self, store: FileStore, run_id: str, key: str, lock: RunLock) -> None:
-        self._store = store
-        self._run_id = run_id
+        directory = store.directory
+        record_path = os.path.join(directory, key + ".json")
+        super().__init__(store, run_id, record_path)
         self._key = key
         self._lock = lock
-        self._mutex = threading.Lock()
-        self._closed = False
-        directory = store.directory
         self._directory = directory
-        self._record_path = os.path.join(directory, key + ".json")
-        # (stat key, revision) of the record file as last read or written by this session: a
+        self._record_path = record_path
+        # The stat of the record file as last read (and decoded) or written by this session: a
         # save compares the file's stat with it instead of reading the whole record again.
         self._known: tuple[tuple[int, int, int, int], int] | None = None
-
-    @property
-    def run_id(self) -> str:
-        """The run id this session owns."""
-        return self._run_id
+        self._read_key: tuple[int, int, int, int] | None = None
 
     @property
     def record_path(self) -> str:
         """The absolute path of the run's record file."""
         return self._record_path
 
-    def load(self) -> RunRecord:
-        """Read the run's record and return it (a fresh copy on every call; R-STORE-2).
+    def delete(self) -> None:
+        """Remove the run's record file, then its lock file, while holding the lock; then
+        close the session (RunDeleter).
 
-        Returns:
-            The stored record.
+        How the lock file goes safely: it is unlinked while this session still holds its OS
+        lock, after the record file is gone (and the directory synced). A process that had
+        opened the old lock file and gets its lock after this session lets go finds that the
+        file at the path is not the one it locked (or that there is none), and opens the path
+        again: every acquirer checks this, so two owners never exist.
 
         Raises:
-            NotFoundError: ``<key>.json`` does not exist (and only then).
-            CorruptRecordError: the file is not valid UTF-8 JSON of a run record, or names
-                another run; the file is left untouched.
+            NotFoundError: the run has no record file (nothing removed).
             SessionClosedError: the session was closed.
-            DurableError: the file is not a regular file, or the directory vanished.
-            OSError: any other read failure (e.g. PermissionError).
+            DurableError: removing failed; the message says what is left.
         """
         with self._mutex:
             self._check_open()
-            record, _ = self._read_record()
-            return record
-
-    def save(self, record: RunRecord, expected_revision: int) -> None:
-        """Replace the record if the stored revision is ``expected_revision`` (R-STORE-3).
-
-        The record is encoded first (invalid UTF-8 metadata is refused before anything is
-        written, B-FILE-5); then the whole new record goes to ``<key>-<n>.tmp`` (0600), is
-        synced, renamed over ``<key>.json``, and the directory is synced (B-FILE-3).
-
-        Raises:
-            ConflictError: the stored revision is not ``expected_revision``, or the record's
-                revision/run id is wrong, or the revision would overflow uint64; nothing is
-                written.
-            CorruptRecordError: the record holds invalid UTF-8 metadata, or the stored record
-                is corrupt (a corrupt record is never overwritten); nothing is written.
-            SessionClosedError: the session was closed.
-            DurableError: writing failed. The message says whether the old record is known to
-                be intact (failure before the rename) or the result is uncertain (failure after
-                it: load again before continuing, R-RT-2).
-        """
-        with self._mutex:
-            self._check_open()
-            validate_save(self._run_id, record, expected_revision)
-            data = record_to_json(record)
-            current = self._stored_revision()
-            if current != expected_revision:
-                raise ConflictError(
-                    f"run {self._run_id!r} is stored at revision {current}, not at the "
-                    f"expected revision {expected_revision}; load the record again "
-                    "(R-STORE-3). The stored record is unchanged"
-                )
-            self._write(data, record.revision)
-
-    def close(self) -> None:
-        """Release the run's OS lock (the lock file stays). Idempotent (R-STORE-4)."""
-        with self._mutex:
-            if self._closed:
-                return
-            self._closed = True
-            self._lock.release()
-        self._store._forget(self)
-
-    def __enter__(self) -> FileSession:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
+            st = _lstat(self._record_path)
+            if st is None:
+                self._check_directory()
+                raise self._not_found()
+            if not stat.S_ISREG(st.st_mode):
+                raise _not_regular(self._record_path, st)
+            try:
+                os.unlink(self._record_path)
+                self._known = None
+                _sync_directory(self._directory)
+            except OSError as exc:
+                raise DurableError(
+                    f"could not delete run {self._run_id!r} in {self._directory}: {exc}; its "
+                    "record file may still be there: look, and delete again"
+                ) from exc
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self._lock.path)
         self.close()
 
-    def __repr__(self) -> str:
-        state = "closed" if self._closed else "open"
-        return f"<FileSession of run {self._run_id!r} in {self._directory} ({state})>"
+    # -- the medium (called with the session's mutex held) ------------------------------------
 
-    # -- internals (called with self._mutex held) ----------------------------------------------
+    def _read(self) -> tuple[bytes, int | None] | None:
+        self._known = None  # set again once what is read now decodes
+        try:
+            data, st = _read_regular_file(self._record_path)
+        except FileNotFoundError:
+            self._check_directory()
+            self._read_key = None
+            return None
+        self._read_key = _stat_key(st)
+        return data, None
 
-    def _check_open(self) -> None:
-        if self._closed:
-            raise SessionClosedError(
-                f"the session of run {self._run_id!r} is closed; acquire the run again"
-            )
+    def _decoded(self, revision: int) -> None:
+        self._known = None if self._read_key is None else (self._read_key, revision)
 
-    def _missing(self) -> NotFoundError:
+    def _write(
+        self, data: bytes, record: RunRecord, expected_revision: int, encoded: EncodedRecord | None
+    ) -> bool:
+        st = _lstat(self._record_path)
+        if st is None:
+            self._check_directory()
+            if expected_revision != 0:
+                return False
+        elif not stat.S_ISREG(st.st_mode):
+            raise _not_regular(self._record_path, st)
+        elif (
+            self._known != (_stat_key(st), expected_revision)
+            and self._checked_revision() != expected_revision
+        ):
+            # Not what this session last read or wrote at that revision, and the record there
+            # (decoded: a corrupt one raises and stays) is at another revision.
+            return False
+        self._replace(data, record.revision)
+        return True
+
+    def _stored_revision(self) -> int:
+        return self._checked_revision()
+
+    def _release(self, deadline: float | None) -> None:
+        self._lock.release()
+
+    def _not_found(self) -> BaseException:
+        return NotFoundError(
+            f"no record of run {self._run_id!r} in {self._directory} (no file {self._key}.json);"
+            " check the directory and the run id — a missing record never means the run "
+            "finished"
+        )
+
+    def _check_directory(self) -> None:
         if not os.path.isdir(self._directory):
             raise DurableError(
                 f"the checkpoint directory {self._directory} no longer exists; it was removed "
                 f"while run {self._run_id!r} was owned. Restore it; a missing directory is not "
-                "a missing record (R-STORE-2)"
+                "a missing record"
             )
-        return NotFoundError(
-            f"no record of run {self._run_id!r} in {self._directory} (no file {self._key}.json);"
-            " check the directory and the run id — a missing record never means the run "
-            "finished (E-1)"
-        )
-
-    def _read_record(self) -> tuple[RunRecord, os.stat_result]:
-        path = self._record_path
-        try:
-            data, st = _read_regular_file(path)
-        except FileNotFoundError:
-            raise self._missing() from None
-        try:
-            record = record_from_json(data)
-        except CorruptRecordError as exc:
-            raise CorruptRecordError(
-                f"the record file {path} of run {self._run_id!r} is not a valid run record: "
-                f"{exc}. It was left untouched; keep it as evidence and fix the cause (E-1)"
-            ) from exc
-        validate_loaded(self._run_id, record, path)
-        self._known = (_stat_key(st), record.revision)
-        return record, st
-
-    def _stored_revision(self) -> int:
-        try:
-            st = os.stat(self._record_path)
-        except FileNotFoundError:
-            self._missing()  # raises when the directory itself is gone
-            return 0
-        if self._known is not None and self._known[0] == _stat_key(st):
-            return self._known[1]
-        record, _ = self._read_record()
-        return record.revision
 
     def _create_temp(self) -> tuple[int, str]:
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW | _O_BINARY
@@ -433,7 +433,7 @@ class FileSession:
             except FileExistsError:
                 continue
 
-    def _write(self, data: bytes, revision: int) -> None:
+    def _replace(self, data: bytes, revision: int) -> None:
         tmp_path = ""
         try:
             fd, tmp_path = self._create_temp()
@@ -471,8 +471,17 @@ class FileSession:
                     f"syncing the directory {self._directory} failed: {exc}. The save is "
                     "uncertain: it may or may not survive a crash. Stop, fix the cause, and "
                     "load the record again before continuing; never retry with the old "
-                    "revision (R-RT-2)"
+                    "revision"
                 ) from exc
+
+
+def _sync_directory(directory: str) -> None:
+    if _SYNC_DIRECTORY:
+        dir_fd = os.open(directory, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
 
 
 def file_store_factory(**options: Any) -> FileStore:
@@ -481,12 +490,5 @@ def file_store_factory(**options: Any) -> FileStore:
     Raises:
         ConfigError: an option other than ``directory`` is given, or ``directory`` is missing.
     """
-    unknown = sorted(set(options) - {"directory"})
-    if unknown:
-        raise ConfigError(
-            f"unknown option(s) {', '.join(unknown)} for the file store; it accepts only "
-            "'directory'"
-        )
-    if "directory" not in options:
-        raise ConfigError("the file store needs the option 'directory' (a checkpoint directory)")
+    check_options("file", options, ("directory",), required=("directory",))
     return FileStore(options["directory"])

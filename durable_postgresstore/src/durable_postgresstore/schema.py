@@ -1,20 +1,28 @@
 """The dedicated ``pulse_durable`` schema: creation and strict checking (B-PG-1, B-PG-3).
 
-Version 1 of the schema holds two tables::
+Version 2 of the schema holds two tables::
 
     pulse_durable.runs            one row per run: the complete record as JSON in BYTEA
-    pulse_durable.schema_version  one row: the schema version (1)
+    pulse_durable.schema_version  one row: the schema version (2)
 
 ``runs.run_id`` is the run id's UTF-8 bytes (BYTEA, so that any Unicode run id fits, NUL
-included); read it with ``convert_from(run_id, 'UTF8')``. ``runs.revision`` is NUMERIC(20,0)
-with a CHECK keeping it within 1 … 2⁶⁴-1 (uint64). ``runs.format`` repeats the record's format
-for inspection in SQL.
+included, at any length); read it with ``convert_from(run_id, 'UTF8')``. ``runs.run_key`` is
+``sha256(run_id)``, kept so by a CHECK, and is the primary key: a btree entry must fit in a
+third of a page, so the id itself (which may be megabytes long) is not indexed.
+``runs.revision`` is NUMERIC(20,0) with a CHECK keeping it within 1 … 2⁶⁴-1 (uint64).
+``runs.format`` repeats the record's format for inspection in SQL.
+
+Version 1 (an earlier Durable) had no ``run_key``: its primary key was the run id itself, which
+refused ids longer than about 2.7 KB. A schema that is exactly version 1 is upgraded in place, in
+one transaction, the first time a store opens it (:data:`_UPGRADE_1_TO_2`); a Durable that only
+knows version 1 then refuses the schema ("made by a newer Durable") instead of writing rows
+without a key.
 
 :func:`ensure_schema` creates the schema when it is absent (or present and empty) and then
 checks that the schema holds exactly these objects: any other table, column, index, view,
 sequence, function, type, trigger, rule, policy, constraint or inheritance link in or on it is
-refused with :class:`~durable_core.errors.SchemaError` naming it. Creation runs under a
-transaction-level advisory lock, so several processes may construct stores at once.
+refused with :class:`~durable_core.errors.SchemaError` naming it. Creation and upgrade run
+under a transaction-level advisory lock, so several processes may construct stores at once.
 """
 
 from __future__ import annotations
@@ -31,13 +39,12 @@ __all__ = ["SCHEMA", "SCHEMA_VERSION", "ensure_schema"]
 SCHEMA = "pulse_durable"
 """The name of the dedicated schema."""
 
-SCHEMA_VERSION = 1
-"""The version of the tables this store creates and accepts."""
+SCHEMA_VERSION = 2
+"""The version of the tables this store creates and accepts (older ones are upgraded)."""
 
 _MAX_REVISION = 2**64 - 1
 
-_DDL = (
-    f"""
+_RUNS_V1 = f"""
     CREATE TABLE {SCHEMA}.runs (
         run_id BYTEA NOT NULL,
         revision NUMERIC(20, 0) NOT NULL,
@@ -48,39 +55,107 @@ _DDL = (
         CONSTRAINT runs_revision_check
             CHECK (revision >= 1 AND revision <= {_MAX_REVISION})
     )
-    """,
-    f"""
+    """
+
+_RUNS = f"""
+    CREATE TABLE {SCHEMA}.runs (
+        run_id BYTEA NOT NULL,
+        revision NUMERIC(20, 0) NOT NULL,
+        format INTEGER NOT NULL,
+        record BYTEA NOT NULL,
+        run_key BYTEA NOT NULL,
+        CONSTRAINT runs_pkey PRIMARY KEY (run_key),
+        CONSTRAINT runs_run_id_check CHECK (octet_length(run_id) > 0),
+        CONSTRAINT runs_revision_check
+            CHECK (revision >= 1 AND revision <= {_MAX_REVISION}),
+        CONSTRAINT runs_run_key_check CHECK (run_key = sha256(run_id))
+    )
+    """
+
+_VERSION_TABLE = f"""
     CREATE TABLE {SCHEMA}.schema_version (
         version INTEGER NOT NULL,
         CONSTRAINT schema_version_pkey PRIMARY KEY (version)
     )
-    """,
-    f"INSERT INTO {SCHEMA}.schema_version (version) VALUES ({SCHEMA_VERSION})",
+    """
+
+
+def _ddl(version: int) -> tuple[str, ...]:
+    runs = _RUNS if version == SCHEMA_VERSION else _RUNS_V1
+    return (
+        runs,
+        _VERSION_TABLE,
+        f"INSERT INTO {SCHEMA}.schema_version (version) VALUES ({version})",
+    )
+
+
+_UPGRADE_1_TO_2 = (
+    # The run id was the primary key: a btree on the whole id, which refuses ids longer than
+    # about 2.7 KB. Version 2 keys rows by the id's SHA-256 and keeps the id itself exact.
+    f"ALTER TABLE {SCHEMA}.runs ADD COLUMN run_key BYTEA",
+    f"UPDATE {SCHEMA}.runs SET run_key = sha256(run_id)",
+    f"ALTER TABLE {SCHEMA}.runs ALTER COLUMN run_key SET NOT NULL",
+    f"ALTER TABLE {SCHEMA}.runs DROP CONSTRAINT runs_pkey",
+    f"ALTER TABLE {SCHEMA}.runs ADD CONSTRAINT runs_pkey PRIMARY KEY (run_key)",
+    f"ALTER TABLE {SCHEMA}.runs ADD CONSTRAINT runs_run_key_check CHECK (run_key = sha256(run_id))",
+    f"UPDATE {SCHEMA}.schema_version SET version = 2",
 )
 
-# The expected shape, as PostgreSQL's catalog functions print it.
+# The expected shape of each version, as PostgreSQL's catalog functions print it.
 _TABLES = ("runs", "schema_version")
-_COLUMNS: dict[str, tuple[tuple[str, str], ...]] = {
-    "runs": (
-        ("run_id", "bytea"),
-        ("revision", "numeric(20,0)"),
-        ("format", "integer"),
-        ("record", "bytea"),
-    ),
-    "schema_version": (("version", "integer"),),
-}
-_CONSTRAINTS: dict[tuple[str, str], str] = {
-    ("runs", "runs_pkey"): "PRIMARY KEY (run_id)",
+_VERSION_COLUMNS = (("version", "integer"),)
+_RUNS_COLUMNS_V1 = (
+    ("run_id", "bytea"),
+    ("revision", "numeric(20,0)"),
+    ("format", "integer"),
+    ("record", "bytea"),
+)
+_COMMON_CONSTRAINTS: dict[tuple[str, str], str] = {
     ("runs", "runs_run_id_check"): "CHECK ((octet_length(run_id) > 0))",
     ("runs", "runs_revision_check"): (
         f"CHECK (((revision >= (1)::numeric) AND (revision <= '{_MAX_REVISION}'::numeric)))"
     ),
     ("schema_version", "schema_version_pkey"): "PRIMARY KEY (version)",
 }
-_INDEXES: dict[str, str] = {
-    "runs_pkey": f"CREATE UNIQUE INDEX runs_pkey ON {SCHEMA}.runs USING btree (run_id)",
-    "schema_version_pkey": (
-        f"CREATE UNIQUE INDEX schema_version_pkey ON {SCHEMA}.schema_version USING btree (version)"
+_VERSION_INDEX = (
+    f"CREATE UNIQUE INDEX schema_version_pkey ON {SCHEMA}.schema_version USING btree (version)"
+)
+
+
+class _Shape:
+    """What one version of the schema holds."""
+
+    def __init__(
+        self,
+        columns: dict[str, tuple[tuple[str, str], ...]],
+        constraints: dict[tuple[str, str], str],
+        indexes: dict[str, str],
+    ) -> None:
+        self.columns = columns
+        self.constraints = constraints
+        self.indexes = indexes
+
+
+_SHAPES = {
+    1: _Shape(
+        {"runs": _RUNS_COLUMNS_V1, "schema_version": _VERSION_COLUMNS},
+        {**_COMMON_CONSTRAINTS, ("runs", "runs_pkey"): "PRIMARY KEY (run_id)"},
+        {
+            "runs_pkey": f"CREATE UNIQUE INDEX runs_pkey ON {SCHEMA}.runs USING btree (run_id)",
+            "schema_version_pkey": _VERSION_INDEX,
+        },
+    ),
+    2: _Shape(
+        {"runs": (*_RUNS_COLUMNS_V1, ("run_key", "bytea")), "schema_version": _VERSION_COLUMNS},
+        {
+            **_COMMON_CONSTRAINTS,
+            ("runs", "runs_pkey"): "PRIMARY KEY (run_key)",
+            ("runs", "runs_run_key_check"): "CHECK ((run_key = sha256(run_id)))",
+        },
+        {
+            "runs_pkey": f"CREATE UNIQUE INDEX runs_pkey ON {SCHEMA}.runs USING btree (run_key)",
+            "schema_version_pkey": _VERSION_INDEX,
+        },
     ),
 }
 
@@ -90,17 +165,21 @@ def _norm(text: str) -> str:
 
 
 def ensure_schema(conn: psycopg.Connection) -> None:
-    """Create the ``pulse_durable`` schema if needed, then check it strictly (B-PG-1).
+    """Create the ``pulse_durable`` schema if needed, upgrade version 1, then check it strictly.
 
     Runs one transaction holding a transaction-level advisory lock, so concurrent constructors
-    in several processes serialize: the first creates, the others only check.
+    in several processes serialize: the first creates (or upgrades), the others only check.
+
+    A schema that is exactly version 1 (made by an earlier Durable) is upgraded to version 2 in
+    that same transaction: the rows get their ``run_key`` (the SHA-256 of the run id), which
+    becomes the primary key. Anything else that is not exactly version 2 is refused unchanged.
 
     Args:
         conn: an open autocommit connection, idle.
 
     Raises:
-        SchemaError: the schema exists but is not exactly version 1 of Durable's tables; the
-            message names every unexpected, missing or altered object. Nothing is changed.
+        SchemaError: the schema exists but is not exactly Durable's tables (version 1 or 2);
+            the message names every unexpected, missing or altered object. Nothing is changed.
         psycopg.Error: the database refused or failed (e.g. no CREATE privilege).
     """
     with conn.transaction():
@@ -110,11 +189,14 @@ def ensure_schema(conn: psycopg.Connection) -> None:
         ).fetchone()
         if row is None:
             conn.execute(f"CREATE SCHEMA {SCHEMA}")
-            for statement in _DDL:
+            for statement in _ddl(SCHEMA_VERSION):
                 conn.execute(statement)
         elif not _members(conn, row[0]):
             # An empty schema prepared by an administrator (e.g. with its grants): fill it.
-            for statement in _DDL:
+            for statement in _ddl(SCHEMA_VERSION):
+                conn.execute(statement)
+        elif _stored_version(conn) == 1 and not check_schema(conn, version=1):
+            for statement in _UPGRADE_1_TO_2:
                 conn.execute(statement)
         problems = check_schema(conn)
     if problems:
@@ -124,6 +206,22 @@ def ensure_schema(conn: psycopg.Connection) -> None:
             f"did not create and keeps nothing else in {SCHEMA!r}: remove the extra objects, "
             "or give Durable a database where the schema is its own (B-PG-1)"
         )
+
+
+def _stored_version(conn: psycopg.Connection) -> int | None:
+    """The single version in ``schema_version``, or ``None`` when it cannot be read as one."""
+    exists = conn.execute(
+        "SELECT 1 FROM pg_catalog.pg_tables WHERE schemaname = %s AND tablename = 'schema_version'",
+        [SCHEMA],
+    ).fetchone()
+    if exists is None:
+        return None
+    try:
+        with conn.transaction():
+            rows = conn.execute(f"SELECT version FROM {SCHEMA}.schema_version").fetchall()
+    except psycopg.Error:
+        return None
+    return rows[0][0] if len(rows) == 1 and isinstance(rows[0][0], int) else None
 
 
 def _members(conn: psycopg.Connection, namespace_oid: int) -> list[tuple[str, str, int]]:
@@ -141,11 +239,12 @@ def _members(conn: psycopg.Connection, namespace_oid: int) -> list[tuple[str, st
     return [(r[0], r[1], r[2]) for r in rows]
 
 
-def check_schema(conn: psycopg.Connection) -> list[str]:
-    """Compare the schema with version 1; return the problems found (empty when exact).
+def check_schema(conn: psycopg.Connection, version: int = SCHEMA_VERSION) -> list[str]:
+    """Compare the schema with ``version``; return the problems found (empty when exact).
 
     Args:
         conn: an open connection (any transaction state that allows reading the catalogs).
+        version: the version to compare with (1 or 2).
 
     Returns:
         Human-readable problems, each naming one object.
@@ -156,6 +255,7 @@ def check_schema(conn: psycopg.Connection) -> list[str]:
     if row is None:
         return [f"schema {SCHEMA} is missing"]
     ns = row[0]
+    shape = _SHAPES[version]
     problems: list[str] = []
 
     # Relations in the schema: exactly the two tables and their primary-key indexes.
@@ -173,7 +273,7 @@ def check_schema(conn: psycopg.Connection) -> list[str]:
             ).fetchall()
         )
     }
-    expected_kinds = {**dict.fromkeys(_TABLES, "r"), **dict.fromkeys(_INDEXES, "i")}
+    expected_kinds = {**dict.fromkeys(_TABLES, "r"), **dict.fromkeys(shape.indexes, "i")}
     kind_names = {
         "r": "table",
         "p": "partitioned table",
@@ -227,7 +327,7 @@ def check_schema(conn: psycopg.Connection) -> list[str]:
             """,
             [info[2]],
         ).fetchall()
-        expected = dict(_COLUMNS[name])
+        expected = dict(shape.columns[name])
         found = {c[0] for c in columns}
         for col, typ, notnull, hasdef, identity, generated in columns:
             where = f"column {SCHEMA}.{name}.{col}"
@@ -240,14 +340,14 @@ def check_schema(conn: psycopg.Connection) -> list[str]:
                 problems.append(f"{where} allows NULL, expected NOT NULL")
             if hasdef or identity or generated:
                 problems.append(f"{where} has a default, identity or generation expression")
-        for col, typ in _COLUMNS[name]:
+        for col, typ in shape.columns[name]:
             if col not in found:
                 problems.append(f"missing column {SCHEMA}.{name}.{col} ({typ})")
         if [c[0] for c in columns if c[0] in expected] != [
-            c for c, _ in _COLUMNS[name] if c in found
+            c for c, _ in shape.columns[name] if c in found
         ]:
             problems.append(f"the columns of {SCHEMA}.{name} are not in the expected order")
-        if [(c[0], c[1]) for c in columns] == list(_COLUMNS[name]):
+        if [(c[0], c[1]) for c in columns] == list(shape.columns[name]):
             exact_columns.add(name)
         _, _, _, _, _, rls, force_rls, partition = info
         if rls or force_rls:
@@ -273,19 +373,19 @@ def check_schema(conn: psycopg.Connection) -> list[str]:
     for key in sorted(constraints):
         table, name = key
         oid, definition = constraints[key]
-        want = _CONSTRAINTS.get(key)
+        want = shape.constraints.get(key)
         if want is None:
             problems.append(f"unexpected constraint {name} on {SCHEMA}.{table}: {definition}")
         elif definition != _norm(want):
             problems.append(
                 f"constraint {name} on {SCHEMA}.{table} is {definition!r}, expected {want!r}"
             )
-    for table, name in sorted(_CONSTRAINTS):
+    for table, name in sorted(shape.constraints):
         if table in tables and (table, name) not in constraints:
             problems.append(f"missing constraint {name} on {SCHEMA}.{table}")
 
     # Index definitions (extra indexes were already reported as unexpected relations).
-    for name, want in _INDEXES.items():
+    for name, want in shape.indexes.items():
         if name in relations and relations[name][0] == "i":
             definition = conn.execute(
                 "SELECT pg_catalog.pg_get_indexdef(%s::oid)", [relations[name][2]]
@@ -327,9 +427,9 @@ def check_schema(conn: psycopg.Connection) -> list[str]:
         versions = [
             r[0] for r in conn.execute(f"SELECT version FROM {SCHEMA}.schema_version").fetchall()
         ]
-        if versions != [SCHEMA_VERSION]:
+        if versions != [version]:
             problems.append(
-                f"{SCHEMA}.schema_version holds {versions}, expected [{SCHEMA_VERSION}]"
+                f"{SCHEMA}.schema_version holds {versions}, expected [{version}]"
                 + (
                     " (made by a newer Durable: upgrade durable-postgresstore)"
                     if versions and max(versions) > SCHEMA_VERSION

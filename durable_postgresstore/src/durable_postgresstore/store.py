@@ -20,9 +20,9 @@ Seed 001 (the ``postgresstore`` paragraph); SPEC B-PG-1…3, R-STORE-1…5.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import math
-import threading
 import time
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -32,20 +32,20 @@ import psycopg
 from durable_core.errors import (
     AcquireTimeoutError,
     BusyError,
-    ConflictError,
-    CorruptRecordError,
     NotFoundError,
     SessionClosedError,
 )
-from durable_core.recordjson import record_from_json, record_to_json
 from durable_core.records import RunRecord
 from durable_core.store import (
+    Acquiring,
+    BaseSession,
+    BaseStore,
+    EncodedRecord,
     RunSummary,
+    decode_stored,
     sort_summaries,
-    validate_loaded,
+    summary_of,
     validate_run_id,
-    validate_save,
-    validate_timeout,
 )
 from durable_postgresstore._connections import (
     Closed,
@@ -85,16 +85,19 @@ DEFAULT_OPERATION_TIMEOUT = 60.0
 CLOSE_TIMEOUT = 5.0
 """Seconds ``PostgresStore.close`` waits at most for unlocking and closing (B-PG-2)."""
 
-_SELECT = f"SELECT revision, record FROM {SCHEMA}.runs WHERE run_id = %s"
+# Rows are found by run_key = sha256(run_id), which the table's CHECK keeps true.
+_SELECT = f"SELECT revision, record FROM {SCHEMA}.runs WHERE run_key = %s"
 _INSERT = (
-    f"INSERT INTO {SCHEMA}.runs (run_id, revision, format, record) "
-    "VALUES (%s, %s::numeric, %s, %s) ON CONFLICT (run_id) DO NOTHING"
+    f"INSERT INTO {SCHEMA}.runs (run_id, revision, format, record, run_key) "
+    "VALUES (%s, %s::numeric, %s, %s, %s) ON CONFLICT (run_key) DO NOTHING"
 )
 _UPDATE = (
     f"UPDATE {SCHEMA}.runs SET revision = %s::numeric, format = %s, record = %s "
-    "WHERE run_id = %s AND revision = %s::numeric"
+    "WHERE run_key = %s AND revision = %s::numeric"
 )
-_REVISION = f"SELECT revision FROM {SCHEMA}.runs WHERE run_id = %s"
+_REVISION = f"SELECT revision FROM {SCHEMA}.runs WHERE run_key = %s"
+_DELETE = f"DELETE FROM {SCHEMA}.runs WHERE run_key = %s"
+_CANCEL_CHANNEL = "durable_cancel"
 _LIST = f"SELECT run_id, revision, record FROM {SCHEMA}.runs"
 _LOCK = "SELECT pg_catalog.pg_try_advisory_lock(%s::bigint)"
 _UNLOCK = "SELECT pg_catalog.pg_advisory_unlock(%s::bigint)"
@@ -111,27 +114,7 @@ def _positive_seconds(name: str, value: object, *, allow_none: bool = False) -> 
     return seconds
 
 
-def _decode(run_id: str, revision: int, data: bytes, location: str) -> RunRecord:
-    """Decode a row's record and check it belongs there (R-STORE-2, E-1)."""
-    record = validate_loaded(run_id, record_from_json(data), location)
-    if record.revision != revision:
-        raise CorruptRecordError(
-            f"the {location} has revision {revision} in its column but {record.revision} in "
-            "its record; it was edited outside Durable. Keep it as evidence (E-1)"
-        )
-    return record
-
-
-class _Acquiring:
-    """A run id being acquired: holds its place in the store and the link being used."""
-
-    __slots__ = ("link",)
-
-    def __init__(self) -> None:
-        self.link: Link | None = None
-
-
-class PostgresStore:
+class PostgresStore(BaseStore):
     """A :class:`~durable_core.store.Store` in a shared PostgreSQL database (B-PG-1…3).
 
     Several processes and hosts may use the same database: each run is owned by at most one
@@ -186,9 +169,8 @@ class PostgresStore:
             raise TypeError(f"application_name must be a str, found {application_name!r}")
         self._max_connections = max_connections
         self._application_name = application_name
-        self._lock = threading.Lock()
-        self._runs: dict[str, _Acquiring | PostgresSession] = {}
-        self._closed = False
+        super().__init__()
+        self._close_by = 0.0
         self._watchdog = Watchdog("durable-postgres-watchdog")
         self._connections = Connections(self._connect, max_connections, "durable-postgres")
         assert self._acquire_timeout is not None
@@ -240,30 +222,8 @@ class PostgresStore:
             CorruptRecordError: ``run_id`` is not a valid run id.
             ValueError: ``timeout`` is negative or not a number.
         """
-        validate_run_id(run_id)
-        requested = validate_timeout(timeout)
-        budget = self.acquire_timeout if requested is None else min(requested, self.acquire_timeout)
-        deadline = time.monotonic() + budget
-        attempt = _Acquiring()
-        with self._lock:
-            if self._closed:
-                raise SessionClosedError("this PostgresStore was closed; create a new store")
-            holder = self._runs.get(run_id)
-            if holder is not None:
-                state = "being acquired" if isinstance(holder, _Acquiring) else "owned"
-                raise BusyError(
-                    f"run {run_id!r} is already {state} by another session of this "
-                    "PostgresStore; Durable never waits for an owner (R-STORE-1). Close that "
-                    "session first, or let the process that runs it finish"
-                )
-            self._runs[run_id] = attempt
-        try:
-            return self._acquire(run_id, attempt, deadline, budget)
-        except BaseException:
-            with self._lock:
-                if self._runs.get(run_id) is attempt:
-                    del self._runs[run_id]
-            raise
+        session: PostgresSession = super().acquire(run_id, timeout)
+        return session
 
     def list_runs(self) -> list[RunSummary]:
         """Summaries of every stored run, without taking ownership (RunLister).
@@ -292,6 +252,75 @@ class PostgresStore:
         )
         return sort_summaries(summaries)
 
+    def peek(self, run_id: str) -> RunRecord:
+        """The last committed record of ``run_id``: a plain SELECT, without the run's advisory
+        lock (RecordPeeker). Never writes; a running run's owner may have saved a newer
+        revision by the time it is shown.
+
+        Raises:
+            NotFoundError: no row for the run.
+            CorruptRecordError: the row is not a record of this run.
+            AcquireTimeoutError: no connection came free within ``acquire_timeout``.
+            SessionClosedError: the store was closed.
+        """
+        validate_run_id(run_id)
+        key = hashlib.sha256(run_id.encode("utf-8")).digest()
+        row = self._on_link(
+            "reading a record",
+            lambda conn: conn.execute(_SELECT, [key]).fetchone(),
+            capacity_timeout=self.acquire_timeout,
+            operation_timeout=self._operation_timeout,
+        )
+        location = self._location(run_id)
+        if row is None:
+            raise NotFoundError(f"no record of run {run_id!r} in {location}")
+        return decode_stored(run_id, bytes(row[1]), location, int(row[0]))
+
+    def request_cancel(self, run_id: str) -> None:
+        """Ask the owner of ``run_id`` to stop, from any host: a notification on the channel
+        ``durable_cancel`` carrying the run's key, which the owner listens for
+        (CancelRequests). Nothing is stored: an owner that is not listening never sees it.
+        """
+        validate_run_id(run_id)
+        payload = hashlib.sha256(run_id.encode("utf-8")).hexdigest()
+        self._on_link(
+            "asking a run to stop",
+            lambda conn: conn.execute(
+                "SELECT pg_catalog.pg_notify(%s, %s)", [_CANCEL_CHANNEL, payload]
+            ),
+            capacity_timeout=self.acquire_timeout,
+            operation_timeout=self._operation_timeout,
+        )
+
+    def watch_cancel(self, run_id: str, on_request: Any) -> Any:
+        """Listen for stop requests of ``run_id`` on a connection of its own, in a daemon
+        thread, until the returned function is called (CancelRequests)."""
+        import threading
+
+        payload = hashlib.sha256(run_id.encode("utf-8")).hexdigest()
+        conn = self._connect()
+        conn.execute(f"LISTEN {_CANCEL_CHANNEL}")
+        stop = threading.Event()
+
+        def listen() -> None:
+            try:
+                while not stop.is_set():
+                    for note in conn.notifies(timeout=0.2):
+                        if note.payload == payload:
+                            on_request()
+            except psycopg.Error:
+                logger.warning("PostgresStore: the stop-request listener of %r ended", run_id)
+
+        thread = threading.Thread(target=listen, name="durable-cancel-listen", daemon=True)
+        thread.start()
+
+        def stop_listening() -> None:
+            stop.set()
+            thread.join()
+            conn.close()
+
+        return stop_listening
+
     def close(self) -> None:
         """Close the store: cancel pending acquires, close open sessions, close connections.
 
@@ -300,32 +329,23 @@ class PostgresStore:
         connection is destroyed (the server then releases the lock itself). Cleanup waits at
         most 5 s (:data:`CLOSE_TIMEOUT`). Later calls do nothing.
         """
-        deadline = time.monotonic() + CLOSE_TIMEOUT
-        with self._lock:
-            if self._closed:
-                return
-            self._closed = True
-            holders = list(self._runs.values())
+        super().close()
+
+    def _closing(self) -> None:
+        self._close_by = time.monotonic() + CLOSE_TIMEOUT
         self._connections.close()
-        for holder in holders:
-            if isinstance(holder, _Acquiring) and holder.link is not None:
-                holder.link.cut()
-        for holder in holders:
-            if isinstance(holder, PostgresSession):
-                holder._close_for_store(deadline)
-        if not self._connections.wait_empty(deadline):
+
+    def _close_deadline(self) -> float | None:
+        return self._close_by
+
+    def _close_medium(self, deadline: float | None) -> None:
+        if not self._connections.wait_empty(self._close_by):
             logger.warning(
                 "PostgresStore.close: %d connection(s) still closing after %.0f s",
                 self._connections.size,
                 CLOSE_TIMEOUT,
             )
         self._watchdog.stop()
-
-    def __enter__(self) -> PostgresStore:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else "open"
@@ -357,19 +377,7 @@ class PostgresStore:
                 "written outside Durable",
             )
         location = self._location(run_id)
-        try:
-            record = _decode(run_id, revision, data, location)
-        except CorruptRecordError as exc:
-            return RunSummary(
-                run_id=run_id,
-                format=0,
-                revision=0,
-                location=location,
-                error=f"{type(exc).__name__}: {exc}",
-            )
-        return RunSummary(
-            run_id=run_id, format=record.format, revision=record.revision, location=location
-        )
+        return summary_of(location, lambda: decode_stored(run_id, data, location, revision), run_id)
 
     def _wrap(
         self, error: BaseException, doing: str, *, lost: bool = False, note: str = ""
@@ -411,6 +419,21 @@ class PostgresStore:
             deadline = time.monotonic() + seconds
         return self._watchdog.schedule(deadline, link.cut)
 
+    def _guarded(
+        self, link: Link, seconds: float | None, fn: Callable[[psycopg.Connection[Any]], T]
+    ) -> tuple[Any, psycopg.Error | None, bool]:
+        """Run ``fn`` on ``link``, cutting it past ``seconds``: (result, error, cut in time)."""
+        alarm = self._guard(link, seconds)
+        result: Any = None
+        error: psycopg.Error | None = None
+        try:
+            result = fn(link.conn)
+        except psycopg.Error as exc:
+            error = exc
+        finally:
+            fired = alarm.cancel() if alarm is not None else False
+        return result, error, fired
+
     def _on_link(
         self,
         doing: str,
@@ -426,14 +449,9 @@ class PostgresStore:
         deadline = time.monotonic() + capacity_timeout
         while True:
             link, reused = self._take(deadline, doing, capacity_timeout)
-            alarm = self._guard(link, operation_timeout)
-            error: psycopg.Error | None = None
             try:
-                result = fn(link.conn)
-            except psycopg.Error as exc:
-                error = exc
+                result, error, fired = self._guarded(link, operation_timeout, fn)
             finally:
-                fired = alarm.cancel() if alarm is not None else False
                 self._connections.give_back(link)
             if error is None:
                 return result
@@ -445,15 +463,17 @@ class PostgresStore:
             if not (reused and isinstance(error, psycopg.OperationalError) and link.closed):
                 raise self._wrap(error, doing)
 
-    def _acquire(
-        self, run_id: str, attempt: _Acquiring, deadline: float, budget: float
+    def _open_session(
+        self, run_id: str, timeout: float | None, pending: Acquiring
     ) -> PostgresSession:
+        budget = self.acquire_timeout if timeout is None else min(timeout, self.acquire_timeout)
+        deadline = time.monotonic() + budget
         key = advisory_key(run_id)
         doing = f"acquiring run {run_id!r}"
         while True:
             link, reused = self._take(deadline, doing, budget)
-            with self._lock:
-                attempt.link = link
+            with self._state_lock:
+                pending.cancel = link.cut
                 closed = self._closed
             error: psycopg.Error | None = None
             fired = False
@@ -467,13 +487,11 @@ class PostgresStore:
                     error = exc
                 finally:
                     fired = alarm.cancel()
-            with self._lock:
-                attempt.link = None
+            with self._state_lock:
+                pending.cancel = None
                 closed = self._closed
-                if not (closed or fired or error is not None) and got:
-                    session = PostgresSession(self, run_id, key, link)
-                    self._runs[run_id] = session
-                    return session
+            if not (closed or fired or error is not None) and got:
+                return PostgresSession(self, run_id, key, link)
             if closed or fired or error is not None:
                 # The lock's state is unknown (or the store is closing): destroy the connection,
                 # whose server session then releases whatever it held.
@@ -503,7 +521,7 @@ class PostgresStore:
                 "(see durable_postgresstore.keys) and let it finish or stop it"
             )
 
-    def _release(self, session: PostgresSession, link: Link, deadline: float) -> None:
+    def _unlock(self, session: PostgresSession, link: Link, deadline: float) -> None:
         """Unlock the session's run and hand its connection back (or destroy it)."""
         alarm = self._guard(link, None, deadline)
         unlocked = False
@@ -523,20 +541,18 @@ class PostgresStore:
             self._connections.give_back(link)
         else:
             self._connections.discard(link)
-        self._forget(session)
-
-    def _forget(self, session: PostgresSession) -> None:
-        with self._lock:
-            if self._runs.get(session.run_id) is session:
-                del self._runs[session.run_id]
 
 
-class PostgresSession:
+class PostgresSession(BaseSession):
     """Exclusive ownership of one run, holding its advisory lock (R-STORE-2…4, B-PG-1).
 
     Created by :meth:`PostgresStore.acquire`. The session keeps one connection, on which the
-    lock lives, until :meth:`close`; every load and save runs on that connection, so a save
-    can only succeed while the lock is held. Usable as a context manager.
+    lock lives, until ``close``; every load and save runs on that connection, so a save can
+    only succeed while the lock is held. Usable as a context manager.
+
+    A save is one statement, its own short transaction: ``INSERT … ON CONFLICT DO NOTHING``
+    for the first save (``expected_revision == 0``), else ``UPDATE … WHERE revision =
+    expected``. A failed statement may still have been committed (R-RT-2): load again.
 
     When the connection is lost (server restart, ``pg_terminate_backend``, network failure, an
     operation past ``operation_timeout``), the server has released the lock: the failing call
@@ -546,135 +562,104 @@ class PostgresSession:
     """
 
     def __init__(self, store: PostgresStore, run_id: str, key: int, link: Link) -> None:
-        self._store = store
-        self._run_id = run_id
+        super().__init__(store, run_id, store._location(run_id))
+        self._pg = store
         self._key = key
         self._link = link
-        self._row_key = run_id.encode("utf-8")
-        self._lock = threading.Lock()
-        self._state = "open"  # open | closed | lost
+        self._row_id = run_id.encode("utf-8")
+        self._row_key = hashlib.sha256(self._row_id).digest()
+        self._lost = False
 
-    @property
-    def run_id(self) -> str:
-        """The run id this session owns."""
-        return self._run_id
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else "lost" if self._lost else "open"
+        return f"<PostgresSession run_id={self._run_id!r} {state}>"
 
-    def load(self) -> RunRecord:
-        """Return a fresh copy of the stored record (R-STORE-2).
+    # -- the medium (called with the session's mutex held) ------------------------------------
+
+    def _check_open(self) -> None:
+        super()._check_open()
+        if self._lost:
+            raise PostgresStoreError(
+                f"the session of run {self._run_id!r} lost its PostgreSQL connection and "
+                "with it the run's lock; it never reconnects. Close it and acquire the run "
+                "again (another owner may have taken it meanwhile)",
+                connection_lost=True,
+            )
+
+    def delete(self) -> None:
+        """Delete the run's row while holding its advisory lock, then close the session
+        (RunDeleter). The advisory lock is not a row: nothing else is left behind.
 
         Raises:
-            NotFoundError: the run has no row (and only then).
-            CorruptRecordError: the stored bytes are not a valid record of this run, or the
-                row's revision disagrees with the record's.
-            PostgresStoreError: the query failed; with ``connection_lost`` the run is lost.
+            NotFoundError: the run has no row (nothing removed).
             SessionClosedError: the session was closed.
+            PostgresStoreError: the delete failed (a single statement: it happened or not).
         """
+        with self._mutex:
+            self._check_open()
+            deleted = self._execute(
+                "deleting", lambda conn: conn.execute(_DELETE, [self._row_key]).rowcount
+            )
+            if deleted != 1:
+                raise self._not_found()
+        self.close()
+
+    def _read(self) -> tuple[bytes, int | None] | None:
         row = self._execute(
             "loading", lambda conn: conn.execute(_SELECT, [self._row_key]).fetchone()
         )
-        if row is None:
-            raise NotFoundError(
-                f"run {self._run_id!r} has no record in {SCHEMA}.runs "
-                f"({self._store._dsn.describe()}); check the database and the run id. A missing "
-                "record never means the run finished (R-RT-3)"
-            )
-        return _decode(
-            self._run_id, int(row[0]), bytes(row[1]), self._store._location(self._run_id)
+        return None if row is None else (bytes(row[1]), int(row[0]))
+
+    def _stored_revision(self) -> int:
+        row = self._execute(
+            "saving", lambda conn: conn.execute(_REVISION, [self._row_key]).fetchone()
         )
+        return 0 if row is None else int(row[0])
 
-    def save(self, record: RunRecord, expected_revision: int) -> None:
-        """Replace the record if the stored revision is ``expected_revision`` (R-STORE-3).
-
-        One statement, its own short transaction: ``INSERT … ON CONFLICT DO NOTHING`` for the
-        first save (``expected_revision == 0``), else ``UPDATE … WHERE revision = expected``.
-        The record is encoded before the database is touched.
-
-        Raises:
-            ConflictError: the stored revision is not ``expected_revision``, or
-                ``record.revision``/``record.run_id`` is wrong, or the revision would pass
-                2⁶⁴-1; the stored record is unchanged.
-            CorruptRecordError: the record cannot be encoded (nothing written).
-            PostgresStoreError: the statement failed; it may still have been committed
-                (R-RT-2). With ``connection_lost`` the run is lost: load again after acquiring.
-            SessionClosedError: the session was closed.
-        """
-        validate_save(self._run_id, record, expected_revision)
-        data = record_to_json(record)
+    def _write(
+        self, data: bytes, record: RunRecord, expected_revision: int, encoded: EncodedRecord | None
+    ) -> bool:
         revision = record.revision
         fmt = record.format
 
-        def cas(conn: psycopg.Connection[Any]) -> int | None:
+        def cas(conn: psycopg.Connection[Any]) -> bool:
             if expected_revision == 0:
-                cur = conn.execute(_INSERT, [self._row_key, revision, fmt, data])
+                cur = conn.execute(_INSERT, [self._row_id, revision, fmt, data, self._row_key])
             else:
                 cur = conn.execute(_UPDATE, [revision, fmt, data, self._row_key, expected_revision])
-            if cur.rowcount == 1:
-                return None
-            row = conn.execute(_REVISION, [self._row_key]).fetchone()
-            return 0 if row is None else int(row[0])
+            return cur.rowcount == 1
 
-        stored = self._execute("saving", cas)
-        if stored is not None:
-            found = "no record" if stored == 0 else f"revision {stored}"
-            raise ConflictError(
-                f"run {self._run_id!r}: expected stored revision {expected_revision}, found "
-                f"{found}; the stored record is unchanged. Load the run again before deciding "
-                "anything (R-STORE-3)"
-            )
+        return self._execute("saving", cas)
 
-    def close(self) -> None:
-        """Release the run's lock and the connection (R-STORE-4). Idempotent.
+    def _not_found(self) -> BaseException:
+        return NotFoundError(
+            f"run {self._run_id!r} has no record in {SCHEMA}.runs "
+            f"({self._pg._dsn.describe()}); check the database and the run id. A missing "
+            "record never means the run finished"
+        )
 
-        Waits for a load or save running in another thread. When unlocking fails or times out
-        (5 s), the connection is destroyed instead of reused, so the server releases the lock.
-        """
-        with self._lock:
-            if self._state != "open":
-                return
-            self._state = "closed"
-            self._store._release(self, self._link, time.monotonic() + CLOSE_TIMEOUT)
+    def _release(self, deadline: float | None) -> None:
+        if self._lost:
+            return  # the link was discarded; the server released the lock with it
+        if deadline is None:
+            deadline = time.monotonic() + CLOSE_TIMEOUT
+        self._pg._unlock(self, self._link, deadline)
 
-    def __enter__(self) -> PostgresSession:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
-
-    def __repr__(self) -> str:
-        return f"<PostgresSession run_id={self._run_id!r} {self._state}>"
-
-    # -- internals ------------------------------------------------------------------------------
+    def _abort(self) -> None:
+        # An operation is stuck on the network: cut it; its thread then drops the link.
+        self._link.cut()
 
     def _execute(self, doing: str, fn: Callable[[psycopg.Connection[Any]], T]) -> T:
-        with self._lock:
-            if self._state == "closed":
-                raise SessionClosedError(
-                    f"the session of run {self._run_id!r} is closed; acquire the run again"
-                )
-            if self._state == "lost":
-                raise PostgresStoreError(
-                    f"the session of run {self._run_id!r} lost its PostgreSQL connection and "
-                    "with it the run's lock; it never reconnects. Close it and acquire the run "
-                    "again (another owner may have taken it meanwhile)",
-                    connection_lost=True,
-                )
-            link = self._link
-            store = self._store
-            alarm = store._guard(link, store._operation_timeout)
-            error: psycopg.Error | None = None
-            try:
-                result = fn(link.conn)
-            except psycopg.Error as exc:
-                error = exc
-            finally:
-                fired = alarm.cancel() if alarm is not None else False
-            lost = fired or not link.healthy()
-            if lost:
-                self._state = "lost"
-                store._connections.discard(link)
-                store._forget(self)
-            if error is None:
-                return result
+        link = self._link
+        store = self._pg
+        result, error, fired = store._guarded(link, store._operation_timeout, fn)
+        lost = fired or not link.healthy()
+        if lost:
+            self._lost = True
+            store._connections.discard(link)
+            store._forget(self)
+        if error is None:
+            return result
         doing = f"{doing} run {self._run_id!r}"
         note = ""
         if lost:
@@ -690,18 +675,5 @@ class PostgresSession:
                 "reconnects: acquire the run again"
             )
             if doing.startswith("saving"):
-                note += ". The save may or may not have been written (R-RT-2): load it again"
+                note += ". The save may or may not have been written: load it again"
         raise store._wrap(error, doing, lost=lost, note=note)
-
-    def _close_for_store(self, deadline: float) -> None:
-        """Close on behalf of ``PostgresStore.close``: never wait past ``deadline``."""
-        if not self._lock.acquire(timeout=max(0.0, deadline - time.monotonic())):
-            # An operation is stuck on the network: cut it; its thread then drops the link.
-            self._link.cut()
-            return
-        try:
-            if self._state == "open":
-                self._state = "closed"
-                self._store._release(self, self._link, deadline)
-        finally:
-            self._lock.release()

@@ -4,8 +4,10 @@ Files, all in the database's directory:
 
 - the database file (mode 0600) with its ``-wal`` and ``-shm`` companions (WAL mode);
 - ``.init.lock``: serializes construction (pragmas, schema creation and checks); it stays;
-- ``.runlocks/<sha256(run id)>.lock``: the per-run ownership locks (:mod:`durable_filestore.locks`);
-  they stay.
+- ``.runlocks/<sha256(run id)>.lock``: the per-run ownership locks
+  (:mod:`durable_core.store.locks`); they stay;
+- ``.durable-probe-*``: made and removed at construction, to check that the directory is
+  writable (WAL needs that) before SQLite is asked.
 
 Schema v1 (``PRAGMA user_version = 1``) is one table, :data:`SCHEMA_V1`. The database is
 dedicated to Durable: any other table, index, view or trigger is refused.
@@ -17,30 +19,34 @@ import contextlib
 import os
 import sqlite3
 import stat
+import tempfile
 import threading
 from typing import Any
 
 from durable_core.errors import (
     ConfigError,
-    ConflictError,
     CorruptRecordError,
     DurableError,
     NotFoundError,
     SchemaError,
-    SessionClosedError,
 )
-from durable_core.recordjson import record_from_json, record_to_json
 from durable_core.records import RunRecord
 from durable_core.store import (
     MAX_REVISION,
+    Acquiring,
+    BaseSession,
+    BaseStore,
+    EncodedRecord,
     RunSummary,
+    check_options,
+    check_path,
+    decode_stored,
     sort_summaries,
-    validate_loaded,
+    summary_of,
     validate_run_id,
-    validate_save,
     validate_timeout,
 )
-from durable_filestore.locks import RunLock, acquire_run_lock, make_private_directory
+from durable_core.store.locks import RunLock, acquire_run_lock, make_private_directory
 
 __all__ = [
     "BUSY_TIMEOUT_MS",
@@ -77,7 +83,7 @@ _O_BINARY = getattr(os, "O_BINARY", 0)
 _O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 
 
-class SQLiteStore:
+class SQLiteStore(BaseStore):
     """Runs saved in one dedicated local SQLite database (B-SQL-1, B-SQL-2; seed 001 §1).
 
     Construction creates the parent directories (0700), the database file (0600) and
@@ -103,19 +109,21 @@ class SQLiteStore:
         ConfigError: the path is empty, names a directory, or is ``:memory:``/a URI.
         AcquireTimeoutError: the initialisation lock was not free within ``timeout``.
         SchemaError: the database holds anything but Durable's schema v1.
-        DurableError: a pragma did not take, or the file is not a regular file.
+        DurableError: the database's directory is not writable (WAL keeps ``-wal`` and ``-shm``
+            files beside the database, and the store its lock files), a pragma did not take,
+            or the file is not a regular file.
         OSError / sqlite3.Error: the database cannot be created or opened.
     """
 
     def __init__(self, path: str | os.PathLike[str], timeout: float | None = None) -> None:
         self._path = _database_path(path)
         wait = validate_timeout(timeout)
+        super().__init__()
         self._directory = os.path.dirname(self._path)
         self._runlocks = os.path.join(self._directory, _RUN_LOCKS)
-        self._lock = threading.Lock()
-        self._sessions: set[SQLiteSession] = set()
-        self._closed = False
+        self._lock = threading.Lock()  # guards the store's own connection
         make_private_directory(self._directory)
+        _check_writable(self._directory, self._path)
         init_lock = RunLock.acquire(
             os.path.join(self._directory, _INIT_LOCK),
             description=f"the initialisation of the SQLite database {self._path}",
@@ -172,35 +180,8 @@ class SQLiteStore:
             DurableError: a pragma did not take on the new connection.
             OSError / sqlite3.Error: the lock file or the database cannot be opened.
         """
-        validate_run_id(run_id)
-        validate_timeout(timeout)
-        self._check_open()
-        make_private_directory(self._runlocks)
-        lock = acquire_run_lock(self._runlocks, run_id)
-        try:
-            connection = self._connect()
-            session = SQLiteSession(self, run_id, lock, connection)
-            with self._lock:
-                if self._closed:
-                    connection.close()
-                    raise SessionClosedError("this SQLiteStore was closed; create a new store")
-                self._sessions.add(session)
-        except BaseException:
-            lock.release()
-            raise
+        session: SQLiteSession = super().acquire(run_id, timeout)
         return session
-
-    def close(self) -> None:
-        """Close every open session and the store's connection. Idempotent."""
-        with self._lock:
-            if self._closed:
-                return
-            self._closed = True
-            sessions = list(self._sessions)
-        for session in sessions:
-            session.close()
-        with self._lock:
-            self._connection.close()
 
     def list_runs(self) -> list[RunSummary]:
         """Summaries of every stored run, without taking ownership (RunLister).
@@ -219,48 +200,77 @@ class SQLiteStore:
             ).fetchall()
         summaries = []
         for run_id, revision, blob in rows:
-            location = f"{self._path} (run_id {run_id!r})"
-            try:
-                record = _decode(run_id, revision, blob, location)
-            except DurableError as exc:
-                summaries.append(
-                    RunSummary(
-                        run_id=run_id,
-                        format=0,
-                        revision=0,
-                        location=location,
-                        error=f"{type(exc).__name__}: {exc}",
-                    )
-                )
-                continue
+            location = _location(self._path, run_id)
             summaries.append(
-                RunSummary(
-                    run_id=run_id,
-                    format=record.format,
-                    revision=record.revision,
-                    location=location,
+                summary_of(
+                    location,
+                    lambda r=run_id, v=revision, b=blob, at=location: decode_stored(
+                        r, b, at, _revision(v, at)
+                    ),
+                    run_id,
                 )
             )
         return sort_summaries(summaries)
 
-    def __enter__(self) -> SQLiteStore:
-        return self
+    def peek(self, run_id: str) -> RunRecord:
+        """The last committed record of ``run_id``: a plain SELECT, without the run's lock
+        (RecordPeeker). Never writes; a running run's owner may have saved a newer revision by
+        the time it is shown.
 
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
+        Raises:
+            NotFoundError: no row for the run.
+            CorruptRecordError: the row is not a record of this run.
+            SessionClosedError: the store was closed.
+        """
+        validate_run_id(run_id)
+        with self._lock:
+            self._check_open()
+            row = self._connection.execute(
+                f"SELECT revision, record FROM {_TABLE} WHERE run_id = ?", (run_id,)
+            ).fetchone()
+        location = _location(self._path, run_id)
+        if row is None:
+            raise NotFoundError(f"no record of run {run_id!r} at {location}")
+        return decode_stored(run_id, row[1], location, _revision(row[0], location))
+
+    def request_cancel(self, run_id: str) -> None:
+        """Ask the owner of ``run_id`` to stop: a ``.runlocks/<key>.cancel`` marker file,
+        which the owner's watcher removes (CancelRequests)."""
+        from durable_core.maintenance import write_marker_file
+        from durable_core.store.locks import run_key
+
+        validate_run_id(run_id)
+        write_marker_file(os.path.join(self._runlocks, run_key(run_id) + ".cancel"))
+
+    def watch_cancel(self, run_id: str, on_request: Any) -> Any:
+        """Watch for ``.runlocks/<key>.cancel`` while the run executes (CancelRequests)."""
+        from durable_core.maintenance import watch_marker_file
+        from durable_core.store.locks import run_key
+
+        make_private_directory(self._runlocks)
+        return watch_marker_file(
+            os.path.join(self._runlocks, run_key(run_id) + ".cancel"), on_request
+        )
 
     def __repr__(self) -> str:
         return f"SQLiteStore({self._path!r})"
 
     # -- internals -----------------------------------------------------------------------------
 
-    def _check_open(self) -> None:
-        if self._closed:
-            raise SessionClosedError("this SQLiteStore was closed; create a new store")
+    def _open_session(
+        self, run_id: str, timeout: float | None, pending: Acquiring
+    ) -> SQLiteSession:
+        make_private_directory(self._runlocks)
+        lock = acquire_run_lock(self._runlocks, run_id)
+        try:
+            return SQLiteSession(self, run_id, lock, self._connect())
+        except BaseException:
+            lock.release()
+            raise
 
-    def _forget(self, session: SQLiteSession) -> None:
+    def _close_medium(self, deadline: float | None) -> None:
         with self._lock:
-            self._sessions.discard(session)
+            self._connection.close()
 
     def _connect(self, *, configure: bool = True) -> sqlite3.Connection:
         connection = sqlite3.connect(
@@ -279,191 +289,139 @@ class SQLiteStore:
         return connection
 
 
-class SQLiteSession:
+class SQLiteSession(BaseSession):
     """Exclusive session of one run of an :class:`SQLiteStore` (R-STORE-2…4, B-SQL-2).
 
-    Holds the run's OS lock and its own connection until :meth:`close`.
+    Holds the run's OS lock and its own connection until ``close``. A save is one short
+    ``BEGIN IMMEDIATE`` transaction doing the revision compare-and-swap and writing the complete
+    record. Before ``COMMIT`` a failure rolls the transaction back (the stored record is
+    unchanged); a failing ``COMMIT`` leaves the save uncertain (load again, R-RT-2): the
+    ``DurableError``'s message says which.
     """
 
     def __init__(
-        self, store: SQLiteStore, run_id: str, lock: Any, connection: sqlite3.Connection
+        self, store: SQLiteStore, run_id: str, lock: RunLock, connection: sqlite3.Connection
     ) -> None:
-        self._store = store
-        self._run_id = run_id
+        super().__init__(store, run_id, _location(store.path, run_id))
+        self._path = store.path
         self._lock = lock
         self._connection = connection
-        self._mutex = threading.Lock()
-        self._closed = False
-        self._location = f"{store.path} (run_id {run_id!r})"
-        # The revision this session last loaded or saved, so known to hold a valid record.
-        self._verified = 0
 
-    @property
-    def run_id(self) -> str:
-        """The run id this session owns."""
-        return self._run_id
-
-    def load(self) -> RunRecord:
-        """Read the run's record (a fresh copy on every call; R-STORE-2).
+    def delete(self) -> None:
+        """Delete the run's row, then its ``.runlocks`` lock file while still holding its lock;
+        then close the session (RunDeleter). The lock file goes as the file store's does: an
+        acquirer that locked the old file finds it is no longer the one at the path and opens
+        the path again, so two owners never exist.
 
         Raises:
-            NotFoundError: the table has no row for the run (and only then).
-            CorruptRecordError: the stored JSON is not a valid record of this run, or its
-                revision disagrees with the revision column; nothing is changed.
+            NotFoundError: the run has no row (nothing removed).
             SessionClosedError: the session was closed.
-            sqlite3.Error: the read failed.
+            DurableError: the delete failed; the transaction was rolled back.
         """
         with self._mutex:
             self._check_open()
-            row = self._connection.execute(
-                f"SELECT revision, record FROM {_TABLE} WHERE run_id = ?", (self._run_id,)
-            ).fetchone()
-            if row is None:
-                raise NotFoundError(
-                    f"no record of run {self._run_id!r} in {self._store.path}; check the "
-                    "database path and the run id — a missing record never means the run "
-                    "finished (E-1)"
-                )
-            record = _decode(self._run_id, row[0], row[1], self._location)
-            self._verified = record.revision
-            return record
-
-    def save(self, record: RunRecord, expected_revision: int) -> None:
-        """Replace the record if the stored revision is ``expected_revision`` (R-STORE-3).
-
-        The record is encoded first (invalid UTF-8 metadata is refused before the database is
-        touched); then one short ``BEGIN IMMEDIATE`` transaction compares the revision and
-        writes the complete record (B-SQL-2).
-
-        Raises:
-            ConflictError: the stored revision is not ``expected_revision``, or the record's
-                revision/run id is wrong, or the revision would overflow uint64; nothing is
-                written.
-            CorruptRecordError: the record holds invalid UTF-8 metadata, or the stored record
-                is corrupt (never overwritten); nothing is written.
-            SessionClosedError: the session was closed.
-            DurableError: the database failed. Before ``COMMIT`` the transaction is rolled
-                back and the stored record is unchanged; a failing ``COMMIT`` leaves the result
-                uncertain (load again before continuing, R-RT-2). The message says which.
-        """
-        with self._mutex:
-            self._check_open()
-            validate_save(self._run_id, record, expected_revision)
-            data = record_to_json(record)
             connection = self._connection
             try:
                 connection.execute("BEGIN IMMEDIATE")
-            except sqlite3.Error as exc:
-                raise DurableError(
-                    f"could not start the save of run {self._run_id!r} in {self._store.path}: "
-                    f"{exc}. Nothing was written: the stored record is unchanged"
-                ) from exc
-            try:
-                self._compare(expected_revision)
-                if expected_revision == 0:
-                    connection.execute(
-                        f"INSERT INTO {_TABLE} (run_id, revision, record) VALUES (?, ?, ?)",
-                        (self._run_id, str(record.revision), data),
-                    )
-                else:
-                    cursor = connection.execute(
-                        f"UPDATE {_TABLE} SET revision = ?, record = ? "
-                        "WHERE run_id = ? AND revision = ?",
-                        (str(record.revision), data, self._run_id, str(expected_revision)),
-                    )
-                    if cursor.rowcount != 1:
-                        raise DurableError(
-                            f"the revision update of run {self._run_id!r} changed "
-                            f"{cursor.rowcount} rows inside its own transaction"
-                        )
-            except BaseException as exc:
-                with contextlib.suppress(sqlite3.Error):
-                    connection.execute("ROLLBACK")
-                if isinstance(exc, sqlite3.Error):
-                    raise DurableError(
-                        f"could not save revision {record.revision} of run {self._run_id!r} "
-                        f"in {self._store.path}: {exc}. The transaction was rolled back: the "
-                        "stored record is unchanged"
-                    ) from exc
-                raise
-            try:
+                deleted = connection.execute(
+                    f"DELETE FROM {_TABLE} WHERE run_id = ?", (self._run_id,)
+                ).rowcount
                 connection.execute("COMMIT")
             except sqlite3.Error as exc:
                 with contextlib.suppress(sqlite3.Error):
                     if connection.in_transaction:
                         connection.execute("ROLLBACK")
                 raise DurableError(
-                    f"committing revision {record.revision} of run {self._run_id!r} in "
-                    f"{self._store.path} failed: {exc}. The save is uncertain: it may or may "
-                    "not have been committed. Stop, fix the cause, and load the record again "
-                    "before continuing; never retry with the old revision (R-RT-2)"
+                    f"could not delete run {self._run_id!r} from {self._path}: {exc}; the "
+                    "transaction was rolled back, the run is intact"
                 ) from exc
-            self._verified = record.revision
-
-    def close(self) -> None:
-        """Close the connection and release the run's OS lock. Idempotent (R-STORE-4)."""
-        with self._mutex:
-            if self._closed:
-                return
-            self._closed = True
-            try:
-                self._connection.close()
-            finally:
-                self._lock.release()
-        self._store._forget(self)
-
-    def __enter__(self) -> SQLiteSession:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
+            if deleted != 1:
+                raise self._not_found()
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self._lock.path)
         self.close()
 
-    def __repr__(self) -> str:
-        state = "closed" if self._closed else "open"
-        return f"<SQLiteSession of run {self._run_id!r} in {self._store.path} ({state})>"
+    # -- the medium (called with the session's mutex held) ------------------------------------
 
-    # -- internals (called with self._mutex held, inside the save transaction) ------------------
+    def _read(self) -> tuple[bytes, int | None] | None:
+        row = self._connection.execute(
+            f"SELECT revision, record FROM {_TABLE} WHERE run_id = ?", (self._run_id,)
+        ).fetchone()
+        if row is None:
+            return None
+        return row[1], _revision(row[0], self._location)
 
-    def _check_open(self) -> None:
-        if self._closed:
-            raise SessionClosedError(
-                f"the session of run {self._run_id!r} is closed; acquire the run again"
-            )
-
-    def _compare(self, expected_revision: int) -> None:
+    def _stored_revision(self) -> int:
         row = self._connection.execute(
             f"SELECT revision FROM {_TABLE} WHERE run_id = ?", (self._run_id,)
         ).fetchone()
-        current = 0 if row is None else _revision(row[0], self._location)
-        if current != expected_revision:
-            raise ConflictError(
-                f"run {self._run_id!r} is stored at revision {current}, not at the expected "
-                f"revision {expected_revision}; load the record again (R-STORE-3). The stored "
-                "record is unchanged"
-            )
-        if current and current != self._verified:
-            # A record this session has not read yet: never overwrite one that is corrupt.
-            blob = self._connection.execute(
-                f"SELECT record FROM {_TABLE} WHERE run_id = ?", (self._run_id,)
-            ).fetchone()[0]
-            _decode(self._run_id, row[0], blob, self._location)
+        return 0 if row is None else _revision(row[0], self._location)
+
+    def _write(
+        self, data: bytes, record: RunRecord, expected_revision: int, encoded: EncodedRecord | None
+    ) -> bool:
+        connection = self._connection
+        try:
+            connection.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error as exc:
+            raise DurableError(
+                f"could not start the save of run {self._run_id!r} in {self._path}: {exc}. "
+                "Nothing was written: the stored record is unchanged"
+            ) from exc
+        try:
+            if expected_revision == 0:
+                cursor = connection.execute(
+                    f"INSERT INTO {_TABLE} (run_id, revision, record) VALUES (?, ?, ?) "
+                    "ON CONFLICT (run_id) DO NOTHING",
+                    (self._run_id, str(record.revision), data),
+                )
+            else:
+                cursor = connection.execute(
+                    f"UPDATE {_TABLE} SET revision = ?, record = ? "
+                    "WHERE run_id = ? AND revision = ?",
+                    (str(record.revision), data, self._run_id, str(expected_revision)),
+                )
+            written = cursor.rowcount == 1
+            if not written:
+                connection.execute("ROLLBACK")
+                return False
+        except BaseException as exc:
+            with contextlib.suppress(sqlite3.Error):
+                if connection.in_transaction:
+                    connection.execute("ROLLBACK")
+            if isinstance(exc, sqlite3.Error):
+                raise DurableError(
+                    f"could not save revision {record.revision} of run {self._run_id!r} in "
+                    f"{self._path}: {exc}. The transaction was rolled back: the stored record "
+                    "is unchanged"
+                ) from exc
+            raise
+        try:
+            connection.execute("COMMIT")
+        except sqlite3.Error as exc:
+            with contextlib.suppress(sqlite3.Error):
+                if connection.in_transaction:
+                    connection.execute("ROLLBACK")
+            raise DurableError(
+                f"committing revision {record.revision} of run {self._run_id!r} in "
+                f"{self._path} failed: {exc}. The save is uncertain: it may or may not have "
+                "been committed. Stop, fix the cause, and load the record again before "
+                "continuing; never retry with the old revision"
+            ) from exc
+        return True
+
+    def _release(self, deadline: float | None) -> None:
+        try:
+            self._connection.close()
+        finally:
+            self._lock.release()
 
 
 # -- helpers ------------------------------------------------------------------------------------
 
 
 def _database_path(path: object) -> str:
-    if isinstance(path, bytes) or not isinstance(path, str | os.PathLike):
-        raise ConfigError(
-            f"SQLiteStore path must be a str or path-like naming a database file, found "
-            f"{type(path).__name__} ({path!r})"
-        )
-    raw = os.fspath(path)
-    if not isinstance(raw, str) or raw == "":
-        raise ConfigError(
-            "SQLiteStore path must name a database file, e.g. './durable.sqlite'; found an "
-            "empty path (B-SQL-1)"
-        )
+    raw = check_path(path, "SQLiteStore path (a database file)", "./durable.sqlite")
     if raw == ":memory:" or raw.startswith("file:"):
         raise ConfigError(
             f"SQLiteStore path must name a database file on disk, found {raw!r}; in-memory "
@@ -609,27 +567,29 @@ def _revision(text: object, location: str) -> int:
     )
 
 
-def _decode(run_id: str, revision: object, blob: object, location: str) -> RunRecord:
-    column = _revision(revision, location)
-    if not isinstance(blob, bytes):
-        raise CorruptRecordError(
-            f"the record of {location} is stored as {type(blob).__name__}, not as JSON bytes "
-            "(BLOB); it was left untouched (E-1)"
-        )
+def _location(path: str, run_id: str) -> str:
+    return f"{path} (run_id {run_id!r})"
+
+
+def _check_writable(directory: str, path: str) -> None:
+    """Refuse a database whose directory cannot be written, before SQLite is asked.
+
+    Raises:
+        DurableError: a file cannot be created in ``directory``.
+    """
     try:
-        record = record_from_json(blob)
-    except CorruptRecordError as exc:
-        raise CorruptRecordError(
-            f"the record of {location} is not a valid run record: {exc}. It was left "
-            "untouched; keep it as evidence and fix the cause (E-1)"
+        fd, probe = tempfile.mkstemp(prefix=".durable-probe-", dir=directory)
+    except OSError as exc:
+        raise DurableError(
+            f"the SQLite store cannot write in {directory} ({exc.strerror or exc}); it needs a "
+            f"writable directory for {os.path.basename(path)}: SQLite's WAL mode keeps the "
+            "-wal and -shm files beside the database, and the store keeps its lock files "
+            "there. Make the directory writable for this user, or put the database in one that "
+            "is"
         ) from exc
-    validate_loaded(run_id, record, location)
-    if record.revision != column:
-        raise CorruptRecordError(
-            f"the record of {location} has revision {record.revision} but its revision column "
-            f"says {column}; the row was edited by hand. It was left untouched (E-1)"
-        )
-    return record
+    os.close(fd)
+    with contextlib.suppress(OSError):
+        os.unlink(probe)
 
 
 def sqlite_store_factory(**options: Any) -> SQLiteStore:
@@ -638,12 +598,5 @@ def sqlite_store_factory(**options: Any) -> SQLiteStore:
     Raises:
         ConfigError: an unknown option is given, or ``path`` is missing.
     """
-    unknown = sorted(set(options) - {"path", "timeout"})
-    if unknown:
-        raise ConfigError(
-            f"unknown option(s) {', '.join(unknown)} for the sqlite store; it accepts 'path' "
-            "and 'timeout'"
-        )
-    if "path" not in options:
-        raise ConfigError("the sqlite store needs the option 'path' (a database file)")
+    check_options("sqlite", options, ("path", "timeout"), required=("path",))
     return SQLiteStore(options["path"], timeout=options.get("timeout"))

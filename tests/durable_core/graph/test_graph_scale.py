@@ -1,6 +1,8 @@
-"""10,000 trivial nodes, as a chain and as a wide fan-out: correct and linear (G-4, G-7)."""
+"""10,000 trivial nodes, as a chain and as a wide fan-out: correct (G-4, G-7).
 
-import time
+How the cost grows with the number of nodes is measured in benchmarks/ (engine_overhead.py,
+growth.py), not timed here.
+"""
 
 from durable_core import Graph, Key, execute
 
@@ -50,12 +52,9 @@ def fan_out(count):
 # covers: G-4, G-7
 def test_a_chain_of_ten_thousand_async_nodes():
     g, keys = chain(COUNT, sync=False)
-    started = time.perf_counter()
     result = execute(g, {keys[0]: 0})
-    elapsed = time.perf_counter() - started
     assert result.status == "completed"
     assert result[keys[-1]] == COUNT
-    assert elapsed < 10, elapsed
 
 
 # covers: G-4, G-7
@@ -72,20 +71,3 @@ def test_a_fan_out_of_ten_thousand_nodes_and_a_fan_in():
     result = execute(g, {seed: 1}, max_running=64)
     assert result.status == "completed"
     assert result[total] == COUNT + COUNT * (COUNT - 1) // 2
-
-
-# covers: G-4, G-7
-def test_scheduling_is_linear():
-    def seconds(count):
-        g, keys = chain(count, sync=False)
-        g.validate()
-        best = float("inf")
-        for _ in range(3):
-            started = time.perf_counter()
-            execute(g, {keys[0]: 0})
-            best = min(best, time.perf_counter() - started)
-        return best
-
-    small, large = seconds(1_000), seconds(8_000)
-    # 8x the nodes may cost at most ~8x (with room for noise); quadratic would be ~64x
-    assert large < small * 20, (small, large)

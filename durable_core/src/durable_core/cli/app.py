@@ -13,6 +13,7 @@ are loaded only when a command name is not a built-in one. So ``durable --help``
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import traceback
@@ -22,6 +23,7 @@ import click
 
 from durable_core.cli.commands import BUILTIN_COMMANDS
 from durable_core.cli.exitcodes import ExitCode, exit_code_for
+from durable_core.cli.options import JSON_META
 
 __all__ = ["DEBUG_ENV", "cli", "main"]
 
@@ -70,7 +72,11 @@ class DurableGroup(click.Group):
             if not isinstance(exc, (DurableError, OSError)):
                 kind = f"unexpected {kind}; rerun with --debug for the traceback"
             click.echo(f"error ({kind}): {exc}", err=True)
-            ctx.exit(exit_code_for(exc))
+            code = exit_code_for(exc)
+            if ctx.meta.get(JSON_META):
+                error = {"error": str(exc), "type": type(exc).__name__, "exit": int(code)}
+                click.echo(json.dumps(error))
+            ctx.exit(code)
 
 
 @click.group(

@@ -128,9 +128,34 @@ def _short(value: Any, limit: int = 200) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def launch(config_arg: str, run_id_option: str | None, as_json: bool, *, resume: bool) -> None:
-    """Run (or resume) the CONFIG's graph and report the result; exits 1 unless completed."""
+def launch(
+    config_arg: str,
+    run_id_option: str | None,
+    as_json: bool,
+    *,
+    resume: bool,
+    resume_if_exists: bool = False,
+    input_options: tuple[str, ...] = (),
+    max_running: int | None = None,
+    fork_from: str | None = None,
+    rerun: tuple[str, ...] = (),
+) -> None:
+    """Run (or resume) the CONFIG's graph and report the result; exits 1 unless completed.
+
+    Args:
+        config_arg: the configuration file, as given.
+        run_id_option: ``--run-id``, or ``None`` for the config's.
+        as_json: print the result as JSON.
+        resume: continue an existing run instead of starting one.
+        resume_if_exists: (``run`` only) continue the run when it already has a record.
+        input_options: ``--input KEY=VALUE`` / ``KEY=@FILE`` overrides of ``[inputs]``.
+        max_running: ``--max-running``, overriding ``[runtime] max_running``.
+        fork_from: (``fork``) the run to fork into the run id; ``rerun``: nodes to run again.
+    """
+    import pathlib
+
     from durable_core.config import load_config
+    from durable_core.config.inputs import parse_input_override
     from durable_core.durable import Runtime
     from durable_core.graph import CancelToken
     from durable_core.plugins import make_plugin_manager
@@ -139,30 +164,55 @@ def launch(config_arg: str, run_id_option: str | None, as_json: bool, *, resume:
     config = load_config(config_arg).with_run_id(run_id_option)
     pm = make_plugin_manager()
     graph = config.load_graph()
+    overrides = dict(
+        parse_input_override(text, graph, pathlib.Path.cwd()) for text in input_options
+    )
+    config = config.with_overrides(inputs=overrides, max_running=max_running)
     config.register_graph_module(pm)
     codecs = config.make_codecs(pm)
     inputs = config.resolve_inputs(graph)
     counter = ProgressCounter()
     interactive = not as_json and sys.stdout.isatty() and sys.stderr.isatty()
     token = CancelToken()
-    verb = "resume" if resume else "run"
+    verb = "fork" if fork_from is not None else "resume" if resume else "run"
+    plan = None
     store = config.open_store(pm)
     status_line = None
+    stop_watching = None
+    cancel_requested: list[bool] = []
+
+    def on_cancel_request() -> None:  # 'durable cancel' from another process or host
+        cancel_requested.append(True)
+        token.cancel()
+
     try:
+        from durable_core.maintenance import CancelRequests
+
+        if isinstance(store, CancelRequests):
+            stop_watching = store.watch_cancel(config.run_id, on_cancel_request)
         runtime = Runtime(store, codecs, observers=[counter], plugins=pm)
         if interactive:
             status_line = StatusLine(counter, sys.stderr, label=config.run_id).start()
         with _Interrupt(token, quiet=as_json) as interrupt:
+            options: dict[str, Any] = {
+                "run_id": config.run_id,
+                "version": config.version,
+                "inputs": inputs,
+                "max_running": config.runtime.max_running,
+                "cancel": token,
+            }
             try:
-                call = runtime.resume if resume else runtime.run
-                result = call(
-                    graph,
-                    run_id=config.run_id,
-                    version=config.version,
-                    inputs=inputs,
-                    max_running=config.runtime.max_running,
-                    cancel=token,
-                )
+                try:
+                    if fork_from is not None:
+                        plan = _fork(runtime, graph, fork_from, rerun, options, as_json)
+                    call = runtime.resume if resume or plan is not None else runtime.run
+                    result = call(graph, **options)
+                except CheckpointError as exc:
+                    exists = isinstance(exc.__cause__, ConflictError)
+                    if not (resume_if_exists and exists and not counter.snapshot().started):
+                        raise
+                    verb = "resume"
+                    result = runtime.resume(graph, **options)
             except KeyboardInterrupt:
                 result = None
             except CheckpointError as exc:
@@ -179,6 +229,8 @@ def launch(config_arg: str, run_id_option: str | None, as_json: bool, *, resume:
             except BusyError as exc:
                 raise busy(config.run_id, config.store, exc) from exc
     finally:
+        if stop_watching is not None:
+            stop_watching()
         if status_line is not None:
             status_line.stop()
         store.close()
@@ -193,6 +245,7 @@ def launch(config_arg: str, run_id_option: str | None, as_json: bool, *, resume:
                     "command": verb,
                     "status": status,
                     "interrupted": interrupted,
+                    "cancel_requested": bool(cancel_requested),
                     "revision": result.revision if result is not None else snap.revision,
                     "saves": result.saves if result is not None else None,
                     "total_nodes": snap.total_nodes,
@@ -207,6 +260,11 @@ def launch(config_arg: str, run_id_option: str | None, as_json: bool, *, resume:
                         else None
                     ),
                     "store": config.store.describe(),
+                    **(
+                        {"forked_from": plan.run_id, "copied": plan.copied, "rerun": plan.rerun}
+                        if plan is not None
+                        else {}
+                    ),
                     "outputs": (
                         _json_outputs(graph, result)
                         if result is not None and status == "completed"
@@ -242,6 +300,13 @@ def launch(config_arg: str, run_id_option: str | None, as_json: bool, *, resume:
             click.echo(f"run {config.run_id!r} {status} after {snap.elapsed:.1f} s: {summary}")
             if result.error is not None:
                 click.echo(f"error: {result.error}", err=True)
+            if status == "canceled":
+                why = " on request ('durable cancel')" if cancel_requested else ""
+                click.echo(
+                    f"canceled{why}: the record stays resumable. Continue it with: "
+                    f"{_resume_hint(config_arg, run_id_option)}",
+                    err=True,
+                )
             click.echo(
                 f"inspect it with: durable inspect {shlex.quote(config_arg)}"
                 + (f" {shlex.quote(config.run_id)}" if run_id_option is not None else ""),
@@ -249,6 +314,43 @@ def launch(config_arg: str, run_id_option: str | None, as_json: bool, *, resume:
             )
     if status != "completed":
         sys.exit(ExitCode.RUN_FAILED)
+
+
+def _fork(
+    runtime: Any,
+    graph: Any,
+    fork_from: str,
+    rerun: tuple[str, ...],
+    options: dict[str, Any],
+    as_json: bool,
+) -> Any:
+    """Create the fork's first record (see :func:`~durable_core.durable.fork.create_fork`)."""
+    from durable_core.durable.fork import create_fork
+
+    try:
+        plan = create_fork(
+            runtime,
+            graph,
+            run_id=fork_from,
+            new_run_id=options["run_id"],
+            version=options["version"],
+            inputs=options["inputs"],
+            rerun=rerun,
+        )
+    except ConflictError as exc:
+        raise ConflictError(
+            f"run {options['run_id']!r} already exists: a fork needs a new run id ({exc})"
+        ) from exc
+    except NotFoundError as exc:
+        raise NotFoundError(f"no record of run {fork_from!r} to fork: {exc}") from exc
+    if not as_json:
+        click.echo(
+            f"forked run {fork_from!r} into {plan.new_run_id!r}: copied "
+            f"{', '.join(plan.copied) or 'nothing'}; running again: "
+            f"{', '.join(plan.rerun) or 'nothing'}",
+            err=True,
+        )
+    return plan
 
 
 def _count(n: int, noun: str) -> str:

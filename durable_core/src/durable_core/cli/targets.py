@@ -28,6 +28,8 @@ __all__ = [
     "looks_like_config",
     "not_found",
     "require_existing_store",
+    "split_store_args",
+    "store_exists",
     "store_target",
 ]
 
@@ -73,6 +75,23 @@ def store_target(
     return default_store_config(), args[0], None
 
 
+def split_store_args(
+    args: tuple[str, ...], store_url: str | None
+) -> tuple[StoreConfig, RunConfig | None, tuple[str, ...]]:
+    """``--store URL ARGS…`` | ``CONFIG ARGS…`` | ``ARGS…`` (the default store): the store,
+    the config (or ``None``) and the remaining arguments.
+
+    Raises:
+        ConfigError: the config or the URL is invalid.
+    """
+    if store_url is not None:
+        return parse_store_url(store_url), None, args
+    if args and looks_like_config(args[0]):
+        config = load_config(args[0])
+        return config.store, config, args[1:]
+    return default_store_config(), None, args
+
+
 def graph_of(config: RunConfig | None) -> Any:
     """The config's graph, or ``None`` (with a note on stderr) when it cannot be loaded.
 
@@ -93,6 +112,15 @@ def busy(run_id: str, store: StoreConfig, exc: BusyError) -> BusyError:
         f"run {run_id!r} in the {store.describe()} is busy: a running 'durable run' or "
         f"'durable resume' (here or on another host) owns it. Details: {exc}"
     )
+
+
+def store_exists(store: StoreConfig) -> bool:
+    """False when the file or SQLite store's location does not exist (other backends: True)."""
+    option = {"file": "directory", "sqlite": "path"}.get(store.backend)
+    if option is None:
+        return True
+    location = store.resolved_options().get(option)
+    return not isinstance(location, str) or os.path.exists(location)
 
 
 def require_existing_store(store: StoreConfig) -> None:

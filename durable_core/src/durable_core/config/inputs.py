@@ -40,6 +40,7 @@ __all__ = [
     "InputSource",
     "LiteralInput",
     "PathInput",
+    "parse_input_override",
     "resolve_inputs",
 ]
 
@@ -124,6 +125,59 @@ def resolve_inputs(
         keys[name]: _resolve_input(source, keys[name].type, base_dir, f"{where} {name}")
         for name, source in inputs.items()
     }
+
+
+def parse_input_override(text: str, graph: Any, base_dir: pathlib.Path) -> tuple[str, InputSource]:
+    """One ``--input`` option: ``key=value`` or ``key=@file``, typed by the graph's input key.
+
+    - ``key=@file`` reads the file when the run starts: a ``str`` key gets its UTF-8 text, a
+      ``bytes`` key its bytes, any other key the JSON document it holds;
+    - ``key=value`` for a ``str`` key is the text as written; for a ``Path`` key the path;
+      for any other key, a JSON value (``n=42``, ``ratio=0.5``, ``ok=true``,
+      ``words=["a","b"]``).
+
+    Relative paths resolve against ``base_dir`` (the current directory for the command line).
+    The value is checked against the key's type here, so that a mistake names ``--input key``.
+
+    Returns:
+        ``(key name, source)``, to replace that key's entry of ``[inputs]``.
+
+    Raises:
+        ConfigError: no ``=``, a key that is not a root input of the graph, a value that is not
+            JSON where JSON is needed, an unreadable file, or a value of the wrong type.
+    """
+    name, sep, raw = text.partition("=")
+    if not sep or not name:
+        raise ConfigError(f"--input {text!r}: expected KEY=VALUE or KEY=@FILE")
+    keys = {key.name: key for key in graph.inputs}
+    if name not in keys:
+        raise ConfigError(
+            f"--input {name}: not an input of graph {_graph_name(graph)!r}; its inputs are: "
+            f"{quote_names(sorted(keys)) or 'none'}"
+        )
+    key_type = keys[name].type
+    source: InputSource
+    if raw.startswith("@"):
+        file = str(resolve_path(raw[1:], base_dir))
+        as_: Literal["text", "bytes", "json"] = (
+            "text" if key_type is str else "bytes" if key_type is bytes else "json"
+        )
+        source = FileInput(file=file, as_=as_)
+    elif key_type is str:
+        source = LiteralInput(raw)
+    elif key_type in (pathlib.Path, pathlib.PurePath):
+        source = PathInput(str(resolve_path(raw, base_dir)))
+    else:
+        try:
+            value = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            raise ConfigError(
+                f"--input {name}: the key has type {type_name(key_type)}; give a JSON value "
+                f"(for example {name}=42 or {name}='[1, 2]'), found {raw!r} ({exc})"
+            ) from None
+        source = LiteralInput(value)
+    _resolve_input(source, key_type, base_dir, f"--input {name}")  # check it now
+    return name, source
 
 
 def _graph_name(graph: Any) -> str:

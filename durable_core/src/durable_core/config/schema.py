@@ -98,6 +98,25 @@ class RunConfig:
             raise ConfigError("--run-id must not be empty")
         return attrs.evolve(self, run_id=run_id)
 
+    def with_overrides(
+        self, inputs: Mapping[str, InputSource] | None = None, max_running: int | None = None
+    ) -> RunConfig:
+        """A copy with command-line overrides: ``inputs`` replace those entries of
+        ``[inputs]`` (see :func:`~durable_core.config.inputs.parse_input_override`),
+        ``max_running`` replaces ``[runtime] max_running``; ``None`` keeps the file's.
+
+        Raises:
+            ConfigError: ``max_running`` is less than 1.
+        """
+        out = self
+        if inputs:
+            out = attrs.evolve(out, inputs={**out.inputs, **inputs})
+        if max_running is not None:
+            if max_running < 1:
+                raise ConfigError(f"--max-running must be at least 1, found {max_running}")
+            out = attrs.evolve(out, runtime=attrs.evolve(out.runtime, max_running=max_running))
+        return out
+
     def load_graph(self) -> Any:
         """Import and return the graph named by ``graph`` (see
         :func:`~durable_core.config.loading.load_graph`)."""

@@ -359,6 +359,71 @@ class Runtime:
             )
         )
 
+    def run_or_resume(
+        self,
+        graph: Graph,
+        *,
+        run_id: str,
+        version: str,
+        inputs: Mapping[Key[Any], Any],
+        max_running: int | None = None,
+        timeout: float | None = None,
+        cancel: CancelToken | None = None,
+    ) -> DurableResult:
+        """Start ``run_id`` when it has no record, else continue it: one call for a scheduler.
+
+        :meth:`run` is tried first; when the run already has a record (nothing was saved),
+        :meth:`resume` continues it with every check ``resume`` makes (the same version,
+        definition and inputs). A run that failed for good stays failed: its result is
+        ``failed`` again, nothing runs (start a new run id, or fork it after a fix).
+
+        Args: as :meth:`run`.
+
+        Returns:
+            The :class:`DurableResult` of the run or of the resume.
+
+        Raises:
+            As :meth:`run` when the run is new, as :meth:`resume` when it exists.
+        """
+        return asyncio.run(
+            self.run_or_resume_async(
+                graph,
+                run_id=run_id,
+                version=version,
+                inputs=inputs,
+                max_running=max_running,
+                timeout=timeout,
+                cancel=cancel,
+            )
+        )
+
+    async def run_or_resume_async(
+        self,
+        graph: Graph,
+        *,
+        run_id: str,
+        version: str,
+        inputs: Mapping[Key[Any], Any],
+        max_running: int | None = None,
+        timeout: float | None = None,
+        cancel: CancelToken | None = None,
+    ) -> DurableResult:
+        """The ``async`` form of :meth:`run_or_resume` (same arguments, errors and result)."""
+        options: dict[str, Any] = {
+            "run_id": run_id,
+            "version": version,
+            "inputs": inputs,
+            "max_running": max_running,
+            "timeout": timeout,
+            "cancel": cancel,
+        }
+        try:
+            return await self.run_async(graph, **options)
+        except CheckpointError as exc:
+            if not isinstance(exc.__cause__, ConflictError):
+                raise
+        return await self.resume_async(graph, **options)
+
     def _preflight(self, graph: Graph, version: str, max_running: int | None) -> None:
         """The checks ``run`` and ``resume`` make before touching the store."""
         _check_graph(graph)

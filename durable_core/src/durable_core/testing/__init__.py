@@ -2,9 +2,11 @@
 
 Every clause of the contract (seed 000 "Store 与 Session", seed 001 §4; SPEC R-STORE-1…5,
 B-FILE-5) is one test method of :class:`StoreConformance`. A backend — Durable's own or a third
-party's — runs the whole kit by subclassing it in a test module and giving ONE fixture,
-``durable_store_factory``, that returns a zero-argument callable making a store over a fresh,
-empty storage::
+party's — runs the whole kit by subclassing it in a test module and giving two fixtures:
+``durable_store_factory``, returning a zero-argument callable making a store over a fresh,
+empty storage, and ``durable_raw_records``, returning a :class:`RawRecords` that reads and
+writes the stored bytes past the store (the kit uses it to plant a corrupt record, which the
+store must refuse to load and never overwrite)::
 
     # tests/test_my_store.py
     import functools
@@ -15,10 +17,25 @@ empty storage::
     from my_package import MyStore
 
 
+    class MyRawRecords:
+        def __init__(self, path):
+            self.path = path
+
+        def read(self, run_id):
+            ...  # the bytes stored as run_id's record, or None
+
+        def write(self, run_id, data, revision):
+            ...  # store data as run_id's record (and revision beside it, if kept)
+
+
     class TestMyStore(StoreConformance):
         @pytest.fixture
         def durable_store_factory(self, tmp_path):
             return functools.partial(MyStore, path=str(tmp_path / "runs.db"))
+
+        @pytest.fixture
+        def durable_raw_records(self, tmp_path):
+            return MyRawRecords(tmp_path / "runs.db")
 
 Rules for the factory:
 
@@ -46,6 +63,7 @@ pytest.register_assert_rewrite("durable_core.testing.conformance")
 
 from durable_core.testing.conformance import (  # noqa: E402
     BUSY_LIMIT,
+    RawRecords,
     StoreConformance,
     StoreSpec,
 )
@@ -55,6 +73,7 @@ from durable_core.testing.records import sample_record  # noqa: E402
 __all__ = [
     "BUSY_LIMIT",
     "ChildReply",
+    "RawRecords",
     "StoreConformance",
     "StoreProcess",
     "StoreSpec",

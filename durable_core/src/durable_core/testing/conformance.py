@@ -9,7 +9,7 @@ import pickle
 import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import attrs
 import pytest
@@ -23,11 +23,11 @@ from durable_core.errors import (
 )
 from durable_core.recordjson import record_to_json
 from durable_core.records import RunRecord, ScopeRecord
-from durable_core.store import MAX_REVISION, RunLister, Session, Store
+from durable_core.store import MAX_REVISION, EncodedRecord, RunLister, Session, Store
 from durable_core.testing.process import StoreProcess
 from durable_core.testing.records import sample_record
 
-__all__ = ["BUSY_LIMIT", "StoreConformance", "StoreSpec"]
+__all__ = ["BUSY_LIMIT", "RawRecords", "StoreConformance", "StoreSpec"]
 
 BUSY_LIMIT = 0.5
 """Seconds within which a second acquire of a held run must raise BusyError ("at once")."""
@@ -56,6 +56,42 @@ class StoreSpec:
     cross_process: bool = True
     reason: str = ""
     release_timeout: float = 10.0
+
+
+@runtime_checkable
+class RawRecords(Protocol):
+    """Direct access to a backend's stored bytes, past the store: how the kit corrupts a record.
+
+    A backend's test module returns one from the fixture ``durable_raw_records``.
+    """
+
+    def read(self, run_id: str) -> bytes | None:
+        """The bytes stored as ``run_id``'s record, or ``None`` when none is stored."""
+        ...
+
+    def write(self, run_id: str, data: bytes, revision: int) -> None:
+        """Store ``data`` as ``run_id``'s record, replacing what is there, as a hand edit would.
+
+        ``revision`` is what a medium that keeps the revision beside the record (a database
+        column) stores there; a medium that keeps only the record ignores it.
+        """
+        ...
+
+
+def _corrupt(kind: str) -> bytes:
+    """Bytes that are not a valid stored record of ``run-a`` at revision 1."""
+    good = record_to_json(sample_record("run-a", 1))
+    if kind == "not json":
+        return b"{not json"
+    if kind == "truncated":
+        return good[: len(good) // 2]
+    if kind == "invalid utf-8":
+        return good.replace(b'"v1"', b'"v1\xff"', 1)
+    if kind == "another run":
+        return record_to_json(sample_record("run-b", 1))
+    if kind == "empty":
+        return b""
+    raise ValueError(kind)
 
 
 def _json(record: RunRecord) -> bytes:
@@ -113,6 +149,15 @@ class StoreConformance:
     def durable_store(self, durable_open_store: Callable[[], Store]) -> Store:
         """The store under test."""
         return durable_open_store()
+
+    @pytest.fixture
+    def durable_raw_records(self) -> RawRecords:
+        """The backend's :class:`RawRecords`; every backend must define this fixture."""
+        pytest.fail(
+            "define the fixture durable_raw_records in your StoreConformance subclass: it "
+            "returns a RawRecords (read/write of the stored bytes past the store), which the "
+            "kit uses to check that a corrupt stored record is refused and never overwritten"
+        )
 
     @pytest.fixture
     def durable_spawn(self, durable_store_spec: StoreSpec) -> Iterator[Callable[[], StoreProcess]]:
@@ -278,6 +323,68 @@ class StoreConformance:
             smaller = sample_record("run-a", 3, rich=False)
             session.save(smaller, 2)
             assert _json(session.load()) == _json(smaller)
+
+    def test_save_writes_the_callers_encoding(self, durable_store: Store) -> None:
+        # covers: R-STORE-3
+        first = sample_record("run-a", 1)
+        second = sample_record("run-a", 2, marker="encoded")
+        with durable_store.acquire("run-a") as session:
+            session.save(first, 0, EncodedRecord(record_to_json(first)))
+            assert _json(session.load()) == _json(first)
+            made: list[int] = []
+
+            def encode() -> bytes:
+                made.append(1)
+                return record_to_json(second)
+
+            session.save(second, 1, encoded=EncodedRecord(encode))
+            assert len(made) <= 1
+            assert _json(session.load()) == _json(second)
+            with pytest.raises(ConflictError):  # the encoding changes no rule
+                session.save(second, 1, EncodedRecord(record_to_json(second)))
+            assert _json(session.load()) == _json(second)
+
+    def test_a_very_long_run_id_is_kept_exactly(self, durable_store: Store) -> None:
+        # covers: R-STORE-1, R-STORE-2, R-REC-4
+        run_id = ("ü-🚀-" * 200_000)[:1_000_000]
+        record = sample_record(run_id, 1)
+        with durable_store.acquire(run_id) as session:
+            session.save(record, 0)
+        with durable_store.acquire(run_id) as session:
+            loaded = session.load()
+            assert loaded.run_id == run_id
+            session.save(sample_record(run_id, 2), 1)
+        with durable_store.acquire(run_id[:-1]) as other, pytest.raises(NotFoundError):
+            other.load()
+        if isinstance(durable_store, RunLister):
+            assert [s.run_id for s in durable_store.list_runs()] == [run_id]
+
+    # -- a corrupt stored record (R-STORE-2, R-STORE-3, E-1) -------------------------------
+
+    @pytest.mark.parametrize(
+        "kind", ["not json", "truncated", "invalid utf-8", "another run", "empty"]
+    )
+    def test_a_corrupt_record_is_refused_and_never_overwritten(
+        self, durable_store: Store, durable_raw_records: RawRecords, kind: str
+    ) -> None:
+        # covers: R-STORE-2, R-STORE-3, E-1
+        with durable_store.acquire("run-a") as session:
+            session.save(sample_record("run-a", 1), 0)
+        assert durable_raw_records.read("run-a") is not None
+        corrupt = _corrupt(kind)
+        durable_raw_records.write("run-a", corrupt, 1)
+        with durable_store.acquire("run-a") as session:  # a save without a load first
+            with pytest.raises(CorruptRecordError):
+                session.save(sample_record("run-a", 2, marker="over"), 1)
+            assert durable_raw_records.read("run-a") == corrupt
+        with durable_store.acquire("run-a") as session:  # a load, then a save
+            with pytest.raises(CorruptRecordError):
+                session.load()
+            with pytest.raises(CorruptRecordError):
+                session.save(sample_record("run-a", 2, marker="over"), 1)
+            with pytest.raises((CorruptRecordError, ConflictError)):
+                session.save(sample_record("run-a", 1, marker="over"), 0)
+        assert durable_raw_records.read("run-a") == corrupt
 
     # -- UTF-8 (B-FILE-5, R-REC-4) ---------------------------------------------------------
 

@@ -7,6 +7,8 @@ from typing import Any
 
 import click
 
+from durable_core.cli.options import json_option
+
 __all__ = ["inspect_command"]
 
 
@@ -14,9 +16,18 @@ __all__ = ["inspect_command"]
 @click.argument("args", nargs=-1, metavar="[CONFIG] [RUN_ID]")
 @click.option("--store", "store_url", metavar="URL", help="The store, instead of a CONFIG.")
 @click.option("--run-id", "run_id_option", metavar="ID", help="The run id (same as RUN_ID).")
-@click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
+@click.option(
+    "--peek",
+    is_flag=True,
+    help="Read the last committed record without taking ownership (for a running run).",
+)
+@json_option()
 def inspect_command(
-    args: tuple[str, ...], store_url: str | None, run_id_option: str | None, as_json: bool
+    args: tuple[str, ...],
+    store_url: str | None,
+    run_id_option: str | None,
+    peek: bool,
+    as_json: bool,
 ) -> None:
     """Show a run's metadata: revision, version, scopes, attempts, confirmed nodes, streams.
 
@@ -25,7 +36,8 @@ def inspect_command(
     for run and resume. The run is read through an exclusive session and never saved;
     business values are never shown. The record gets the integrity checks resume makes: a
     corrupt one is reported as such (exit 8). A run owned by a running process is reported
-    busy at once (exit 3).
+    busy at once (exit 3); --peek reads its last committed record instead, without taking
+    ownership and never writing (the view may be one save old).
     """
     from durable_core.cli.targets import (
         graph_of,
@@ -48,7 +60,11 @@ def inspect_command(
     require_existing_store(store_config)
     store = store_config.open(make_plugin_manager())
     try:
-        record = load_record(store_config, store, run_id)
+        if peek:
+            record = peek_record(store_config, store, run_id)
+        else:
+            record = load_record(store_config, store, run_id)
+        times = run_times(store, run_id)
     finally:
         store.close()
     try:
@@ -60,12 +76,83 @@ def inspect_command(
             rule=exc.rule,
         ) from exc
     info = describe_record(record, graph)
+    failures = _last_failures(run_id, info)
     if as_json:
         data = info.to_json()
         data["store"] = store_config.describe()
+        data["peeked"] = peek
+        data["times"] = times
+        data["last_failures"] = failures
         click.echo(json.dumps(data, indent=2))
         return
+    if peek:
+        click.echo(
+            "note: peeked without taking ownership: a running run may already have saved a "
+            "newer revision",
+            err=True,
+        )
     print_info(info, store_config.describe())
+    if times:
+        click.echo(
+            "times      " + ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in times.items())
+        )
+    if failures:
+        click.echo("last failure of each node not confirmed (from the run log):")
+        for node, entry in sorted(failures.items()):
+            click.echo(f"  {node}  try {entry.get('attempt', '?')} at {entry.get('time', '?')}")
+            click.echo(f"    {entry.get('error', '(no error text)')}")
+
+
+def run_times(store: Any, run_id: str) -> dict[str, Any]:
+    """When the run was last saved (a store with ``SaveTimes``), and when it started, its last
+    event and its duration (the run log on this machine); only what is known."""
+    import datetime
+
+    from durable_core.maintenance import SaveTimes
+    from durable_core.runlog import log_times
+
+    times = log_times(run_id)
+    if isinstance(store, SaveTimes):
+        try:
+            saved = store.saved_at(run_id)
+        except Exception:  # the time is extra information: never fail inspect/list on it
+            saved = None
+        if saved is not None:
+            times["saved"] = datetime.datetime.fromtimestamp(saved, datetime.UTC).isoformat()
+    return times
+
+
+def peek_record(store_config: Any, store: Any, run_id: str) -> Any:
+    """The last committed record, read without a session (``RecordPeeker``)."""
+    from durable_core.cli.targets import not_found
+    from durable_core.errors import ConfigError, NotFoundError
+    from durable_core.maintenance import RecordPeeker
+
+    if not isinstance(store, RecordPeeker):
+        raise ConfigError(
+            f"the {store_config.describe()} cannot be read without taking a run's ownership; "
+            "inspect without --peek once the run is not running"
+        )
+    try:
+        return store.peek(run_id)
+    except NotFoundError as exc:
+        raise not_found(run_id, store_config) from exc
+
+
+def _last_failures(run_id: str, info: Any) -> dict[str, Any]:
+    """Each node's last failed try from the run log, for nodes the record has not confirmed."""
+    from durable_core.runlog import last_failures
+
+    confirmed = {
+        f"{scope.path}/{node}" if scope.path else node
+        for scope in info.scopes
+        for node in (*scope.confirmed, *scope.skipped)
+    }
+    return {
+        node: {k: entry[k] for k in ("time", "attempt", "error") if k in entry}
+        for node, entry in last_failures(run_id).items()
+        if node not in confirmed
+    }
 
 
 def print_info(info: Any, store: str) -> None:

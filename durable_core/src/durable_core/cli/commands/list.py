@@ -7,13 +7,15 @@ from typing import Any
 
 import click
 
+from durable_core.cli.options import json_option
+
 __all__ = ["list_command"]
 
 
 @click.command("list")
 @click.argument("args", nargs=-1, metavar="[CONFIG]")
 @click.option("--store", "store_url", metavar="URL", help="The store, instead of a CONFIG.")
-@click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
+@json_option()
 def list_command(args: tuple[str, ...], store_url: str | None, as_json: bool) -> None:
     """List the runs of a store, with their status and revision.
 
@@ -23,17 +25,28 @@ def list_command(args: tuple[str, ...], store_url: str | None, as_json: bool) ->
     a run of another graph is judged from its own record. Each record gets the integrity
     checks resume makes: a damaged one is shown as corrupt, with the reason. Each run is read
     through a short exclusive session; a run owned by a running process is shown as running.
+    The default store lists no runs until the first run creates it; a CONFIG's or --store
+    store that does not exist is an error (exit 4), as a mistyped location usually is.
     """
-    from durable_core.cli.targets import graph_of, require_existing_store, store_target
+    from durable_core.cli.targets import (
+        graph_of,
+        require_existing_store,
+        store_exists,
+        store_target,
+    )
     from durable_core.errors import ConfigError
     from durable_core.plugins import make_plugin_manager
     from durable_core.store import RunLister
 
     store_config, _, config = store_target(args, store_url, want_run_id=False)
     graph = graph_of(config)
+    rows: list[dict[str, Any]] = []
+    if store_url is None and config is None and not store_exists(store_config):
+        # a fresh machine: the default store is made by the first run; nothing to list yet
+        _print_rows(rows, store_config.describe(), as_json, graph)
+        return
     require_existing_store(store_config)
     store = store_config.open(make_plugin_manager())
-    rows: list[dict[str, Any]] = []
     try:
         if not isinstance(store, RunLister):
             raise ConfigError(
@@ -44,11 +57,15 @@ def list_command(args: tuple[str, ...], store_url: str | None, as_json: bool) ->
             rows.append(list_row(store, summary, graph))
     finally:
         store.close()
+    _print_rows(rows, store_config.describe(), as_json, graph)
+
+
+def _print_rows(rows: list[dict[str, Any]], store: str, as_json: bool, graph: Any) -> None:
     if as_json:
         click.echo(json.dumps(rows, indent=2))
         return
     if not rows:
-        click.echo(f"no runs in the {store_config.describe()}")
+        click.echo(f"no runs in the {store}")
         return
     print_table(rows, with_definition=graph is not None)
 
@@ -109,6 +126,7 @@ def list_row(store: Any, summary: Any, graph: Any) -> dict[str, Any]:
         "definition_matches": None,
         "location": getattr(summary, "location", ""),
         "error": None,
+        "times": {},
     }
     error = getattr(summary, "error", None)
     if error is not None:
@@ -140,6 +158,9 @@ def list_row(store: Any, summary: Any, graph: Any) -> dict[str, Any]:
         row["format"], row["revision"] = record.format, record.revision
         return row
     info = describe_record(record, graph)
+    from durable_core.cli.commands.inspect import run_times
+
+    row["times"] = run_times(store, summary.run_id)
     row.update(
         format=info.format,
         revision=info.revision,

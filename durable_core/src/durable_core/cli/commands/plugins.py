@@ -6,11 +6,13 @@ import json
 
 import click
 
+from durable_core.cli.options import json_option
+
 __all__ = ["plugins_command"]
 
 
 @click.command("plugins")
-@click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
+@json_option()
 def plugins_command(as_json: bool) -> None:
     """List every plugin found, its distribution and what it registers."""
     from durable_core.plugins import make_plugin_manager

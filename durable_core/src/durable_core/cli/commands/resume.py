@@ -4,14 +4,35 @@ from __future__ import annotations
 
 import click
 
+from durable_core.cli.options import json_option
+
 __all__ = ["resume_command"]
 
 
 @click.command("resume")
 @click.argument("config_arg", metavar="CONFIG")
 @click.option("--run-id", "run_id", metavar="ID", help="Run id instead of the config's run_id.")
-@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
-def resume_command(config_arg: str, run_id: str | None, as_json: bool) -> None:
+@click.option(
+    "--input",
+    "input_options",
+    multiple=True,
+    metavar="KEY=VALUE|KEY=@FILE",
+    help="Override an input of the config (repeatable); resume needs the same again.",
+)
+@click.option(
+    "--max-running",
+    type=click.IntRange(min=1),
+    metavar="N",
+    help="At most N node bodies at once (overrides [runtime] max_running).",
+)
+@json_option("Print the result as JSON.")
+def resume_command(
+    config_arg: str,
+    run_id: str | None,
+    input_options: tuple[str, ...],
+    max_running: int | None,
+    as_json: bool,
+) -> None:
     """Continue a run of the CONFIG's graph from its record.
 
     Confirmed nodes are restored without running again, spent Retry budgets stay spent. The
@@ -20,4 +41,11 @@ def resume_command(config_arg: str, run_id: str | None, as_json: bool) -> None:
     """
     from durable_core.cli.launch import launch
 
-    launch(config_arg, run_id, as_json, resume=True)
+    launch(
+        config_arg,
+        run_id,
+        as_json,
+        resume=True,
+        input_options=input_options,
+        max_running=max_running,
+    )

@@ -4,20 +4,56 @@ from __future__ import annotations
 
 import click
 
+from durable_core.cli.options import json_option
+
 __all__ = ["run_command"]
 
 
 @click.command("run")
 @click.argument("config_arg", metavar="CONFIG")
 @click.option("--run-id", "run_id", metavar="ID", help="Run id instead of the config's run_id.")
-@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
-def run_command(config_arg: str, run_id: str | None, as_json: bool) -> None:
+@click.option(
+    "--resume-if-exists",
+    is_flag=True,
+    help="Continue the run when it already has a record, instead of refusing it.",
+)
+@click.option(
+    "--input",
+    "input_options",
+    multiple=True,
+    metavar="KEY=VALUE|KEY=@FILE",
+    help="Override an input of the config (repeatable); resume needs the same again.",
+)
+@click.option(
+    "--max-running",
+    type=click.IntRange(min=1),
+    metavar="N",
+    help="At most N node bodies at once (overrides [runtime] max_running).",
+)
+@json_option("Print the result as JSON.")
+def run_command(
+    config_arg: str,
+    run_id: str | None,
+    resume_if_exists: bool,
+    input_options: tuple[str, ...],
+    max_running: int | None,
+    as_json: bool,
+) -> None:
     """Start a new run of the CONFIG's graph and execute it.
 
     Every change is saved to the store as it happens. Ctrl-C stops the run cleanly and prints
     how to resume it; a crash (even kill -9) leaves it resumable too. A run id that already has
-    a record is refused (exit 5): use 'durable resume'.
+    a record is refused (exit 5): use 'durable resume', or --resume-if-exists to start the
+    run or continue it with one command (for schedulers).
     """
     from durable_core.cli.launch import launch
 
-    launch(config_arg, run_id, as_json, resume=False)
+    launch(
+        config_arg,
+        run_id,
+        as_json,
+        resume=False,
+        resume_if_exists=resume_if_exists,
+        input_options=input_options,
+        max_running=max_running,
+    )

@@ -8,16 +8,37 @@ from durable_core import BusyError, MemoryStore, NotFoundError, make_plugin_mana
 from durable_core.testing import StoreConformance, StoreSpec, sample_record
 
 
+class MemoryRawRecords:
+    """The bytes a MemoryStore keeps, read and written past its sessions."""
+
+    def __init__(self, store: MemoryStore) -> None:
+        self._store = store
+
+    def read(self, run_id: str) -> bytes | None:
+        stored = self._store._records.get(run_id)
+        return None if stored is None else stored[1]
+
+    def write(self, run_id: str, data: bytes, revision: int) -> None:
+        self._store._records[run_id] = (revision, data)
+
+
 class TestMemoryStoreConformance(StoreConformance):
     @pytest.fixture
-    def durable_store_factory(self) -> StoreSpec:
-        store = MemoryStore()
+    def memory_store(self) -> MemoryStore:
+        return MemoryStore()
+
+    @pytest.fixture
+    def durable_store_factory(self, memory_store: MemoryStore) -> StoreSpec:
         # "Reopening" a memory store is using the same object: its records live in it.
         return StoreSpec(
-            factory=lambda: store,
+            factory=lambda: memory_store,
             cross_process=False,
             reason="MemoryStore keeps records and ownership in one process (B-MEM)",
         )
+
+    @pytest.fixture
+    def durable_raw_records(self, memory_store: MemoryStore) -> MemoryRawRecords:
+        return MemoryRawRecords(memory_store)
 
 
 def test_usable_without_arguments() -> None:

@@ -24,7 +24,8 @@ A process that forks while holding a lock shares the descriptor with its child: 
 released only when both have closed it. Start helper processes with ``spawn`` (or
 ``subprocess``), which does not inherit descriptors.
 
-The SQLite store reuses this module for its ``.runlocks/`` directory (B-SQL-2).
+The file store locks ``<key>.lock`` beside each record; the SQLite store locks files in its
+``.runlocks/`` directory (B-SQL-2).
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ import weakref
 import filelock
 
 from durable_core.errors import AcquireTimeoutError, BusyError, ConfigError, DurableError
-from durable_core.store import validate_run_id
+from durable_core.store.checks import validate_run_id
 
 __all__ = [
     "RunLock",

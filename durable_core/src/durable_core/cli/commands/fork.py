@@ -1,0 +1,58 @@
+"""``durable fork``: a new run from an existing one's confirmed work, after a fix."""
+
+from __future__ import annotations
+
+import click
+
+from durable_core.cli.options import json_option
+
+__all__ = ["fork_command"]
+
+
+@click.command("fork")
+@click.argument("config_arg", metavar="CONFIG")
+@click.argument("run_id", metavar="RUN_ID")
+@click.option("--new-run-id", required=True, metavar="NEW", help="The new run's id.")
+@click.option(
+    "--rerun",
+    multiple=True,
+    metavar="NODE",
+    help="Run this node again, with everything downstream of it (repeatable).",
+)
+@click.option(
+    "--input",
+    "input_options",
+    multiple=True,
+    metavar="KEY=VALUE|KEY=@FILE",
+    help="Override an input of the config (the fork needs the old run's inputs).",
+)
+@click.option("--max-running", type=click.IntRange(min=1), metavar="N", help="Node bodies at once.")
+@json_option("Print the result as JSON.")
+def fork_command(
+    config_arg: str,
+    run_id: str,
+    new_run_id: str,
+    rerun: tuple[str, ...],
+    input_options: tuple[str, ...],
+    max_running: int | None,
+    as_json: bool,
+) -> None:
+    """Start run NEW from run RUN_ID's confirmed work, with the CONFIG's (fixed) graph.
+
+    Every confirmed node of RUN_ID that is still valid under the current graph, is not named
+    with --rerun and is not downstream of one, is copied; the new run executes the rest. This
+    is how a run that failed for good, or that resume refuses after a definition change,
+    continues after a fix without running its finished nodes again. RUN_ID is never changed.
+    """
+    from durable_core.cli.launch import launch
+
+    launch(
+        config_arg,
+        new_run_id,
+        as_json,
+        resume=False,
+        input_options=input_options,
+        max_running=max_running,
+        fork_from=run_id,
+        rerun=rerun,
+    )

@@ -1,0 +1,73 @@
+"""``durable log``: a run's event log (times, failed tries and their errors, durations)."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import click
+
+from durable_core.cli.options import json_option
+
+__all__ = ["log_command"]
+
+
+@click.command("log")
+@click.argument("run_id", metavar="RUN_ID")
+@click.option("--follow", "-f", is_flag=True, help="Keep printing new events until the run ends.")
+@json_option()
+def log_command(run_id: str, follow: bool, as_json: bool) -> None:
+    """Print the run log of RUN_ID on this machine: when it started and resumed, each attempt,
+    each failed try's error, each node's duration, how it ended.
+
+    The log is kept next to the stores (see docs/operations.md), written by the plugin
+    'runlog'. With --follow, new events are printed as they come until the run finishes (or
+    Ctrl-C). --json prints one JSON object per line.
+    """
+    from durable_core.errors import NotFoundError
+    from durable_core.runlog import log_path
+
+    path = log_path(run_id)
+    if not path.exists() and not follow:
+        raise NotFoundError(
+            f"no run log of run {run_id!r} at {path}: the run never ran on this machine, or "
+            "the plugin 'runlog' is blocked"
+        )
+    offset = 0
+    while True:
+        finished = False
+        if path.exists():
+            with open(path, "rb") as f:
+                f.seek(offset)
+                chunk = f.read()
+            complete = chunk[: chunk.rfind(b"\n") + 1]  # never print a torn last line
+            offset += len(complete)
+            for raw in complete.splitlines():
+                try:
+                    entry = json.loads(raw)
+                except json.JSONDecodeError:
+                    continue
+                click.echo(json.dumps(entry) if as_json else format_entry(entry))
+                finished = entry.get("event") == "run_finished"
+        if not follow or finished:
+            return
+        time.sleep(0.2)
+
+
+def format_entry(entry: dict[str, Any]) -> str:
+    """One line of ``durable log``."""
+    parts = [str(entry.get("time", "?")), f"{entry.get('event', '?'):<15}"]
+    if "node" in entry:
+        parts.append(str(entry["node"]))
+    if "attempt" in entry:
+        parts.append(f"try {entry['attempt']}")
+    if "seconds" in entry:
+        parts.append(f"{entry['seconds']:.3f} s")
+    if "status" in entry:
+        parts.append(str(entry["status"]))
+    parts.append(f"rev {entry.get('revision', '?')}")
+    line = "  ".join(parts)
+    if "error" in entry:
+        line += f"\n    {entry['error']}"
+    return line

@@ -1,0 +1,100 @@
+"""``durable prune``: delete finished runs, optionally only those saved long ago."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from typing import Any
+
+import click
+
+from durable_core.cli.options import json_option
+
+__all__ = ["prune_command"]
+
+
+@click.command("prune")
+@click.argument("args", nargs=-1, metavar="[CONFIG]")
+@click.option("--store", "store_url", metavar="URL", help="The store, instead of a CONFIG.")
+@click.option("--finished", is_flag=True, help="Required: prune only finished runs.")
+@click.option("--older-than", "older_than", metavar="AGE", help="Last saved before AGE (7d, 12h).")
+@click.option("--dry-run", is_flag=True, help="Only say what would be deleted.")
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+@json_option()
+def prune_command(
+    args: tuple[str, ...],
+    store_url: str | None,
+    finished: bool,
+    older_than: str | None,
+    dry_run: bool,
+    yes: bool,
+    as_json: bool,
+) -> None:
+    """Delete the finished runs of a store (completed, or failed for good).
+
+    A run counts as finished when a node of its root graph failed for good, or, with the
+    CONFIG of the graph that wrote it, when every node is confirmed. Running, incomplete,
+    corrupt and unreadable runs are never pruned. With --older-than, only runs last saved
+    longer ago than AGE are. Each run is deleted through its exclusive session.
+    """
+    from durable_core.cli.commands.list import list_row
+    from durable_core.cli.targets import graph_of, require_existing_store, store_target
+    from durable_core.errors import BusyError, ConfigError, NotFoundError
+    from durable_core.maintenance import SaveTimes, delete_run, parse_age
+    from durable_core.plugins import make_plugin_manager
+    from durable_core.store import RunLister
+
+    if not finished:
+        raise click.UsageError("prune deletes only finished runs: give --finished")
+    age = parse_age(older_than) if older_than is not None else None
+    store_config, _, config = store_target(args, store_url, want_run_id=False)
+    graph = graph_of(config)
+    where = store_config.describe()
+    require_existing_store(store_config)
+    store = store_config.open(make_plugin_manager())
+    chosen: list[dict[str, Any]] = []
+    try:
+        if not isinstance(store, RunLister):
+            raise ConfigError(f"the {where} cannot list its runs, so it cannot be pruned")
+        if age is not None and not isinstance(store, SaveTimes):
+            raise ConfigError(
+                f"the {where} does not record when runs were saved: prune it without --older-than"
+            )
+        now = time.time()
+        for summary in store.list_runs():
+            row = list_row(store, summary, graph)
+            if row["status"] not in ("completed", "failed"):
+                continue
+            if age is not None:
+                saved = store.saved_at(summary.run_id)  # type: ignore[union-attr]
+                if saved is None or now - saved < age:
+                    continue
+                row["saved_at"] = saved
+            chosen.append(row)
+        if not dry_run and chosen and not yes:
+            if not sys.stdin.isatty():
+                raise click.UsageError("give --yes to prune without a prompt (or --dry-run)")
+            click.confirm(f"delete {len(chosen)} finished run(s) from the {where}?", abort=True)
+        for row in chosen:
+            row["deleted"] = False
+            if dry_run:
+                continue
+            try:
+                delete_run(store, row["run_id"], store_name=where)
+                row["deleted"] = True
+            except (BusyError, NotFoundError) as exc:  # taken or removed meanwhile: keep going
+                row["error"] = f"{type(exc).__name__}: {exc}"
+    finally:
+        store.close()
+    if as_json:
+        click.echo(json.dumps({"store": where, "dry_run": dry_run, "runs": chosen}, indent=2))
+        return
+    verb = "would delete" if dry_run else "deleted"
+    for row in chosen:
+        if row.get("error"):
+            click.echo(f"kept {row['run_id']!r}: {row['error']}", err=True)
+        else:
+            click.echo(f"{verb} {row['run_id']!r} ({row['status']}, revision {row['revision']})")
+    if not chosen:
+        click.echo(f"no finished runs to prune in the {where}")

@@ -1,0 +1,212 @@
+"""The run log: an append-only JSON-lines file of each run's recovery events, with times.
+
+The run record holds no time and no error text (the data model forbids captured business error
+text in it). The run log keeps them beside it, for operators: when a run started and resumed,
+each attempt and how long it took, the exception type and message of each failed try (shortened
+and with secrets scrubbed), each confirmed node's duration, and how the run ended.
+
+It is written by the plugin ``runlog`` of ``durable-core`` on the ``durable_recovery_event``
+hook, so it can be replaced or turned off (``DURABLE_BLOCK_PLUGINS=runlog``). ``durable log``
+prints it; ``durable inspect`` shows each node's last failure from it.
+
+Where: one file per run id in :func:`log_directory`: ``$DURABLE_HOME/logs`` when
+``DURABLE_HOME`` is set, else ``platformdirs.user_log_dir("durable")``. The file is chosen by
+the run id alone: two stores on one machine holding the same run id share its log.
+
+Each line is one JSON object::
+
+    {"time": "2026-12-01T09:00:00.123456+00:00", "event": "attempt_failed", "run_id": "r",
+     "revision": 4, "node": "report/render", "attempt": "2/3", "attempt_id": "…",
+     "error": "ValueError: …", "seconds": 0.51}
+
+``status`` is set on ``run_finished``; ``seconds`` (the attempt's duration in this process) on
+``attempt_failed`` and ``node_confirmed`` when the attempt started in this process.
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import json
+import os
+import pathlib
+import re
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from durable_core.hookspecs import hookimpl
+
+__all__ = [
+    "LOG_DIR_ENV",
+    "MAX_ERROR_CHARS",
+    "RunLogWriter",
+    "durable_recovery_event",
+    "last_failures",
+    "log_directory",
+    "log_path",
+    "log_times",
+    "read_log",
+    "scrub",
+]
+
+LOG_DIR_ENV = "DURABLE_LOG_DIR"
+"""Environment variable: the folder of the run logs (overrides the default)."""
+
+MAX_ERROR_CHARS = 1000
+"""Error texts longer than this are cut (with ``…``)."""
+
+_SECRETS = [
+    re.compile(
+        r"(?i)\b(password|passwd|pwd|secret|token|api[_-]?key|access[_-]?key)(\s*[=:]\s*)(\S+)"
+    ),
+    re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://[^:/@\s]*):([^@\s]+)@"),
+    re.compile(r"(?i)\b(bearer)(\s+)([A-Za-z0-9._~+/=-]+)"),
+]
+
+
+def log_directory() -> pathlib.Path:
+    """``$DURABLE_LOG_DIR``, else ``$DURABLE_HOME/logs``, else
+    ``platformdirs.user_log_dir("durable")``."""
+    explicit = os.environ.get(LOG_DIR_ENV)
+    if explicit:
+        return pathlib.Path(explicit).expanduser().absolute()
+    home = os.environ.get("DURABLE_HOME")
+    if home:
+        return pathlib.Path(home).expanduser().absolute() / "logs"
+    import platformdirs
+
+    return pathlib.Path(platformdirs.user_log_dir("durable"))
+
+
+def log_path(run_id: str, directory: pathlib.Path | None = None) -> pathlib.Path:
+    """The log file of ``run_id``: a readable prefix of the id plus a digest of all of it."""
+    readable = re.sub(r"[^A-Za-z0-9._-]", "_", run_id)[:40]
+    digest = hashlib.sha256(run_id.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    return (directory or log_directory()) / f"{readable}-{digest}.jsonl"
+
+
+def scrub(text: str) -> str:
+    """Shorten an error text and hide what looks like a secret (``password=…``, a URL's
+    password, a bearer token)."""
+    text = _SECRETS[0].sub(r"\1\2***", text)
+    text = _SECRETS[1].sub(r"\1:***@", text)
+    text = _SECRETS[2].sub(r"\1\2***", text)
+    if len(text) > MAX_ERROR_CHARS:
+        text = text[: MAX_ERROR_CHARS - 1] + "…"
+    return text
+
+
+class RunLogWriter:
+    """Appends events to run logs; one instance per process (the plugin's)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._started: dict[str, float] = {}
+        self._folders: set[pathlib.Path] = set()
+
+    def write(self, event: Any) -> None:
+        """Append one line for ``event`` (a :class:`~durable_core.durable.RecoveryEvent`)."""
+        now = time.time()
+        kind = str(event.kind)
+        line: dict[str, Any] = {
+            "time": datetime.datetime.fromtimestamp(now, datetime.UTC).isoformat(),
+            "event": kind,
+            "run_id": event.run_id,
+            "revision": event.revision,
+        }
+        if event.node_id:
+            line["node"] = (
+                f"{event.scope_path}/{event.node_id}" if event.scope_path else event.node_id
+            )
+        if event.attempt_index:
+            line["attempt"] = f"{event.attempt_index}/{event.attempt_limit}"
+        if event.attempt_id:
+            line["attempt_id"] = event.attempt_id
+        if event.status:
+            line["status"] = event.status
+        if event.error:
+            line["error"] = scrub(event.error)
+        with self._lock:
+            if kind in ("attempt_started", "attempt_adopted") and event.attempt_id:
+                self._started[event.attempt_id] = now
+            elif kind in ("attempt_failed", "node_confirmed") and event.attempt_id:
+                started = self._started.pop(event.attempt_id, None)
+                if started is not None:
+                    line["seconds"] = round(now - started, 6)
+            path = log_path(event.run_id)
+            if path.parent not in self._folders:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                self._folders.add(path.parent)
+            data = (json.dumps(line, ensure_ascii=False) + "\n").encode("utf-8", "replace")
+            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            try:
+                os.write(fd, data)
+            finally:
+                os.close(fd)
+
+
+_WRITER = RunLogWriter()
+
+
+@hookimpl
+def durable_recovery_event(event: Any) -> None:
+    """Append ``event`` to its run's log (see the module documentation)."""
+    _WRITER.write(event)
+
+
+def read_log(run_id: str, directory: pathlib.Path | None = None) -> Iterator[dict[str, Any]]:
+    """The log's events, oldest first; a line that is not JSON (a torn last line) is skipped.
+
+    Raises:
+        FileNotFoundError: the run has no log on this machine.
+    """
+    with open(log_path(run_id, directory), encoding="utf-8", errors="replace") as f:
+        for line in f:
+            try:
+                entry = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(entry, dict):
+                yield entry
+
+
+def last_failures(run_id: str) -> dict[str, dict[str, Any]]:
+    """Each node's last failed attempt in the log (by node path); empty without a log."""
+    failures: dict[str, dict[str, Any]] = {}
+    try:
+        for entry in read_log(run_id):
+            if entry.get("event") == "attempt_failed" and "node" in entry:
+                failures[entry["node"]] = entry
+            elif entry.get("event") == "node_confirmed" and "node" in entry:
+                failures.pop(entry["node"], None)
+    except FileNotFoundError:
+        return {}
+    return failures
+
+
+def log_times(run_id: str) -> dict[str, Any]:
+    """When the run started (its first ``run_started``), its last event, and the time between,
+    from the run log: ``{"started": ISO time, "last_event": ISO time, "duration_seconds": …}``;
+    empty without a log."""
+    first = last = None
+    try:
+        for entry in read_log(run_id):
+            when = entry.get("time")
+            if not isinstance(when, str):
+                continue
+            if first is None and entry.get("event") == "run_started":
+                first = when
+            last = when
+    except FileNotFoundError:
+        return {}
+    out: dict[str, Any] = {}
+    if first is not None:
+        out["started"] = first
+    if last is not None:
+        out["last_event"] = last
+    if first is not None and last is not None:
+        span = datetime.datetime.fromisoformat(last) - datetime.datetime.fromisoformat(first)
+        out["duration_seconds"] = round(span.total_seconds(), 3)
+    return out

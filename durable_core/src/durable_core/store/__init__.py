@@ -1,0 +1,64 @@
+"""Stores: the Store/Session contract, the kit every store is built on, and the memory store.
+
+A :class:`Store` hands out one exclusive :class:`Session` per run id; the session loads and saves
+the run's single record by compare-and-swap on its revision (seed 000 "Store 与 Session"; SPEC
+R-STORE-1…5). The package holds:
+
+- :mod:`~durable_core.store.protocol`: the contract (:class:`Store`, :class:`Session`,
+  :class:`RunLister`, :class:`RunSummary`, :class:`EncodedRecord`);
+- :mod:`~durable_core.store.kit`: :class:`BaseStore` and :class:`BaseSession`, the lifecycle and
+  the template ``save`` every built-in store shares; a backend implements only its medium;
+- :mod:`~durable_core.store.checks`: the checks all stores share (run ids, timeouts, saves,
+  records read back, factory options);
+- :mod:`~durable_core.store.locks`: per-run OS file locks and private directories, for stores
+  on a local file system;
+- :mod:`~durable_core.store.memory`: :class:`MemoryStore` (B-MEM).
+
+The conformance kit in :mod:`durable_core.testing` proves a backend keeps the contract.
+"""
+
+from durable_core.store.checks import (
+    check_options,
+    check_path,
+    decode_stored,
+    summary_of,
+    validate_loaded,
+    validate_run_id,
+    validate_save,
+    validate_timeout,
+)
+from durable_core.store.kit import Acquiring, BaseSession, BaseStore
+from durable_core.store.memory import MemorySession, MemoryStore, memory_store_factory
+from durable_core.store.protocol import (
+    MAX_REVISION,
+    EncodedRecord,
+    RunLister,
+    RunSummary,
+    Session,
+    Store,
+    sort_summaries,
+)
+
+__all__ = [
+    "MAX_REVISION",
+    "Acquiring",
+    "BaseSession",
+    "BaseStore",
+    "EncodedRecord",
+    "MemorySession",
+    "MemoryStore",
+    "RunLister",
+    "RunSummary",
+    "Session",
+    "Store",
+    "check_options",
+    "check_path",
+    "decode_stored",
+    "memory_store_factory",
+    "sort_summaries",
+    "summary_of",
+    "validate_loaded",
+    "validate_run_id",
+    "validate_save",
+    "validate_timeout",
+]

@@ -1,0 +1,112 @@
+"""MemoryStore: records in this process's memory (B-MEM; seed 000 "内置 Store")."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from durable_core.errors import NotFoundError
+from durable_core.recordjson import record_from_json
+from durable_core.records import RunRecord
+from durable_core.store.checks import check_options, summary_of
+from durable_core.store.kit import Acquiring, BaseSession, BaseStore
+from durable_core.store.protocol import EncodedRecord, RunSummary, sort_summaries
+
+__all__ = ["MemorySession", "MemoryStore", "memory_store_factory"]
+
+
+class MemoryStore(BaseStore):
+    """A store that keeps records in this process's memory (B-MEM; seed 000 "内置 Store").
+
+    Usable without arguments. ``load`` and ``save`` copy the record (it is kept as its canonical
+    JSON bytes, so the UTF-8 rules of B-FILE-5 apply here too). It offers in-process exclusive
+    sessions and compare-and-swap only: no cross-process ownership, and nothing survives the
+    process. Meant for examples, unit tests and checking the protocol.
+
+    Thread-safe: any thread may acquire, load, save and close.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._records_lock = threading.Lock()
+        self._records: dict[str, tuple[int, bytes]] = {}
+
+    def list_runs(self) -> list[RunSummary]:
+        """Summaries of every stored run, sorted by run id (:class:`RunLister`)."""
+        with self._records_lock:
+            items = sorted(self._records.items())
+        return sort_summaries(
+            summary_of(f"memory:{run_id}", lambda data=data: record_from_json(data), run_id)
+            for run_id, (_, data) in items
+        )
+
+    def peek(self, run_id: str) -> RunRecord:
+        """The stored record of ``run_id`` without taking its session (RecordPeeker).
+
+        Raises:
+            NotFoundError: no record.
+        """
+        with self._records_lock:
+            stored = self._records.get(run_id)
+        if stored is None:
+            raise NotFoundError(f"no record of run {run_id!r} in this memory store")
+        return record_from_json(stored[1])
+
+    def _open_session(
+        self, run_id: str, timeout: float | None, pending: Acquiring
+    ) -> MemorySession:
+        return MemorySession(self, run_id)
+
+
+class MemorySession(BaseSession):
+    """A session of :class:`MemoryStore`."""
+
+    def __init__(self, store: MemoryStore, run_id: str) -> None:
+        super().__init__(store, run_id, f"memory:{run_id}")
+        self._memory = store
+
+    def delete(self) -> None:
+        """Remove the run's record, then close the session (RunDeleter).
+
+        Raises:
+            NotFoundError: no record.
+            SessionClosedError: the session was closed.
+        """
+        with self._mutex:
+            self._check_open()
+            with self._memory._records_lock:
+                stored = self._memory._records.pop(self._run_id, None)
+            if stored is None:
+                raise self._not_found()
+        self.close()
+
+    def _read(self) -> tuple[bytes, int | None] | None:
+        with self._memory._records_lock:
+            stored = self._memory._records.get(self._run_id)
+        return None if stored is None else (stored[1], None)
+
+    def _write(
+        self, data: bytes, record: RunRecord, expected_revision: int, encoded: EncodedRecord | None
+    ) -> bool:
+        records = self._memory._records
+        with self._memory._records_lock:
+            stored = records.get(self._run_id)
+            if (stored[0] if stored is not None else 0) != expected_revision:
+                return False
+            records[self._run_id] = (record.revision, data)
+            return True
+
+    def _stored_revision(self) -> int:
+        with self._memory._records_lock:
+            stored = self._memory._records.get(self._run_id)
+        return 0 if stored is None else stored[0]
+
+
+def memory_store_factory(**options: Any) -> MemoryStore:
+    """Build a :class:`MemoryStore` from a config's ``[store]`` options (it takes none).
+
+    Raises:
+        ConfigError: any option is given.
+    """
+    check_options("memory", options, ())
+    return MemoryStore()

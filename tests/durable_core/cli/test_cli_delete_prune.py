@@ -1,0 +1,129 @@
+"""``durable delete`` and ``durable prune`` (and ``inspect --peek``) on real file, SQLite and
+PostgreSQL stores: a running run is refused and stays intact."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+import pytest
+
+from durable_core.cli import ExitCode
+from durable_core.config import parse_store_url
+from durable_core.store.locks import run_key
+
+
+@pytest.fixture
+def hold(ops):
+    """Own a run through another store object, as a running ``durable run`` would."""
+    opened = []
+
+    def take(run_id: str):
+        store = parse_store_url(ops.store_url).open()
+        opened.append(store)
+        return store.acquire(run_id)
+
+    yield take
+    for store in opened:
+        store.close()
+
+
+def lock_files(ops, run_id: str) -> list[str]:
+    key = run_key(run_id)
+    if ops.store_kind == "file":
+        return [p.name for p in (ops.folder / "runs").glob(f"{key}.*")]
+    if ops.store_kind == "sqlite":
+        return [p.name for p in (ops.folder / "db" / ".runlocks").glob(f"{key}.*")]
+    return []
+
+
+def test_delete_removes_the_record_and_the_runs_lock(ops):
+    assert ops.invoke("run", ops.config).exit_code == 0
+    assert ops.invoke("run", ops.config, "--run-id", "keep").exit_code == 0
+    if ops.store_kind != "postgres":
+        assert lock_files(ops, "ops-1")
+    revision = ops.json("inspect", ops.config)["revision"]
+    deleted = ops.invoke("delete", ops.config, "ops-1", "--yes")
+    assert deleted.exit_code == 0, deleted.output
+    assert f"deleted run 'ops-1' (revision {revision})" in deleted.stdout
+    assert lock_files(ops, "ops-1") == []  # (inspect's session would create it again)
+    assert ops.invoke("inspect", ops.config).exit_code == ExitCode.NOT_FOUND
+    assert [r["run_id"] for r in ops.json("list", ops.config)] == ["keep"]
+    again = ops.invoke("delete", ops.config, "ops-1", "--yes")
+    assert again.exit_code == ExitCode.NOT_FOUND
+    # the run id can be used again
+    assert ops.invoke("run", ops.config).exit_code == 0
+
+
+def test_delete_of_a_running_run_is_busy_and_the_run_stays(ops, hold):
+    assert ops.invoke("run", ops.config).exit_code == 0
+    before = ops.json("inspect", ops.config)
+    session = hold("ops-1")
+    busy = ops.invoke("delete", "--store", ops.store_url, "ops-1", "--yes")
+    assert busy.exit_code == ExitCode.BUSY, busy.output
+    assert "is busy" in busy.stderr
+    assert session.load().revision == before["revision"]  # intact, still owned
+    session.close()
+    assert ops.json("inspect", ops.config)["revision"] == before["revision"]
+
+
+def test_delete_asks_unless_yes(ops):
+    assert ops.invoke("run", ops.config).exit_code == 0
+    refused = ops.invoke("delete", ops.config, "ops-1")
+    assert refused.exit_code == ExitCode.USAGE
+    assert ops.invoke("inspect", ops.config).exit_code == 0
+
+
+def test_peek_reads_a_running_run_without_owning_it(ops, hold):
+    assert ops.invoke("run", ops.config).exit_code == 0
+    session = hold("ops-1")
+    assert ops.invoke("inspect", ops.config).exit_code == ExitCode.BUSY
+    peeked = ops.invoke("inspect", ops.config, "--peek")
+    assert peeked.exit_code == 0, peeked.output
+    assert "status     completed" in peeked.stdout
+    assert "without taking ownership" in peeked.stderr
+    data = json.loads(ops.invoke("inspect", ops.config, "--peek", "--json").stdout)
+    assert data["peeked"] is True and data["revision"] == session.load().revision
+    assert ops.invoke("inspect", ops.config, "nope", "--peek").exit_code == ExitCode.NOT_FOUND
+
+
+def test_prune_deletes_finished_runs_only(ops, hold):
+    assert ops.invoke("run", ops.config, "--run-id", "done").exit_code == 0
+    assert ops.invoke("run", ops.config, "--run-id", "held").exit_code == 0
+    (ops.folder / "broken").touch()
+    assert ops.invoke("run", ops.config, "--run-id", "failed").exit_code == ExitCode.RUN_FAILED
+    (ops.folder / "broken").unlink()
+    session = hold("held")
+    usage = ops.invoke("prune", ops.config, "--yes")
+    assert usage.exit_code == ExitCode.USAGE and "--finished" in usage.output
+    dry = ops.json("prune", ops.config, "--finished", "--dry-run")
+    assert {r["run_id"]: r["deleted"] for r in dry["runs"]} == {"done": False, "failed": False}
+    assert len(ops.json("list", ops.config)) == 3
+    pruned = ops.json("prune", ops.config, "--finished", "--yes")
+    assert {r["run_id"]: r["deleted"] for r in pruned["runs"]} == {"done": True, "failed": True}
+    assert session.load().run_id == "held"  # the running run stays
+    session.close()
+    assert [r["run_id"] for r in ops.json("list", ops.config)] == ["held"]
+    # without the config, only runs that failed for good count as finished
+    assert ops.invoke("run", ops.config, "--run-id", "done-2").exit_code == 0
+    by_url = ops.json("prune", "--store", ops.store_url, "--finished", "--yes")
+    assert by_url["runs"] == []
+
+
+def test_prune_older_than(ops):
+    assert ops.invoke("run", ops.config, "--run-id", "old").exit_code == 0
+    assert ops.invoke("run", ops.config, "--run-id", "new").exit_code == 0
+    bad = ops.invoke("prune", ops.config, "--finished", "--older-than", "soon", "--yes")
+    assert bad.exit_code == ExitCode.CONFIG
+    result = ops.invoke("prune", ops.config, "--finished", "--older-than", "7d", "--yes", "--json")
+    if ops.store_kind != "file":
+        assert result.exit_code == ExitCode.CONFIG
+        assert "does not record when runs were saved" in json.loads(result.stdout)["error"]
+        return
+    assert json.loads(result.stdout)["runs"] == []
+    week_ago = time.time() - 8 * 86400
+    os.utime(ops.folder / "runs" / f"{run_key('old')}.json", (week_ago, week_ago))
+    pruned = ops.json("prune", ops.config, "--finished", "--older-than", "7d", "--yes")
+    assert [r["run_id"] for r in pruned["runs"]] == ["old"]
+    assert [r["run_id"] for r in ops.json("list", ops.config)] == ["new"]

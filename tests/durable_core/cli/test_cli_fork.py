@@ -1,0 +1,110 @@
+"""``durable fork``: a run that failed for good (or that resume refuses after a definition
+change) continues under a new run id after a fix, without running its copied nodes again."""
+
+from __future__ import annotations
+
+import json
+
+from durable_core.cli import ExitCode
+
+
+def fail_first_run(ops) -> int:
+    (ops.folder / "broken").touch()
+    failed = ops.invoke("run", ops.config)
+    assert failed.exit_code == ExitCode.RUN_FAILED, failed.output
+    assert ops.calls() == ["double", "price", "total"]
+    return ops.json("inspect", ops.config)["revision"]
+
+
+def test_fork_of_a_run_failed_for_good_completes_after_the_fix(ops):
+    revision = fail_first_run(ops)
+    stuck = ops.invoke("resume", ops.config)
+    assert stuck.exit_code == ExitCode.RUN_FAILED  # failed for good: resume cannot help
+    (ops.folder / "broken").unlink()  # the fix
+    forked = ops.invoke("fork", ops.config, "ops-1", "--new-run-id", "ops-2", "--json")
+    assert forked.exit_code == 0, forked.output
+    data = json.loads(forked.stdout)
+    assert (data["command"], data["status"], data["run_id"]) == ("fork", "completed", "ops-2")
+    assert data["copied"] == ["double", "price"] and data["rerun"] == ["total"]
+    assert data["restored"] == 2 and data["confirmed"] == 1
+    assert data["outputs"] == {"note": "priced", "total": 4201}
+    assert ops.calls() == ["double", "price", "total", "total"]  # only total ran again
+    # the old run is untouched evidence
+    old = ops.json("inspect", ops.config)
+    assert (old["status"], old["revision"]) == ("failed", revision)
+    new = ops.json("inspect", ops.config, "ops-2")
+    assert new["status"] == "completed"
+    assert new["definition"] == old["definition"]
+    old_ids = {a["id"] for a in old["open_attempts"]}
+    assert not old_ids & {a["id"] for a in new["open_attempts"]}
+
+
+def test_rerun_runs_a_node_and_everything_downstream_again(ops):
+    fail_first_run(ops)
+    (ops.folder / "broken").unlink()
+    forked = ops.invoke("fork", ops.config, "ops-1", "--new-run-id", "ops-2", "--rerun", "price")
+    assert forked.exit_code == 0, forked.output
+    assert "copied double; running again: price, total" in forked.stderr
+    assert ops.calls() == ["double", "price", "total", "price", "total"]
+
+
+def test_fork_after_a_definition_change_that_resume_refuses(ops):
+    fail_first_run(ops)
+    (ops.folder / "broken").unlink()
+    module = ops.folder / f"{ops.module}.py"
+    # the fix adds a node: the definition changes, so resume refuses the old run
+    module.write_text(
+        module.read_text()
+        + '\nEXTRA = Key("extra", int)\n\n\n@graph.node("extra", requires=[TOTAL, CALLS], '
+        'provides=[EXTRA])\ndef extra(rc):\n    called(rc, "extra")\n'
+        "    rc.set(EXTRA, rc.get(TOTAL) * 10)\n"
+    )
+    import sys
+
+    sys.modules.pop(ops.module, None)
+    refused = ops.invoke("resume", ops.config)
+    assert refused.exit_code == ExitCode.CONFLICT
+    assert "another definition" in refused.stderr
+    forked = ops.json("fork", ops.config, "ops-1", "--new-run-id", "ops-2")
+    assert forked["status"] == "completed"
+    assert forked["outputs"] == {"extra": 42010, "note": "priced"}
+    assert ops.calls() == ["double", "price", "total", "total", "extra"]
+    new = ops.json("inspect", ops.config, "ops-2")
+    assert new["definition_matches"] is True
+
+
+def test_a_copied_value_that_no_longer_decodes_refuses_the_fork(ops):
+    fail_first_run(ops)
+    (ops.folder / "broken").unlink()
+    module = ops.folder / f"{ops.module}.py"
+    module.write_text(
+        module.read_text().replace(
+            "codecs.register_json(Money)", 'codecs.register_json(Money, version="2")'
+        )
+    )
+    import sys
+
+    sys.modules.pop(ops.module, None)
+    refused = ops.invoke("fork", ops.config, "ops-1", "--new-run-id", "ops-2")
+    assert refused.exit_code == ExitCode.ERROR, refused.output
+    assert "error (CodecError): fork of run 'ops-1' refused" in refused.stderr
+    assert "--rerun" in refused.stderr
+    assert ops.invoke("inspect", ops.config, "ops-2").exit_code == ExitCode.NOT_FOUND
+    ok = ops.json("fork", ops.config, "ops-1", "--new-run-id", "ops-2", "--rerun", "price")
+    assert ok["status"] == "completed" and ok["copied"] == ["double"]
+
+
+def test_fork_refusals(ops):
+    fail_first_run(ops)
+    same = ops.invoke("fork", ops.config, "ops-1", "--new-run-id", "ops-1")
+    assert same.exit_code == ExitCode.CONFIG
+    unknown = ops.invoke("fork", ops.config, "ops-1", "--new-run-id", "x", "--rerun", "nope")
+    assert unknown.exit_code == ExitCode.CONFIG and "has no such node" in unknown.stderr
+    missing = ops.invoke("fork", ops.config, "nope", "--new-run-id", "x")
+    assert missing.exit_code == ExitCode.NOT_FOUND
+    inputs = ops.invoke("fork", ops.config, "ops-1", "--new-run-id", "x", "--input", "n=3")
+    assert inputs.exit_code == ExitCode.CONFLICT and "a fork keeps the inputs" in inputs.stderr
+    assert ops.invoke("run", ops.config, "--run-id", "taken").exit_code == ExitCode.RUN_FAILED
+    taken = ops.invoke("fork", ops.config, "ops-1", "--new-run-id", "taken")
+    assert taken.exit_code == ExitCode.CONFLICT and "already exists" in taken.stderr
+    assert ops.calls().count("double") == 2  # no refusal ran anything

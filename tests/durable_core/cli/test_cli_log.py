@@ -1,0 +1,67 @@
+"""The run log (plugin ``runlog``), ``durable log`` and the last failures in ``inspect``."""
+
+from __future__ import annotations
+
+import json
+
+from durable_core.cli import ExitCode
+from durable_core.runlog import MAX_ERROR_CHARS, last_failures, log_path, scrub
+
+
+def test_log_shows_times_failures_and_durations(ops, tmp_path, monkeypatch):
+    monkeypatch.setenv("DURABLE_LOG_DIR", str(tmp_path / "logs"))
+    (ops.folder / "broken").touch()
+    assert ops.invoke("run", ops.config).exit_code == ExitCode.RUN_FAILED
+    text = ops.invoke("log", "ops-1")
+    assert text.exit_code == 0, text.output
+    lines = text.stdout.splitlines()
+    assert "run_started" in lines[0]
+    failed = [line for line in lines if "attempt_failed" in line]
+    assert failed and "total" in failed[0] and "try 1/1" in failed[0]
+    assert "RuntimeError: total is broken" in text.stdout
+    assert "run_finished" in lines[-2] and "failed" in lines[-2]
+    assert "NodeFailedError" in lines[-1]
+    events = [json.loads(line) for line in ops.invoke("log", "ops-1", "--json").stdout.splitlines()]
+    confirmed = [e for e in events if e["event"] == "node_confirmed"]
+    assert {e["node"] for e in confirmed} == {"double", "price"}
+    assert all(e["seconds"] >= 0 for e in confirmed)
+    assert all(e["time"].endswith("+00:00") for e in events)
+    inspected = ops.invoke("inspect", ops.config)
+    assert "last failure of each node not confirmed (from the run log):" in inspected.stdout
+    assert "RuntimeError: total is broken" in inspected.stdout
+    data = ops.json("inspect", ops.config)
+    assert data["last_failures"]["total"]["error"] == "RuntimeError: total is broken"
+    times = data["times"]
+    assert times["started"] <= times["last_event"] and times["duration_seconds"] >= 0
+    if ops.store_kind == "file":  # the file store knows when the record was saved
+        assert times["saved"].endswith("+00:00")
+    assert "times      started " in inspected.stdout
+    (row,) = ops.json("list", ops.config)
+    assert row["times"]["started"] == times["started"]
+    followed = ops.invoke("log", "ops-1", "--follow")  # the run has finished: returns at once
+    assert followed.exit_code == 0 and "run_finished" in followed.stdout
+
+
+def test_log_of_a_run_that_never_ran_here(ops, tmp_path, monkeypatch):
+    monkeypatch.setenv("DURABLE_LOG_DIR", str(tmp_path / "logs"))
+    missing = ops.invoke("log", "nope")
+    assert missing.exit_code == ExitCode.NOT_FOUND
+    assert "no run log of run 'nope'" in missing.stderr
+
+
+def test_errors_are_scrubbed_and_shortened():
+    assert (
+        scrub("connect failed: password=hunter2 host=db") == "connect failed: password=*** host=db"
+    )
+    assert scrub("postgresql://app:hunter2@db/x refused") == "postgresql://app:***@db/x refused"
+    assert scrub("Authorization: Bearer abc.def") == "Authorization: Bearer ***"
+    long = scrub("x" * 5000)
+    assert len(long) == MAX_ERROR_CHARS and long.endswith("…")
+
+
+def test_log_files_are_per_run_and_a_torn_line_is_skipped(tmp_path, monkeypatch):
+    monkeypatch.setenv("DURABLE_LOG_DIR", str(tmp_path))
+    assert log_path("a/b") != log_path("a_b")
+    path = log_path("r")
+    path.write_text('{"event": "attempt_failed", "node": "n", "error": "E"}\n{"event": "attempt_fa')
+    assert last_failures("r") == {"n": {"event": "attempt_failed", "node": "n", "error": "E"}}

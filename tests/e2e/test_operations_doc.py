@@ -1,0 +1,85 @@
+"""docs/operations.md, followed step by step on a copy of examples/operations."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import shutil
+import sys
+
+import pytest
+from click.testing import CliRunner
+
+from durable_core.cli import ExitCode, cli
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def example(tmp_path, monkeypatch):
+    folder = tmp_path / "operations"
+    shutil.copytree(ROOT / "examples" / "operations", folder)
+    monkeypatch.chdir(folder)
+    sys.modules.pop("pricing", None)
+    yield folder
+    sys.modules.pop("pricing", None)
+
+
+def test_the_operations_guide_works_as_written(example):
+    runner = CliRunner()
+
+    def durable(*args: str, code: int = 0) -> str:
+        result = runner.invoke(cli, list(args))
+        assert result.exit_code == code, (args, result.output)
+        return result.stdout
+
+    assert "invoice = '3 items: 45.00'" in durable("run", "pricing.toml")
+    table = durable("list", "pricing.toml").splitlines()
+    row = table[1].split()
+    assert (row[:2], row[3:]) == (["order-1", "completed"], ["2", "3/3", "matches"])
+    durable("inspect", "pricing.toml", "order-1")
+    assert (
+        durable("show", "pricing.toml", "order-1", "subtotal") == "subtotal = Money(cents=3750)\n"
+    )
+    assert durable("show", "pricing.toml", "order-1", "invoice", "invoice") == "'3 items: 45.00'\n"
+    durable("show", "pricing.toml", "order-1", "subtotal", "--json")
+    durable(
+        "show", "--store", "sqlite:.durable/runs.sqlite", "order-1", "subtotal", code=ExitCode.ERROR
+    )
+    assert (
+        json.loads(durable("run", "pricing.toml", "--resume-if-exists", "--json"))["command"]
+        == "resume"
+    )
+    durable(
+        "run",
+        "pricing.toml",
+        "--run-id",
+        "big-order",
+        "--input",
+        "quantity=1000",
+        "--max-running",
+        "2",
+    )
+    (example / "broken").touch()
+    durable("run", "pricing.toml", "--run-id", "order-2", code=ExitCode.RUN_FAILED)
+    (example / "broken").unlink()
+    durable("resume", "pricing.toml", "--run-id", "order-2", code=ExitCode.RUN_FAILED)
+    assert "invoice = '3 items: 45.00'" in durable(
+        "fork", "pricing.toml", "order-2", "--new-run-id", "order-2b"
+    )
+    log = durable("log", "order-2")
+    assert "attempt_failed" in log and "the invoice printer is broken" in log
+    assert "last failure of each node" in durable("inspect", "pricing.toml", "order-2")
+    durable("log", "order-2b", "--follow")
+    assert "revision" in durable("inspect", "pricing.toml", "order-1", "--peek")
+    assert "nothing to cancel" in durable("cancel", "pricing.toml", "order-1")
+    assert "deleted run 'big-order'" in durable("delete", "pricing.toml", "big-order", "--yes")
+    assert "would delete" in durable("prune", "pricing.toml", "--finished", "--dry-run")
+    durable("prune", "pricing.toml", "--finished", "--yes")
+    assert durable("list", "pricing.toml").startswith("no runs")
+    durable("run", "pricing.toml")
+    assert "copied run 'order-1'" in durable(
+        "migrate", "--from", "sqlite:.durable/runs.sqlite", "--to", "file:.durable/runs"
+    )
+    error = json.loads(durable("inspect", "pricing.toml", "nope", "--json", code=4))
+    assert error["type"] == "NotFoundError" and error["exit"] == 4
