@@ -243,6 +243,26 @@ def test_a_completed_run_keeps_no_acked_element_and_completes_every_entry() -> N
     assert record.attempts[output.stream.attempt].node_id == "tail"
 
 
+def test_opening_a_stream_writes_its_producers_root_attempt_in_the_same_save() -> None:
+    # covers: S-1, S-3
+    # A root attempt is written with the first change that needs it; a stream's writer entry
+    # names its producer's root attempt, so the opening save carries both.
+    saves: list[tuple[list[AttemptState], bool]] = []
+
+    def watch(record: RunRecord) -> bool:
+        tail = [a.state for a in record.attempts.values() if a.node_id == "tail"]
+        saves.append((tail, any(e.node_id == "tail" for e in record.streams.values())))
+        return False
+
+    graph, _ = stream_graph([])
+    result = run(FailingStore(MemoryStore(), fail_on=watch), graph)
+    assert result.status == "completed", result.error
+    first = next(i for i, (_, opened) in enumerate(saves) if opened)
+    assert saves[first] == ([AttemptState.ACTIVE], True)
+    assert not any(tail for tail, _ in saves[:first])  # no save of its own
+    assert all(len(tail) == 1 for tail, _ in saves[first:])
+
+
 def test_resume_goes_on_from_the_producers_position_and_each_groups_first_unacked() -> None:
     # covers: S-2, S-3
     store, calls = stopped_run()

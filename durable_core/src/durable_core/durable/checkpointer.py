@@ -25,9 +25,11 @@ engine from what the record already holds:
   aspect's position as boundary (R-ATT-3).
 - ``fail_attempt``: the attempt is saved failed.
 - streams (``open_stream``, ``send_element``, ``ack_elements``) go to the run's
-  :class:`~durable_core.durable.streams.StreamBook`; a root attempt's failure saves its streams
-  failed in the same save (S-5); a confirmed reader's groups are acked and a confirmed
-  producer's streams completed in the save that confirms the node.
+  :class:`~durable_core.durable.streams.StreamBook`; opening a stream (or acking) writes the
+  node's root attempt when it is not saved yet, in the same save as the writer entry (the
+  ack); a root attempt's failure saves its streams failed in the same save (S-5); a confirmed
+  reader's groups are acked and a confirmed producer's streams completed in the save that
+  confirms the node.
 - processor nodes (``open_processor``, ``begin_message``, ``fail_message``,
   ``commit_messages``) go to the run's :class:`~durable_core.durable.messages.MessageBook`:
   each message transaction is one save; the final one is saved with the node's confirmation.
@@ -447,15 +449,15 @@ class DurableCheckpointer(Checkpointer):
         return share_values(self._codecs, self._ledger.record, scope, attempt, ready)
 
     async def _save_root(self, attempt: Attempt) -> None:
-        """Save ``attempt``'s root attempt now when it is not saved yet: stream entries,
-        acks and message attempts name it, so it must be in the record first."""
+        """Save ``attempt``'s root attempt now when it is not saved yet: a processor's message
+        attempts name it, so it must be in the record first."""
         root = self._take_unsaved(attempt)
         if root is not _nothing:
             await self._ledger.commit_async(root)
 
     async def open_stream(self, attempt: Attempt, key: Any, stream: Stream) -> None:
-        await self._save_root(attempt)
-        await self._book.open_stream(attempt, key, stream)
+        # The writer entry names the root attempt: a root not saved yet is written with it.
+        await self._book.open_stream(attempt, key, stream, before=self._take_unsaved(attempt))
         self._messages.opened(attempt, key, stream)
 
     # -- processor nodes: durable/messages.py ------------------------------------------------
@@ -489,8 +491,9 @@ class DurableCheckpointer(Checkpointer):
         generation: int,
         sequences: tuple[int, ...],
     ) -> Any:
-        await self._save_root(attempt)
-        return await self._book.ack_elements(stream, group, generation, sequences)
+        # The reader's root attempt, when not saved yet, is written in the ack's save.
+        before = self._take_unsaved(attempt) if isinstance(stream.data, Source) else None
+        return await self._book.ack_elements(stream, group, generation, sequences, before)
 
     def _restore_streams(self, node: Any, outputs: NodeOutputs) -> NodeOutputs:
         """Replace the stream descriptors of restored outputs by streams: a completed source

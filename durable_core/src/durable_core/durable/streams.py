@@ -30,7 +30,7 @@ import asyncio
 import bisect
 import hashlib
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -377,8 +377,22 @@ class StreamBook:
         self._opened.add(source)
         return True
 
-    async def open_stream(self, attempt: Attempt, key: Key[Any], stream: Stream) -> None:
-        """Open (or, after a restart, open again) the stream ``key`` of ``attempt``'s node."""
+    async def open_stream(
+        self,
+        attempt: Attempt,
+        key: Key[Any],
+        stream: Stream,
+        before: Callable[[Proposal], Any] | None = None,
+    ) -> None:
+        """Open (or, after a restart, open again) the stream ``key`` of ``attempt``'s node.
+
+        Args:
+            attempt: the producing node's root attempt.
+            key: the stream key.
+            stream: the engine's stream (its generation and source are set here).
+            before: a mutation applied first in the same save (the checkpointer writes a root
+                attempt that is not saved yet with it).
+        """
         source = Source(attempt.scope.id, attempt.node_id, key.name, attempt.id)
         state = (attempt.streams or {}).get(key.name)
         if state is not None:
@@ -387,6 +401,8 @@ class StreamBook:
         first = self.remember(source)
 
         def open_(proposal: Proposal) -> int:
+            if before is not None:
+                before(proposal)
             return open_source(proposal, source, again=again and first)
 
         saved = await self._ledger.commit_async(open_)
@@ -418,15 +434,23 @@ class StreamBook:
         return asyncio.ensure_future(self._ledger.commit_async(send))
 
     async def ack_elements(
-        self, stream: Stream, group: str, generation: int, sequences: tuple[int, ...]
+        self,
+        stream: Stream,
+        group: str,
+        generation: int,
+        sequences: tuple[int, ...],
+        before: Callable[[Proposal], Any] | None = None,
     ) -> Any:
         """Queue the acknowledgement of ``sequences`` for ``group``; the returned awaitable
-        succeeds once it is saved."""
+        succeeds once it is saved. ``before`` is a mutation applied first in the same save
+        (the reader's root attempt when it is not saved yet)."""
         source = stream.data
         if not isinstance(source, Source):
             return None  # a stream given as a root input: nothing is saved for it
 
         def ack_(proposal: Proposal) -> None:
+            if before is not None:
+                before(proposal)
             ack(proposal, source, group, generation, sequences)
 
         return self._ledger.commit_async(ack_)
