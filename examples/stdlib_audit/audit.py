@@ -5,7 +5,8 @@ The graph (22 nodes):
 - ``list`` finds every ``.py`` file under the source tree (sorted, so the order never changes);
 - ``shard-00`` … ``shard-15`` each parse the files whose path hashes to them with :mod:`ast`
   and count modules, classes, functions and lines, keep the 10 longest functions and every
-  syntax error; each shard has ``Retry(3)``;
+  syntax error; each shard has ``Retry(3)``. Shards are function-form bodies: with the process
+  executor (``audit-process.toml``) they run in worker processes, one core each;
 - ``merge`` adds the shards up;
 - ``report`` is a Sub graph that renders the result as Markdown and JSON and writes both files
   into the output folder (``markdown``, ``json``, ``write``).
@@ -18,6 +19,7 @@ again. See ``README.md`` in this folder and ``docs/tutorial.md``.
 from __future__ import annotations
 
 import ast
+import functools
 import json
 import os
 import pathlib
@@ -40,8 +42,17 @@ STDLIB = "stdlib"
 # CPython 3.11's ast keeps its recursion-depth counter per interpreter, not per thread, so
 # ast.parse calls running at once in worker threads can fail with a spurious "SystemError: AST
 # constructor recursion depth mismatch" (CPython issues 106905 and 95185). Parsing holds the GIL
-# anyway: serializing it costs nothing.
+# anyway: serializing it costs nothing. A worker process of the process executor runs one body
+# at a time in its main thread and has its own interpreter: it parses without the lock.
 _PARSE_LOCK = threading.Lock()
+
+
+def _parse(source: bytes, path: str) -> ast.AST:
+    if threading.current_thread() is threading.main_thread():
+        return ast.parse(source, filename=path)
+    with _PARSE_LOCK:
+        return ast.parse(source, filename=path)
+
 
 # -- values -----------------------------------------------------------------------------------
 
@@ -148,8 +159,7 @@ def audit_file(root: pathlib.Path, path: str, into: dict) -> None:
     package = path.split("/", 1)[0].removesuffix(".py")
     into["packages"][package] = into["packages"].get(package, 0) + lines
     try:
-        with _PARSE_LOCK:
-            tree = ast.parse(source, filename=path)
+        tree = _parse(source, path)
     except (SyntaxError, ValueError) as exc:
         line = getattr(exc, "lineno", 0) or 0
         message = getattr(exc, "msg", None) or str(exc)
@@ -287,15 +297,13 @@ def build_report_graph() -> Graph:
     return report
 
 
-def _shard_body(index: int):
-    key = SHARD_KEYS[index]
+def audit_shard(index: int, root: str, files: list[str]) -> Stats:
+    """The body of ``shard-<index>``: the counts of the files whose path hashes to it.
 
-    def body(rc):
-        root = pathlib.Path(rc.get(ROOT))
-        mine = [p for p in rc.get(FILES) if shard_of(p) == index]
-        rc.set(key, audit_files(root, mine))
-
-    return body
+    A function-form body (inputs as parameters, the output as the return value), defined at
+    module level so that it can travel to a worker process.
+    """
+    return audit_files(pathlib.Path(root), [p for p in files if shard_of(p) == index])
 
 
 def build_graph() -> Graph:
@@ -316,7 +324,8 @@ def build_graph() -> Graph:
             requires=[ROOT, FILES],
             provides=[SHARD_KEYS[i]],
             aspects=[Retry(3, delay=0.1)],
-        )(_shard_body(i))
+            executor="default",  # the run's executor: threads, or a process pool
+        )(functools.partial(audit_shard, i))
 
     @graph.node("merge", requires=SHARD_KEYS, provides=[TOTALS])
     def merge_shards(rc):

@@ -230,6 +230,14 @@ def test_killed_run_resumes_on_the_file_store(tmp_path, baseline):
     )
 
 
+def test_killed_run_with_the_process_executor_resumes_with_the_same_report(tmp_path, baseline):
+    """The shards run in a process pool ([executor] backend = "process"); the owner is killed,
+    resumed, and the report equals the thread run's."""
+    config = write_config(tmp_path, '[store]\nbackend = "file"\ndirectory = "runs"\n')
+    config.write_text(config.read_text() + '\n[executor]\nbackend = "process"\nmax_workers = 2\n')
+    kill_and_resume(tmp_path, config, file_reader(tmp_path), env_with_example(), baseline)
+
+
 # covers: R-ATT-4, R-RT-1, B-SQL-2
 def test_killed_run_resumes_on_the_sqlite_store(tmp_path, baseline):
     config = write_config(tmp_path, '[store]\nbackend = "sqlite"\npath = "runs.sqlite"\n')

@@ -1,4 +1,5 @@
-"""The core's own plugin: the memory store and the built-in JSON codecs.
+"""The core's own plugin: the memory store, the built-in JSON codecs, the thread and process
+executors.
 
 Registered by :func:`durable_core.plugins.make_plugin_manager` through the same hooks as any
 third-party plugin (and declared as the entry point ``memory`` of ``durable-core``).
@@ -20,6 +21,14 @@ def _memory_store(**options: Any) -> Any:
 @hookimpl
 def durable_register_stores(register: Any) -> None:
     register("memory", _memory_store)
+
+
+@hookimpl
+def durable_register_executors(register: Any) -> None:
+    from durable_core.executors import ProcessExecutor, ThreadExecutor
+
+    register("thread", ThreadExecutor)
+    register("process", ProcessExecutor)
 
 
 @hookimpl

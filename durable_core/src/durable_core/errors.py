@@ -20,18 +20,22 @@ __all__ = [
     "CorruptRecordError",
     "DefinitionMismatchError",
     "DurableError",
+    "ExecutorError",
     "GraphError",
     "InputsMismatchError",
     "MismatchError",
     "NodeFailedError",
     "NotFoundError",
+    "NotPicklableError",
     "PluginError",
+    "RemoteBodyError",
     "RetryExhaustedError",
     "SchemaError",
     "SessionClosedError",
     "SlotError",
     "UndeclaredKeyError",
     "VersionMismatchError",
+    "WorkerLostError",
 ]
 
 
@@ -240,3 +244,49 @@ class StreamNotResumableError(StreamError):
     and nothing was saved; make the producer send with ``send_at(element, position)`` and start
     from ``writer.position``, then start a new run.
     """
+
+
+class ExecutorError(DurableError):
+    """An executor could not run a node body where it was asked to.
+
+    The base of :class:`NotPicklableError`, :class:`WorkerLostError` and
+    :class:`RemoteBodyError`. Inside a run it is the failure of one try of the node, like any
+    exception of the body: a ``Retry`` decides whether the node runs again.
+    """
+
+
+class NotPicklableError(ExecutorError, TypeError):
+    """A node body, an input value or an output value cannot travel to or from its executor.
+
+    Bodies and values sent to a process pool or a Dask cluster are pickled. The message names
+    the node (and the key for a value) and what pickle refused. A body that cannot travel is
+    found before the run starts; a value, when it is about to be sent or returned. Define the
+    body at module level (importable by name in a worker), make the value picklable, or run the
+    node with ``executor="local"``.
+    """
+
+
+class WorkerLostError(ExecutorError):
+    """The worker process running a node body died (killed, crashed, out of memory).
+
+    The try of the node failed; its ``Retry`` budget applies as for any failure. Other bodies
+    running in the same process pool when it broke fail the same way.
+    """
+
+
+class RemoteBodyError(ExecutorError):
+    """A remote body raised an exception that could not be pickled back to the owner.
+
+    Exceptions that pickle cross the process boundary unchanged (type and message); this one
+    stands in for those that do not, and names the original type.
+
+    Attributes:
+        type_name: the original exception's ``module.qualname``.
+    """
+
+    def __init__(self, message: str, type_name: str = "") -> None:
+        super().__init__(message)
+        self.type_name = type_name
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (type(self), (str(self), self.type_name))

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     import click
 
     from durable_core.codecs import Codecs
-    from durable_core.plugins import StoreRegistry
+    from durable_core.plugins import ExecutorRegistry, StoreRegistry
 
 PROJECT_NAME = "durable"
 
@@ -40,6 +40,21 @@ def durable_register_stores(register: StoreRegistry) -> None:
     ``register(name, factory)`` for each backend; ``factory(**options)`` builds the store from
     the options of a config's ``[store]`` table (everything but ``backend``). Registering a name
     twice raises :class:`~durable_core.errors.PluginError` naming both providers.
+    """
+
+
+@hookspec
+def durable_register_executors(register: ExecutorRegistry) -> None:
+    """Register executors (where function-form node bodies run) by name.
+
+    Called once per plugin manager, when the first executor is looked up. Call
+    ``register(name, factory)`` for each executor; ``factory(**options)`` builds an
+    :class:`~durable_core.executors.Executor` from the options of a config's ``[executor]``
+    table (everything but ``backend``) and raises
+    :class:`~durable_core.errors.ConfigError` for a bad option. The core registers ``thread``
+    and ``process``. Registering a name twice raises
+    :class:`~durable_core.errors.PluginError` naming both providers. The return value is
+    ignored. See ``docs/executors.md``.
     """
 
 

@@ -1,4 +1,5 @@
-"""The plugin manager factory and the store registry (pluggy; entry-point group ``durable``).
+"""The plugin manager factory, the store and executor registries (pluggy; entry points
+``durable``).
 
 Nothing is loaded at import time: call :func:`make_plugin_manager` to get a manager with the
 core's built-ins and every installed plugin registered.
@@ -24,8 +25,10 @@ from durable_core.errors import PluginError
 
 __all__ = [
     "ENTRY_POINT_GROUP",
+    "KNOWN_EXECUTORS",
     "KNOWN_STORES",
     "DurablePluginManager",
+    "ExecutorRegistry",
     "PluginInfo",
     "StoreRegistry",
     "each_implementation",
@@ -42,6 +45,13 @@ KNOWN_STORES: dict[str, str] = {
 }
 """Store names Durable's own distributions provide, and which distribution to install for each."""
 
+KNOWN_EXECUTORS: dict[str, str] = {
+    "thread": "durable-core",
+    "process": "durable-core",
+    "dask": "durable-executor-dask",
+}
+"""Executor names Durable's own distributions provide, and which distribution to install."""
+
 _CORE_PLUGIN = "memory"
 
 
@@ -51,11 +61,15 @@ class _Source:
     version: str
 
 
-class StoreRegistry:
-    """Store factories by name, filled through the ``durable_register_stores`` hook.
+class _NameRegistry:
+    """Factories by name, filled through one ``durable_register_*`` hook.
 
     Call an instance as ``register(name, factory)``.
     """
+
+    kind = "?"
+    example = "?"
+    known: dict[str, str] = {}  # noqa: RUF012 - read-only, set per subclass
 
     def __init__(self) -> None:
         self._factories: dict[str, Callable[..., Any]] = {}
@@ -63,19 +77,21 @@ class StoreRegistry:
         self._current_plugin = "?"
 
     def __call__(self, name: str, factory: Callable[..., Any]) -> None:
+        kind = self.kind
         if not isinstance(name, str) or not name:
             raise PluginError(
-                f"plugin {self._current_plugin!r} registered a store with an empty or non-string "
-                f"name {name!r}; a store name is a non-empty string such as 'sqlite'"
+                f"plugin {self._current_plugin!r} registered a {kind} with an empty or "
+                f"non-string name {name!r}; a {kind} name is a non-empty string such as "
+                f"{self.example!r}"
             )
         if not callable(factory):
             raise PluginError(
-                f"plugin {self._current_plugin!r} registered store {name!r} with a factory that "
-                f"is not callable ({type(factory).__name__})"
+                f"plugin {self._current_plugin!r} registered {kind} {name!r} with a factory "
+                f"that is not callable ({type(factory).__name__})"
             )
         if name in self._factories:
             raise PluginError(
-                f"store name {name!r} is registered twice: by plugin "
+                f"{kind} name {name!r} is registered twice: by plugin "
                 f"{self._providers[name]!r} and by plugin {self._current_plugin!r}; uninstall "
                 f"one of them or block it with DURABLE_BLOCK_PLUGINS"
             )
@@ -83,7 +99,7 @@ class StoreRegistry:
         self._providers[name] = self._current_plugin
 
     def names(self) -> list[str]:
-        """The registered store names, sorted."""
+        """The registered names, sorted."""
         return sorted(self._factories)
 
     def provider(self, name: str) -> str:
@@ -103,13 +119,36 @@ class StoreRegistry:
             pass
         installed = ", ".join(self.names()) or "none"
         hint = ""
-        if name in KNOWN_STORES:
-            hint = f"; it is provided by the distribution {KNOWN_STORES[name]!r}: install it"
-        known = ", ".join(f"{n} ({d})" for n, d in sorted(KNOWN_STORES.items()))
+        if name in self.known:
+            hint = f"; it is provided by the distribution {self.known[name]!r}: install it"
+        known = ", ".join(f"{n} ({d})" for n, d in sorted(self.known.items()))
         raise PluginError(
-            f"unknown store backend {name!r}{hint}. Installed store backends: {installed}. "
-            f"Durable's own backends: {known}"
+            f"unknown {self.kind} backend {name!r}{hint}. Installed {self.kind} backends: "
+            f"{installed}. Durable's own backends: {known}"
         )
+
+
+class StoreRegistry(_NameRegistry):
+    """Store factories by name, filled through the ``durable_register_stores`` hook.
+
+    Call an instance as ``register(name, factory)``.
+    """
+
+    kind = "store"
+    example = "sqlite"
+    known = KNOWN_STORES
+
+
+class ExecutorRegistry(_NameRegistry):
+    """Executor factories by name, filled through the ``durable_register_executors`` hook.
+
+    Call an instance as ``register(name, factory)``; ``factory(**options)`` returns an
+    :class:`~durable_core.executors.Executor`.
+    """
+
+    kind = "executor"
+    example = "process"
+    known = KNOWN_EXECUTORS
 
 
 @attrs.frozen
@@ -120,6 +159,7 @@ class PluginInfo:
     distribution: str
     version: str
     stores: tuple[str, ...] = ()
+    executors: tuple[str, ...] = ()
     codecs: tuple[str, ...] = ()
     commands: tuple[str, ...] = ()
     error: str | None = None
@@ -134,6 +174,7 @@ class DurablePluginManager(pluggy.PluginManager):
         self.load_errors: dict[str, PluginError] = {}
         self._sources: dict[str, _Source] = {}
         self._stores: StoreRegistry | None = None
+        self._executors: ExecutorRegistry | None = None
 
     def source(self, plugin_name: str) -> tuple[str, str]:
         """(distribution, version) that provided ``plugin_name``."""
@@ -168,12 +209,41 @@ class DurablePluginManager(pluggy.PluginManager):
                     raise error
         return registry.factory(name)
 
+    def executors(self) -> ExecutorRegistry:
+        """The executor registry, filled through ``durable_register_executors`` on first use.
+
+        Raises:
+            PluginError: two plugins registered the same executor name.
+        """
+        if self._executors is None:
+            registry = ExecutorRegistry()
+            for plugin_name, call in each_implementation(
+                self, "durable_register_executors", reverse=True
+            ):
+                registry._current_plugin = plugin_name
+                call(register=registry)
+            self._executors = registry
+        return self._executors
+
+    def executor_factory(self, name: str) -> Callable[..., Any]:
+        """The factory of executor ``name`` (see :meth:`ExecutorRegistry.factory`).
+
+        When the plugin expected to provide ``name`` failed to load, its load error is raised.
+        """
+        registry = self.executors()
+        if name not in registry.names():
+            for plugin_name, error in self.load_errors.items():
+                if plugin_name == name:
+                    raise error
+        return registry.factory(name)
+
     def describe(self) -> list[PluginInfo]:
         """One :class:`PluginInfo` per registered plugin and per plugin that failed to load."""
         from durable_core.codecs import Codecs
 
         infos: dict[str, PluginInfo] = {}
         stores = self.stores()
+        executors = self.executors()
         for plugin_name, plugin in self.list_name_plugin():
             if plugin is None:
                 continue
@@ -197,6 +267,9 @@ class DurablePluginManager(pluggy.PluginManager):
                 distribution=dist,
                 version=version,
                 stores=tuple(n for n in stores.names() if stores.provider(n) == plugin_name),
+                executors=tuple(
+                    n for n in executors.names() if executors.provider(n) == plugin_name
+                ),
                 codecs=tuple(codec_ids),
                 commands=tuple(commands),
             )

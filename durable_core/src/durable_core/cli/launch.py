@@ -176,6 +176,7 @@ def launch(
     token = CancelToken()
     verb = "fork" if fork_from is not None else "resume" if resume else "run"
     plan = None
+    executor = config.open_executor(pm)
     store = config.open_store(pm)
     status_line = None
     stop_watching = None
@@ -190,7 +191,7 @@ def launch(
 
         if isinstance(store, CancelRequests):
             stop_watching = store.watch_cancel(config.run_id, on_cancel_request)
-        runtime = Runtime(store, codecs, observers=[counter], plugins=pm)
+        runtime = Runtime(store, codecs, observers=[counter], plugins=pm, executor=executor)
         if interactive:
             status_line = StatusLine(counter, sys.stderr, label=config.run_id).start()
         with _Interrupt(token, quiet=as_json) as interrupt:
@@ -234,6 +235,8 @@ def launch(
         if status_line is not None:
             status_line.stop()
         store.close()
+        if executor is not None:
+            executor.close()
     snap = counter.snapshot()
     interrupted = interrupt.requested or result is None
     status = "canceled" if result is None else str(result.status)

@@ -8,12 +8,14 @@ The package's parts:
   graph it names (:func:`load_graph`);
 - :mod:`~durable_core.config.stores`: the ``[store]`` table and ``--store`` URLs
   (:class:`StoreConfig`, :func:`parse_store_url`, the default store);
-- :mod:`~durable_core.config.inputs`: the ``[inputs]`` forms and their strict type checks.
+- :mod:`~durable_core.config.inputs`: the ``[inputs]`` forms and their strict type checks;
+- :mod:`~durable_core.config.executors`: the ``[executor]`` table (:class:`ExecutorConfig`).
 
 Every problem is a :class:`~durable_core.errors.ConfigError` naming the file, the table and the
 key. The reference for users is ``docs/cli.md`` ("Configuration").
 """
 
+from durable_core.config.executors import ExecutorConfig
 from durable_core.config.inputs import FileInput, InputSource, LiteralInput, PathInput
 from durable_core.config.loading import load_config, load_graph
 from durable_core.config.schema import DEFAULT_MAX_RUNNING, RunConfig, RuntimeConfig
@@ -28,6 +30,7 @@ from durable_core.config.stores import (
 __all__ = [
     "DEFAULT_MAX_RUNNING",
     "HOME_ENV",
+    "ExecutorConfig",
     "FileInput",
     "InputSource",
     "LiteralInput",

@@ -90,6 +90,8 @@ def load_config(path: str | os.PathLike[str]) -> RunConfig:
         )
     if parsed.store is not None and not parsed.store.backend:
         problems.append("[store] backend: must not be empty")
+    if parsed.executor is not None and not parsed.executor.backend:
+        problems.append("[executor] backend: must not be empty")
     if problems:
         raise ConfigError(f"{file}: {'; '.join(problems)}")
     store = (
@@ -106,6 +108,11 @@ def load_config(path: str | os.PathLike[str]) -> RunConfig:
         store=store,
         codecs=tuple(parsed.codecs),
         runtime=parsed.runtime,
+        executor=(
+            attrs.evolve(parsed.executor, origin=f"{file}: [executor]")
+            if parsed.executor is not None
+            else None
+        ),
     )
 
 

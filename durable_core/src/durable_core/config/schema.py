@@ -19,6 +19,7 @@ import attrs
 import cattrs
 
 from durable_core.config._text import Invalid, describe_value, strict
+from durable_core.config.executors import ExecutorConfig
 from durable_core.config.inputs import (
     FILE_FORMATS,
     FileInput,
@@ -70,6 +71,8 @@ class RunConfig:
         store: the store to open (the default file store when the file has no ``[store]``).
         codecs: plugin names that must be loaded for their codecs.
         runtime: runtime options.
+        executor: where function-form bodies run (the ``[executor]`` table); None: the run's
+            worker threads.
     """
 
     path: pathlib.Path
@@ -80,6 +83,7 @@ class RunConfig:
     store: StoreConfig = attrs.field(factory=lambda: default_store_config())
     codecs: tuple[str, ...] = ()
     runtime: RuntimeConfig = RuntimeConfig()
+    executor: ExecutorConfig | None = None
 
     @property
     def base_dir(self) -> pathlib.Path:
@@ -145,6 +149,11 @@ class RunConfig:
     def open_store(self, pm: DurablePluginManager | None = None) -> Any:
         """Open the configured store (see :meth:`StoreConfig.open`)."""
         return self.store.open(pm)
+
+    def open_executor(self, pm: DurablePluginManager | None = None) -> Any:
+        """Build the configured executor (see :meth:`ExecutorConfig.open`); None when the file
+        has no ``[executor]`` table (the run's worker threads)."""
+        return self.executor.open(pm) if self.executor is not None else None
 
     def check_codec_plugins(self, pm: DurablePluginManager) -> None:
         """Check that every plugin named in ``codecs`` is loaded.
@@ -235,6 +244,7 @@ class ConfigFile:
     store: StoreConfig | None = None
     codecs: list[str] = attrs.field(factory=list)
     runtime: RuntimeConfig = RuntimeConfig()
+    executor: ExecutorConfig | None = None
 
 
 TABLE_KEYS: dict[str, list[str]] = {
@@ -275,6 +285,18 @@ def _structure_store(value: Any, _type: Any) -> StoreConfig:
     return StoreConfig(backend=backend, options=options)
 
 
+def _structure_executor(value: Any, _type: Any) -> ExecutorConfig:
+    if not isinstance(value, dict):
+        raise Invalid(f"expected a table, found {describe_value(value)}")
+    if "backend" not in value:
+        raise Invalid("missing required key 'backend' (for example backend = \"process\")")
+    backend = value["backend"]
+    if not isinstance(backend, str):
+        raise Invalid(f"backend: expected a string, found {describe_value(backend)}")
+    options = {k: v for k, v in value.items() if k != "backend"}
+    return ExecutorConfig(backend=backend, options=options)
+
+
 def _structure_file_format(value: Any, _type: Any) -> str:
     if value in FILE_FORMATS:
         return value
@@ -309,6 +331,7 @@ def _make_config_converter() -> cattrs.Converter:
     )
     conv.register_structure_hook(InputSource, _structure_input)
     conv.register_structure_hook(StoreConfig, _structure_store)
+    conv.register_structure_hook(ExecutorConfig, _structure_executor)
     conv.register_structure_hook_func(
         lambda t: t == Literal["text", "bytes", "json"], _structure_file_format
     )

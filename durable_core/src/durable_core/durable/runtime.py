@@ -50,6 +50,7 @@ from durable_core.errors import (
     NotFoundError,
     VersionMismatchError,
 )
+from durable_core.executors import Executor, resolve_executor
 from durable_core.graph import (
     CancelToken,
     Graph,
@@ -60,6 +61,7 @@ from durable_core.graph import (
 )
 from durable_core.graph import Observer as GraphObserver
 from durable_core.graph.checkpoint import NodeOutputs
+from durable_core.graph.remote import dump_bodies
 from durable_core.integrity import validate_record
 from durable_core.plugins import each_implementation
 from durable_core.records import RECORD_FORMAT, RunRecord, ScopeRecord, ValueRecord, ValueState
@@ -186,10 +188,17 @@ class Runtime:
             called on its own: one that raises is logged and the others still get the event),
             and whose codec plugins fill the registry when ``codecs`` is None; None: no hook
             calls.
+        executor: where function-form bodies declared with ``executor="default"`` run: an
+            :class:`~durable_core.executors.Executor` (kept open across runs; close it when
+            done), or a registered name such as ``"process"`` (built with default options
+            from ``plugins`` or the installed plugins, stopped after each run); None: the
+            run's worker threads. The owner keeps attempts, budgets, timeouts and commits
+            (see ``docs/executors.md``).
 
     Raises:
         ConflictError, CodecError, PluginError: building the registry from ``plugins`` failed
-            (see :meth:`Codecs.from_plugins`).
+            (see :meth:`Codecs.from_plugins`); ``executor`` names no installed executor.
+        ConfigError: ``executor`` is neither an Executor, a name, nor None.
 
     Example:
         >>> from durable_core import Graph, Key, MemoryStore
@@ -213,6 +222,7 @@ class Runtime:
         observers: Iterable[Observer] = (),
         graph_observers: Iterable[GraphObserver] = (),
         plugins: Any = None,
+        executor: Executor | str | None = None,
     ) -> None:
         self.store = store
         self._codecs_from_plugins = codecs is None and plugins is not None
@@ -225,6 +235,7 @@ class Runtime:
         self._observers = list(observers)
         self._graph_observers = tuple(graph_observers)
         self._plugins = plugins
+        self.executor, self._owns_executor = resolve_executor(executor, plugins)
 
     # -- public API ------------------------------------------------------------------------
 
@@ -287,6 +298,8 @@ class Runtime:
                 value that is not of its key's declared type (checked deeply: ``[1, "two"]`` for
                 ``list[int]``, ``True`` for ``int``); nothing was saved.
             ConfigError: ``max_running`` or ``version`` is invalid; nothing was saved.
+            NotPicklableError: a function-form body cannot be sent to the runtime's
+                executor; nothing was saved.
             CorruptRecordError: a record of the run exists but cannot be read; it is left
                 alone.
             ValueError: ``timeout`` is negative or not a number.
@@ -430,6 +443,8 @@ class Runtime:
         _check_max_running(max_running)
         _check_version(version)
         self._check_codecs(graph)
+        if self.executor is not None:
+            dump_bodies(graph, self.executor)  # a body that cannot travel: before any save
 
     async def run_async(
         self,
@@ -845,7 +860,13 @@ class Runtime:
         }
         if max_running is not None:
             options["max_running"] = max_running
-        result = await execute_async(graph, inputs=dict(inputs), **options)
+        try:
+            result = await execute_async(
+                graph, inputs=dict(inputs), executor=self.executor, **options
+            )
+        finally:
+            if self._owns_executor and self.executor is not None:
+                await asyncio.to_thread(self.executor.close)
         record = ledger.record
         error = result.error
         if ledger.error is not None:

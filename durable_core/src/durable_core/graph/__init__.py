@@ -18,6 +18,7 @@ from durable_core.graph.checkpoint import (
 from durable_core.graph.context import RunContext, SkipNode
 from durable_core.graph.definition import FINGERPRINT_FORMAT, Graph, In, Node, Out
 from durable_core.graph.engine import DEFAULT_MAX_RUNNING, execute, execute_async
+from durable_core.graph.function import SKIP
 from durable_core.graph.keys import DEFAULT_STREAM_CAPACITY, Key, type_name
 from durable_core.graph.observer import GraphEvent, NodeEvent, Observer
 from durable_core.graph.processor import (
@@ -44,6 +45,7 @@ __all__ = [
     "DEFAULT_MAX_RUNNING",
     "DEFAULT_STREAM_CAPACITY",
     "FINGERPRINT_FORMAT",
+    "SKIP",
     "Aspect",
     "AspectCall",
     "Attempt",

@@ -31,6 +31,7 @@ import attrs
 
 from durable_core.errors import GraphError
 from durable_core.graph.aspects import Aspect, Retry
+from durable_core.graph.function import analyse_function
 from durable_core.graph.keys import Key
 from durable_core.graph.processor import Processor
 
@@ -84,6 +85,12 @@ class Node:
         bindings: the ``In``/``Out`` bindings of a Sub node.
         is_async: True when the body is an ``async def`` (runs on the event loop); plain
             bodies run in worker threads.
+        executor: None for a body taking the run context; ``"default"`` (the run's executor)
+            or ``"local"`` (the owner's worker threads) for a function-form body, which takes
+            the required values as arguments and returns the provided ones (see
+            :mod:`durable_core.graph.function`).
+        defaults: for a function-form body, each input parameter's default value
+            (``inspect.Parameter.empty`` where there is none), in ``requires`` order.
     """
 
     id: str
@@ -94,6 +101,8 @@ class Node:
     child: Graph | None = None
     bindings: tuple[In | Out, ...] = ()
     is_async: bool = False
+    executor: str | None = None
+    defaults: tuple[Any, ...] = ()
 
     @property
     def processor(self) -> Processor[Any] | None:
@@ -209,6 +218,7 @@ class Graph:
         requires: Iterable[Key[Any]] = (),
         provides: Iterable[Key[Any]] = (),
         aspects: Iterable[Aspect] = (),
+        executor: str | None = None,
     ) -> Callable[[F], F]:
         """Decorator adding the decorated function as a node; returns the function unchanged.
 
@@ -218,13 +228,24 @@ class Graph:
             requires: keys the node waits for (AND gate).
             provides: keys the node produces; each key has exactly one source in a graph.
             aspects: the node's aspects, first = outermost.
+            executor: None (default): the body takes the run context, ``body(rc)``.
+                ``"default"`` or ``"local"``: the function form, see :meth:`add_node`.
 
         Raises:
             GraphError: see :meth:`add_node`.
+
+        Example:
+            >>> PATH, SIZE = Key("path", str), Key("size", int)
+            >>> g = Graph("sizes", inputs=[PATH])
+            >>> @g.node("measure", requires=[PATH], provides=[SIZE], executor="default")
+            ... def measure(path: str) -> int:
+            ...     return len(path)
         """
 
         def decorate(body: F) -> F:
-            self.add_node(id, body, requires=requires, provides=provides, aspects=aspects)
+            self.add_node(
+                id, body, requires=requires, provides=provides, aspects=aspects, executor=executor
+            )
             return body
 
         return decorate
@@ -237,16 +258,26 @@ class Graph:
         requires: Iterable[Key[Any]] = (),
         provides: Iterable[Key[Any]] = (),
         aspects: Iterable[Aspect] = (),
+        executor: str | None = None,
     ) -> Node:
-        """Add a node running ``body(rc)`` (G-2).
+        """Add a node running ``body(rc)``, or a function-form body (G-2).
 
         Args:
             id: the node's id (see :meth:`node`).
             body: a plain function (run in a worker thread) or an ``async def`` function (run
-                on the event loop), called with one argument, the run context.
+                on the event loop), called with one argument, the run context. With
+                ``executor`` given: a plain function called with the value of each required
+                key, positionally in ``requires`` order, returning the provided value (one
+                key), a tuple of them (several keys, in ``provides`` order) or None (no key);
+                ``SKIP`` in place of a value skips that key.
             requires: keys the node waits for.
             provides: keys the node produces.
             aspects: the node's aspects, first = outermost.
+            executor: None: the run-context form above. ``"default"``: the function form, run
+                by the run's executor (``thread`` unless the run is given another: a process
+                pool or a Dask cluster, where body and values travel pickled). ``"local"``:
+                the function form, always in the owner's worker threads. Where a body runs is
+                not part of the graph's fingerprint.
 
         Returns:
             The new node.
@@ -255,7 +286,9 @@ class Graph:
             GraphError: the graph is frozen; the id is empty, contains ``/`` or is taken; a key
                 is listed twice, both required and provided, already provided by another
                 source, or clashes by name with a different key of the graph; an aspect is not
-                an Aspect; the body is not callable or is a generator function.
+                an Aspect; the body is not callable or is a generator function; a
+                function-form body is ``async``, uses a stream key, or does not take one
+                positional argument per required key; ``executor`` is not a known choice.
         """
         self._check_open(id)
         if not callable(body):
@@ -267,13 +300,22 @@ class Graph:
                 f"graph {self._name!r}, node {id!r}: the body is a generator function; write "
                 "a plain function or an async function that sets its outputs on the context"
             )
+        requires, provides = tuple(requires), tuple(provides)
+        defaults: tuple[Any, ...] = ()
+        if executor is not None:
+            defaults = analyse_function(
+                f"graph {self._name!r}, node {id!r}", body, executor, requires, provides
+            )
         node = Node(
             id=id,
-            requires=tuple(requires),
-            provides=tuple(provides),
+            requires=requires,
+            provides=provides,
             aspects=_check_aspects(aspects, f"graph {self._name!r}, node {id!r}"),
             body=body,
-            is_async=inspect.iscoroutinefunction(body) or _is_async_callable(body),
+            is_async=executor is None
+            and (inspect.iscoroutinefunction(body) or _is_async_callable(body)),
+            executor=executor,
+            defaults=defaults,
         )
         self._add(node)
         return node

@@ -10,7 +10,9 @@ pass over the edges, and one cancel pass at most.
 
 ``max_running`` is one semaphore for the whole run (the root graph and every Sub level): a body
 holds a slot while it runs, never while it waits for inputs. ``async def`` bodies run on the
-event loop; plain bodies run in one thread pool of ``max_running`` workers per run.
+event loop; plain bodies run in one thread pool of ``max_running`` workers per run. Function-form
+bodies (``executor=`` on the node) run in that pool too, or travel to the run's executor (a
+process pool, a Dask cluster: :mod:`durable_core.graph.remote`), holding their slot meanwhile.
 """
 
 from __future__ import annotations
@@ -30,14 +32,17 @@ from durable_core.errors import (
     NodeFailedError,
     SlotError,
 )
+from durable_core.executors.base import Executor
 from durable_core.graph.aspects import Aspect
 from durable_core.graph.cancel import CancelToken
 from durable_core.graph.checkpoint import Attempt, Checkpointer, NodeOutputs, Scope, Values
 from durable_core.graph.context import RunContext, SkipNode
 from durable_core.graph.definition import Graph, In, Node, Out, _Plan
+from durable_core.graph.function import call_args, function_outputs
 from durable_core.graph.guard import CheckpointCalls, RunAborted, settle
 from durable_core.graph.keys import Key
 from durable_core.graph.observer import GraphEvent, NodeEvent, Observer
+from durable_core.graph.remote import RemoteBodies, dump_bodies, travels
 from durable_core.graph.results import RunResult, RunStatus
 from durable_core.graph.streams import Stream
 from durable_core.records import NodeReason
@@ -75,6 +80,7 @@ class _Run(CheckpointCalls):
         self.idle: asyncio.Future[None] | None = None
         self.cancel_requested = False
         self.root: _ScopeRun | None = None
+        self.remote: RemoteBodies | None = None
 
     # -- observers --------------------------------------------------------------------------
 
@@ -100,8 +106,14 @@ class _Run(CheckpointCalls):
     # -- plain bodies -----------------------------------------------------------------------
 
     async def run_sync(
-        self, body: Callable[[RunContext], Any], rc: RunContext, started: Callable[[], None]
-    ) -> None:
+        self,
+        body: Callable[..., Any],
+        args: tuple[Any, ...],
+        path: str,
+        started: Callable[[], None],
+    ) -> Any:
+        """Run ``body(*args)`` in a worker thread, holding a ``max_running`` slot; return what
+        it returned."""
         await self.sem.acquire()
         try:
             started()
@@ -110,7 +122,7 @@ class _Run(CheckpointCalls):
                 pool = self.pool = concurrent.futures.ThreadPoolExecutor(
                     max_workers=self.max_running, thread_name_prefix="durable-node"
                 )
-            job = pool.submit(contextvars.copy_context().run, body, rc)
+            job = pool.submit(contextvars.copy_context().run, body, *args)
         except BaseException:
             self.sem.release()
             raise
@@ -130,10 +142,11 @@ class _Run(CheckpointCalls):
             if inspect.iscoroutine(returned):
                 returned.close()
             raise GraphError(
-                f"node {rc.path!r}: its plain body returned an awaitable ({returned!r}); the "
+                f"node {path!r}: its plain body returned an awaitable ({returned!r}); the "
                 "engine runs plain bodies in worker threads and never awaits what they return. "
                 "Declare the body with async def"
             )
+        return returned
 
     def _job_done(self, job: concurrent.futures.Future[Any]) -> None:
         with contextlib.suppress(RuntimeError):  # a closed loop has nothing left to release
@@ -591,6 +604,8 @@ class _ScopeRun:
         node = nr.node
         if node.child is not None:
             return await self._run_sub(nr, attempt)
+        if node.executor is not None:
+            return await self._run_function(nr)
         assert nr.attempt is not None
         rc = RunContext(nr, attempt, not node.is_async, nr.attempt.staged)
         run = self.run
@@ -608,7 +623,7 @@ class _ScopeRun:
                         nr.holding = False
                         run.sem.release()
             else:
-                await run.run_sync(body, rc, lambda: self.mark_running(nr))
+                await run.run_sync(body, (rc,), nr.path, lambda: self.mark_running(nr))
             keys = self.plan.prov_maps[i]
             for name in rc._requested:
                 if name not in nr.streams:  # a writer that sent nothing: an empty stream
@@ -630,6 +645,20 @@ class _ScopeRun:
             else:
                 out_skipped.append(name)
         return NodeOutputs(NodeReason.COMPLETED, out_ready, frozenset(out_skipped))
+
+    async def _run_function(self, nr: _NodeRun) -> NodeOutputs:
+        """Run a function-form body: locally in a worker thread, or on the run's executor."""
+        node = nr.node
+        run = self.run
+        args = call_args(nr.path, node.requires, node.defaults, self.ready)
+        started = lambda: self.mark_running(nr)  # noqa: E731
+        if run.remote is not None and travels(node, run.remote.executor):
+            returned = await run.remote.run(nr.path, node, args, started)
+        else:
+            assert node.body is not None
+            returned = await run.run_sync(node.body, tuple(args), nr.path, started)
+        ready, skipped = function_outputs(nr.path, node.provides, returned)
+        return NodeOutputs(NodeReason.COMPLETED, ready, frozenset(skipped))
 
     async def _run_sub(self, nr: _NodeRun, attempt: Attempt) -> NodeOutputs:
         node = nr.node
@@ -722,6 +751,20 @@ def _check_max_running(max_running: object) -> int:
     return max_running
 
 
+def check_executor(executor: object) -> Executor:
+    """Return ``executor`` when it is an :class:`~durable_core.executors.Executor`.
+
+    Raises:
+        ConfigError: it is not.
+    """
+    if not isinstance(executor, Executor):
+        raise ConfigError(
+            f"executor must be an Executor (ThreadExecutor(), ProcessExecutor(...), or one "
+            f"built from a plugin), got {executor!r}"
+        )
+    return executor
+
+
 async def execute_async(
     graph: Graph,
     inputs: Mapping[Key[Any], Any] | None = None,
@@ -730,6 +773,7 @@ async def execute_async(
     checkpointer: Checkpointer | None = None,
     observers: Iterable[Observer] = (),
     cancel: CancelToken | None = None,
+    executor: Executor | None = None,
 ) -> RunResult:
     """Run ``graph`` on the running event loop and return its result (G-3…G-12).
 
@@ -742,6 +786,9 @@ async def execute_async(
         checkpointer: the checkpoint seam (G-12); default: no checkpoints.
         observers: observers of graph and node events (G-11).
         cancel: a token that cancels the run from outside; the run then ends ``canceled``.
+        executor: where function-form bodies declared with ``executor="default"`` run (see
+            :mod:`durable_core.executors`); None: the run's worker threads. The executor is
+            started if a body travels, and is not closed.
 
     Returns:
         The run's result. A failure of a node or of the checkpointer is reported in the result
@@ -749,7 +796,10 @@ async def execute_async(
 
     Raises:
         GraphError: the graph is not valid, or the inputs do not match its inputs; nothing ran.
-        ConfigError: ``max_running`` is not a positive integer.
+        ConfigError: ``max_running`` is not a positive integer, or ``executor`` is not an
+            :class:`~durable_core.executors.Executor`.
+        NotPicklableError: a body that must travel to ``executor`` cannot be pickled; nothing
+            ran.
         asyncio.CancelledError: the task running this coroutine was canceled; every body was
             canceled and has ended first.
     """
@@ -757,6 +807,11 @@ async def execute_async(
     max_running = _check_max_running(max_running)
     seeds = _root_inputs(graph, inputs)
     run = _Run(checkpointer, observers, max_running)
+    if executor is not None:
+        bodies = dump_bodies(graph, check_executor(executor))
+        if bodies:
+            await asyncio.to_thread(executor.start)
+            run.remote = RemoteBodies(executor, run.sem, bodies)
     unsubscribe = (
         cancel._subscribe(lambda: run.loop.call_soon_threadsafe(run.cancel))
         if cancel is not None
@@ -791,6 +846,7 @@ def execute(
     checkpointer: Checkpointer | None = None,
     observers: Iterable[Observer] = (),
     cancel: CancelToken | None = None,
+    executor: Executor | None = None,
 ) -> RunResult:
     """Run ``graph`` to its end in a new event loop (``asyncio.run``); see :func:`execute_async`.
 
@@ -814,5 +870,6 @@ def execute(
             checkpointer=checkpointer,
             observers=observers,
             cancel=cancel,
+            executor=executor,
         )
     )

@@ -27,6 +27,7 @@ def plugins_command(as_json: bool) -> None:
                         "distribution": i.distribution,
                         "version": i.version,
                         "stores": list(i.stores),
+                        "executors": list(i.executors),
                         "codecs": list(i.codecs),
                         "commands": list(i.commands),
                         "error": i.error,
@@ -44,6 +45,8 @@ def plugins_command(as_json: bool) -> None:
             continue
         if i.stores:
             click.echo(f"  stores: {', '.join(i.stores)}")
+        if i.executors:
+            click.echo(f"  executors: {', '.join(i.executors)}")
         if i.codecs:
             click.echo(f"  codecs: {', '.join(i.codecs)}")
         if i.commands:
