@@ -23,6 +23,7 @@ _BROKEN_STORES = textwrap.dedent(
 
     from durable_core import ConflictError, MemoryStore, NotFoundError, record_to_json
     from durable_core.store import MemorySession, validate_save
+    from durable_core.store.memory import _MemoryRecord
     from durable_core.testing import StoreConformance, StoreSpec
     from durable_filestore import FileSession, FileStore, run_key
 
@@ -46,7 +47,8 @@ _BROKEN_STORES = textwrap.dedent(
 
         def save(self, record, expected_revision, encoded=None):
             validate_save(self.run_id, record, expected_revision)
-            self._memory._records[self.run_id] = (record.revision, record_to_json(record))
+            stored = _MemoryRecord(record.revision, record_to_json(record))
+            self._memory._records[self.run_id] = stored
 
 
     class NoRevisionCheckSession(MemorySession):
@@ -54,9 +56,10 @@ _BROKEN_STORES = textwrap.dedent(
 
         def save(self, record, expected_revision, encoded=None):
             stored = self._memory._records.get(self.run_id)
-            if (stored[0] if stored else 0) != expected_revision:
+            if (stored.revision if stored else 0) != expected_revision:
                 raise ConflictError("conflict")
-            self._memory._records[self.run_id] = (record.revision, record_to_json(record))
+            stored = _MemoryRecord(record.revision, record_to_json(record))
+            self._memory._records[self.run_id] = stored
 
 
     class SharedObjectsSession(MemorySession):
@@ -101,7 +104,7 @@ _BROKEN_STORES = textwrap.dedent(
             if (stored.revision if stored else 0) != expected_revision:
                 raise ConflictError("conflict")
             self.objects[(id(self._memory), self.run_id)] = copy.deepcopy(record)
-            self._memory._records[self.run_id] = (record.revision, b"{}")
+            self._memory._records[self.run_id] = _MemoryRecord(record.revision, b"{}")
 
         def load(self):
             stored = self.objects.get((id(self._memory), self.run_id))
@@ -163,13 +166,13 @@ _BROKEN_STORES = textwrap.dedent(
         def read(self, run_id):
             if isinstance(self.store, MemoryStore):
                 stored = self.store._records.get(run_id)
-                return None if stored is None else stored[1]
+                return None if stored is None else stored.complete()
             path = self.directory / f"{run_key(run_id)}.json"
             return path.read_bytes() if path.exists() else None
 
         def write(self, run_id, data, revision):
             if isinstance(self.store, MemoryStore):
-                self.store._records[run_id] = (revision, data)
+                self.store._records[run_id] = _MemoryRecord(revision, data)
             else:
                 (self.directory / f"{run_key(run_id)}.json").write_bytes(data)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import itertools
 import os
 import shutil
 import signal
@@ -13,6 +14,7 @@ import sys
 import textwrap
 import threading
 import time
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,12 +25,15 @@ from durable_core import (
     ConfigError,
     CorruptRecordError,
     DurableError,
+    EncodedRecord,
     NotFoundError,
+    RunRecord,
     make_plugin_manager,
     record_to_json,
 )
-from durable_core.testing import BUSY_LIMIT, StoreProcess, sample_record
-from durable_filestore import FileStore, run_key
+from durable_core.testing import BUSY_LIMIT, StoreProcess, record_delta, sample_record
+from durable_filestore import FileSession, FileStore, run_key
+from durable_filestore.store import FOLD_RATIO
 
 POSIX = os.name == "posix"
 needs_posix = pytest.mark.skipif(not POSIX, reason="POSIX permissions and signals")
@@ -623,3 +628,108 @@ def test_registered_as_file_backend(directory: Path) -> None:
         factory()
     with pytest.raises(ConfigError, match="path"):
         factory(directory=str(directory), path="x")
+
+
+# -- saves in proportion to the change: the journal --------------------------------------------
+
+
+def _delta_saves(count: int, start: int = 1) -> list[tuple[RunRecord, EncodedRecord]]:
+    records = [
+        sample_record("run", n, marker=f"-{n}-" + "d" * 120) for n in range(start, start + count)
+    ]
+    saves = [(records[0], EncodedRecord(record_to_json(records[0])))]
+    for previous, record in itertools.pairwise(records):
+        saves.append(
+            (record, EncodedRecord(record_to_json(record), record_delta(previous, record)))
+        )
+    return saves
+
+
+def _saved_then_abandoned(store: FileStore, count: int) -> list[tuple[RunRecord, EncodedRecord]]:
+    """Save ``count`` revisions with deltas, then the owner dies: its lock goes, nothing is
+    folded (as after SIGKILL)."""
+    saves = _delta_saves(count)
+    session: FileSession = store.acquire("run")
+    for record, encoded in saves:
+        session.save(record, record.revision - 1, encoded)
+    session._known = None
+    session._read_state = None
+    session.close()
+    return saves
+
+
+def test_delta_saves_append_to_the_journal_and_fold_when_it_outgrows_the_record(
+    store: FileStore, directory: Path
+) -> None:
+    # covers: B-FILE-3, R-STORE-3
+    journal = directory / f"{sha('run')}.journal"
+    record_file = directory / f"{sha('run')}.json"
+    saves = _delta_saves(120)
+    seen = []
+    with store.acquire("run") as session:
+        for record, encoded in saves:
+            session.save(record, record.revision - 1, encoded)
+            size = journal.stat().st_size if journal.exists() else 0
+            assert size <= FOLD_RATIO * record_file.stat().st_size
+            seen.append(size)
+        assert session.load() == saves[-1][0]
+    assert max(seen) > 0 and seen.count(0) > 2  # appended, and folded from time to time
+    assert not journal.exists()  # at rest: one complete record, as `cat` shows it
+    assert record_file.read_bytes() == record_to_json(saves[-1][0])
+
+
+def test_a_torn_journal_tail_is_a_save_never_confirmed(store: FileStore, directory: Path) -> None:
+    # covers: B-FILE-3, R-STORE-2, R-RT-2
+    journal = directory / f"{sha('run')}.journal"
+    saves = _saved_then_abandoned(store, 5)
+    whole = journal.read_bytes()
+    next_delta = record_delta(saves[-1][0], sample_record("run", 6))
+    entry = len(next_delta).to_bytes(4, "big") + zlib.crc32(next_delta).to_bytes(4, "big")
+    for torn in (entry[:5], entry + next_delta[:10], entry[:4] + b"\0\0\0\0" + next_delta):
+        journal.write_bytes(whole + torn)
+        with store.acquire("run") as again:
+            assert again.load() == saves[-1][0]  # the torn save is not there, nothing is lost
+    with store.acquire("run") as again:
+        again.load()
+        more = _delta_saves(3, start=5)
+        for record, encoded in more[1:]:  # the chain goes on past the torn tail
+            again.save(record, record.revision - 1, encoded)
+        assert again.load() == more[-1][0]
+    assert not journal.exists()
+    assert (directory / f"{sha('run')}.json").read_bytes() == record_to_json(more[-1][0])
+
+
+def test_a_fold_that_crashed_before_removing_the_journal_is_read_right(
+    store: FileStore, directory: Path
+) -> None:
+    # covers: B-FILE-3, R-STORE-2
+    journal = directory / f"{sha('run')}.journal"
+    saves = _saved_then_abandoned(store, 5)
+    # the fold wrote the complete record of revision 5, then the process died
+    (directory / f"{sha('run')}.json").write_bytes(record_to_json(saves[-1][0]))
+    assert journal.exists()
+    with store.acquire("run") as again:
+        assert again.load() == saves[-1][0]
+        after = sample_record("run", 6, marker="after")
+        again.save(
+            after, 5, EncodedRecord(record_to_json(after), record_delta(saves[-1][0], after))
+        )
+        assert again.load() == after
+    assert not journal.exists()
+
+
+def test_a_damaged_journal_is_corrupt_and_kept(store: FileStore, directory: Path) -> None:
+    # covers: R-STORE-2, E-1
+    journal = directory / f"{sha('run')}.journal"
+    _saved_then_abandoned(store, 5)
+    data = bytearray(journal.read_bytes())
+    data[12] ^= 0xFF  # inside the first entry; entries follow it
+    journal.write_bytes(bytes(data))
+    with store.acquire("run") as again:
+        with pytest.raises(CorruptRecordError, match="checksum"):
+            again.load()
+        with pytest.raises(CorruptRecordError):
+            again.save(sample_record("run", 6), 5)
+    assert journal.read_bytes() == bytes(data)
+    (listed,) = store.list_runs()
+    assert listed.error is not None and "checksum" in listed.error

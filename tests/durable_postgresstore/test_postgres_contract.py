@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 
 import psycopg
@@ -279,3 +280,26 @@ def test_a_statement_refused_by_the_server_keeps_the_session_and_the_record(stor
         assert session.load() == record("refused", 1)
         session.save(record("refused", 2), 1)
         assert session.load() == record("refused", 2)
+
+
+# covers: B-PG-3, R-STORE-3
+def test_delta_saves_add_rows_fold_when_large_and_rest_as_one_record(store, admin):
+    from durable_core import EncodedRecord
+    from durable_core.testing import record_delta, sample_record
+
+    records = [sample_record("d", n, marker=f"-{n}-" + "d" * 120) for n in range(1, 81)]
+    counts = []
+    with store.acquire("d") as session:
+        session.save(records[0], 0)
+        for previous, current in itertools.pairwise(records):
+            delta = record_delta(previous, current)
+            session.save(current, previous.revision, EncodedRecord(record_to_json(current), delta))
+            (count,) = admin.execute("SELECT count(*) FROM pulse_durable.deltas").fetchone()
+            counts.append(count)
+            (head,) = admin.execute("SELECT revision FROM pulse_durable.runs").fetchone()
+            assert int(head) == current.revision  # the revision column is the CAS head
+        assert session.load() == records[-1]
+    assert max(counts) > 5 and counts.count(0) > 1  # deltas kept, and folded now and then
+    assert admin.execute("SELECT count(*) FROM pulse_durable.deltas").fetchone() == (0,)
+    (data,) = admin.execute("SELECT record FROM pulse_durable.runs").fetchone()
+    assert bytes(data) == record_to_json(records[-1])  # at rest: the complete record

@@ -25,6 +25,8 @@ def objects(admin) -> list[tuple[str, str]]:
 def test_the_schema_is_created_with_the_documented_tables(make_store, admin):
     make_store()
     assert objects(admin) == [
+        ("deltas", "r"),
+        ("deltas_pkey", "i"),
         ("runs", "r"),
         ("runs_pkey", "i"),
         ("schema_version", "r"),
@@ -41,7 +43,12 @@ def test_the_schema_is_created_with_the_documented_tables(make_store, admin):
         ("record", "bytea"),
         ("run_key", "bytea"),
     ]
-    assert admin.execute("SELECT version FROM pulse_durable.schema_version").fetchall() == [(2,)]
+    deltas = admin.execute(
+        "SELECT attname, format_type(atttypid, atttypmod) FROM pg_attribute "
+        "WHERE attrelid = 'pulse_durable.deltas'::regclass AND attnum > 0 ORDER BY attnum"
+    ).fetchall()
+    assert deltas == [("run_key", "bytea"), ("base", "numeric(20,0)"), ("delta", "bytea")]
+    assert admin.execute("SELECT version FROM pulse_durable.schema_version").fetchall() == [(3,)]
     # A second store (another process, or a restart) accepts what the first made.
     make_store()
 
@@ -51,6 +58,8 @@ def test_an_empty_schema_prepared_by_an_administrator_is_filled(make_store, admi
     admin.execute("CREATE SCHEMA pulse_durable")
     make_store()
     assert [name for name, _ in objects(admin)] == [
+        "deltas",
+        "deltas_pkey",
         "runs",
         "runs_pkey",
         "schema_version",
@@ -151,9 +160,24 @@ DRIFT = [
         id="row-level-security",
     ),
     pytest.param(
-        "UPDATE pulse_durable.schema_version SET version = 3",
-        "holds [3], expected [2] (made by a newer Durable",
+        "UPDATE pulse_durable.schema_version SET version = 4",
+        "holds [4], expected [3] (made by a newer Durable",
         id="newer-version",
+    ),
+    pytest.param(
+        "CREATE INDEX deltas_base ON pulse_durable.deltas (base)",
+        "unexpected index pulse_durable.deltas_base",
+        id="extra-delta-index",
+    ),
+    pytest.param(
+        "ALTER TABLE pulse_durable.deltas ALTER COLUMN delta TYPE text USING encode(delta, 'hex')",
+        "column pulse_durable.deltas.delta has type text, expected bytea",
+        id="altered-delta-type",
+    ),
+    pytest.param(
+        "DROP TABLE pulse_durable.deltas",
+        "missing table pulse_durable.deltas",
+        id="missing-deltas",
     ),
     pytest.param(
         "DROP TABLE pulse_durable.schema_version",
@@ -207,7 +231,7 @@ def test_several_processes_creating_the_schema_at_once_all_succeed(postgres_dsn,
     outputs = [p.communicate(timeout=60) for p in procs]
     assert [p.returncode for p in procs] == [0] * 4, outputs
     assert all(out.strip() == "ok" for out, _ in outputs)
-    assert len(objects(admin)) == 4
+    assert len(objects(admin)) == 6
 
 
 # covers: B-PG-1
@@ -266,7 +290,7 @@ def make_v1(admin) -> None:
 def test_a_version_1_schema_is_upgraded_in_place_keeping_its_runs(make_store, admin):
     make_v1(admin)
     store = make_store()
-    assert admin.execute("SELECT version FROM pulse_durable.schema_version").fetchall() == [(2,)]
+    assert admin.execute("SELECT version FROM pulse_durable.schema_version").fetchall() == [(3,)]
     with store.acquire("old-run") as session:
         assert session.load() == RunRecord(run_id="old-run", revision=1)
         session.save(RunRecord(run_id="old-run", revision=2), 1)
@@ -288,3 +312,22 @@ def test_an_altered_version_1_schema_is_refused_unchanged(make_store, admin):
         "AND attnum > 0 AND NOT attisdropped ORDER BY attnum"
     ).fetchall()
     assert [c[0] for c in columns] == ["run_id", "revision", "format", "record", "note"]
+
+
+# covers: B-PG-1
+def test_a_version_2_schema_gets_the_deltas_table(make_store, admin):
+    make_v1(admin)
+    admin.execute(
+        "ALTER TABLE pulse_durable.runs ADD COLUMN run_key BYTEA; "
+        "UPDATE pulse_durable.runs SET run_key = sha256(run_id); "
+        "ALTER TABLE pulse_durable.runs ALTER COLUMN run_key SET NOT NULL; "
+        "ALTER TABLE pulse_durable.runs DROP CONSTRAINT runs_pkey; "
+        "ALTER TABLE pulse_durable.runs ADD CONSTRAINT runs_pkey PRIMARY KEY (run_key); "
+        "ALTER TABLE pulse_durable.runs ADD CONSTRAINT runs_run_key_check "
+        "CHECK (run_key = sha256(run_id)); "
+        "UPDATE pulse_durable.schema_version SET version = 2"
+    )
+    store = make_store()
+    assert admin.execute("SELECT version FROM pulse_durable.schema_version").fetchall() == [(3,)]
+    with store.acquire("old-run") as session:
+        assert session.load() == RunRecord(run_id="old-run", revision=1)

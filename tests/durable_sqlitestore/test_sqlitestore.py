@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import os
 import shutil
@@ -26,14 +27,16 @@ from durable_core import (
     ConflictError,
     CorruptRecordError,
     DurableError,
+    EncodedRecord,
     NotFoundError,
+    RunRecord,
     SchemaError,
     make_plugin_manager,
     record_to_json,
 )
 from durable_core.store.locks import RunLock
-from durable_core.testing import BUSY_LIMIT, sample_record
-from durable_sqlitestore import SCHEMA_V1, SCHEMA_VERSION, SQLiteStore
+from durable_core.testing import BUSY_LIMIT, record_delta, sample_record
+from durable_sqlitestore import DELTAS_V2, FOLD_RATIO, SCHEMA_V1, SCHEMA_VERSION, SQLiteStore
 from durable_sqlitestore.store import _configure
 
 POSIX = os.name == "posix"
@@ -223,11 +226,16 @@ def test_an_unwritable_directory_is_a_durable_error_about_wal(
 # -- schema (B-SQL-1, B-SQL-2) ---------------------------------------------------------------
 
 
-def test_schema_v1_is_created_exactly(store: SQLiteStore, db_path: Path) -> None:
+def test_schema_v2_is_created_exactly(store: SQLiteStore, db_path: Path) -> None:
     # covers: B-SQL-1
     connection = raw(db_path)
-    objects = connection.execute("SELECT type, name, sql FROM sqlite_master").fetchall()
-    assert objects == [("table", "durable_runs", SCHEMA_V1)]
+    objects = connection.execute(
+        "SELECT type, name, sql FROM sqlite_master ORDER BY name"
+    ).fetchall()
+    assert objects == [
+        ("table", "durable_deltas", DELTAS_V2),
+        ("table", "durable_runs", SCHEMA_V1),
+    ]
     assert connection.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
     connection.close()
     SQLiteStore(db_path).close()  # and is accepted when reopened
@@ -250,7 +258,11 @@ def test_schema_v1_is_created_exactly(store: SQLiteStore, db_path: Path) -> None
             "durable_runs",
         ),
         ("DROP TABLE durable_runs", "durable_runs"),
-        ("PRAGMA user_version = 2", "user_version"),
+        ("CREATE INDEX extra_base ON durable_deltas (base)", "extra_base"),
+        ("ALTER TABLE durable_deltas ADD COLUMN note TEXT", "durable_deltas"),
+        ("DROP TABLE durable_deltas", "durable_deltas"),
+        ("PRAGMA user_version = 3", "user_version"),
+        ("PRAGMA user_version = 1", "durable_deltas"),  # v1 has no deltas table
     ],
 )
 def test_schema_drift_is_refused(db_path: Path, change: str, named: str) -> None:
@@ -262,6 +274,45 @@ def test_schema_drift_is_refused(db_path: Path, change: str, named: str) -> None
     connection.close()
     with pytest.raises(SchemaError, match=named):
         SQLiteStore(db_path)
+
+
+def test_a_v1_database_is_upgraded_in_place_keeping_its_runs(tmp_path: Path) -> None:
+    # covers: B-SQL-1
+    path = tmp_path / "durable.sqlite"
+    connection = raw(path)
+    connection.execute(SCHEMA_V1)  # exactly what the previous release created
+    connection.execute("PRAGMA user_version = 1")
+    connection.execute(
+        "INSERT INTO durable_runs VALUES (?, ?, ?)",
+        ("old", "1", record_to_json(sample_record("old", 1))),
+    )
+    connection.close()
+    with SQLiteStore(path) as store, store.acquire("old") as session:
+        assert session.load() == sample_record("old", 1)
+        session.save(sample_record("old", 2), 1)
+    connection = raw(path)
+    assert connection.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+    names = [r[0] for r in connection.execute("SELECT name FROM sqlite_master ORDER BY name")]
+    assert names == ["durable_deltas", "durable_runs"]
+    connection.close()
+
+
+def test_an_altered_v1_database_is_refused_unchanged(tmp_path: Path) -> None:
+    # covers: B-SQL-1
+    path = tmp_path / "durable.sqlite"
+    connection = raw(path)
+    connection.execute(SCHEMA_V1)
+    connection.execute("CREATE INDEX mine ON durable_runs (revision)")
+    connection.execute("PRAGMA user_version = 1")
+    connection.close()
+    with pytest.raises(SchemaError, match="mine"):
+        SQLiteStore(path)
+    connection = raw(path)
+    assert connection.execute("PRAGMA user_version").fetchone()[0] == 1
+    assert "durable_deltas" not in {
+        r[0] for r in connection.execute("SELECT name FROM sqlite_master")
+    }
+    connection.close()
 
 
 def test_a_foreign_database_is_refused_unchanged(tmp_path: Path) -> None:
@@ -545,3 +596,96 @@ def test_registered_as_sqlite_backend(db_path: Path) -> None:
         factory()
     with pytest.raises(ConfigError, match="directory"):
         factory(path=str(db_path), directory="x")
+
+
+# -- saves in proportion to the change (deltas) ----------------------------------------------
+
+
+def _delta_chain(count: int) -> list[tuple[RunRecord, EncodedRecord]]:
+    records = [sample_record("run", n, marker=f"-{n}-" + "d" * 120) for n in range(1, count + 1)]
+    saves = [(records[0], EncodedRecord(record_to_json(records[0])))]
+    for previous, record in itertools.pairwise(records):
+        saves.append(
+            (record, EncodedRecord(record_to_json(record), record_delta(previous, record)))
+        )
+    return saves
+
+
+def test_a_save_with_a_delta_writes_only_the_delta_and_folds_when_they_outgrow_the_record(
+    store: SQLiteStore, db_path: Path
+) -> None:
+    # covers: B-SQL-2, R-STORE-3
+    connection = raw(db_path)
+    saves = _delta_chain(120)
+    sizes = []
+    with store.acquire("run") as session:
+        for record, encoded in saves:
+            session.save(record, record.revision - 1, encoded)
+            stored_revision, size = connection.execute(
+                "SELECT revision, length(record) FROM durable_runs"
+            ).fetchone()
+            deltas = connection.execute(
+                "SELECT count(*), coalesce(sum(length(delta)), 0) FROM durable_deltas"
+            ).fetchone()
+            # the row's record plus its deltas are the whole story, and stay in proportion
+            assert int(stored_revision) + deltas[0] == record.revision
+            assert deltas[1] <= FOLD_RATIO * size
+            sizes.append(deltas[0])
+        assert session.load() == saves[-1][0]
+    assert max(sizes) > 5  # deltas were kept …
+    assert sizes.count(0) > 2  # … and folded from time to time
+    # at rest: one complete record, readable as it is
+    assert connection.execute("SELECT count(*) FROM durable_deltas").fetchone() == (0,)
+    (blob,) = connection.execute("SELECT record FROM durable_runs").fetchone()
+    assert blob == record_to_json(saves[-1][0])
+    connection.close()
+
+
+def test_deltas_left_by_a_crash_are_read_and_folded_by_the_next_session(
+    store: SQLiteStore, db_path: Path
+) -> None:
+    # covers: B-SQL-2, R-STORE-2
+    saves = _delta_chain(6)
+    session = store.acquire("run")
+    for record, encoded in saves:
+        session.save(record, record.revision - 1, encoded)
+    connection = raw(db_path)
+    assert connection.execute("SELECT count(*) FROM durable_deltas").fetchone() == (5,)
+    session._connection.close()  # the owner dies without folding (its lock goes with it)
+    session._lock.release()
+    other = SQLiteStore(db_path)
+    with other.acquire("run") as again:
+        assert again.load() == saves[-1][0]
+    assert connection.execute("SELECT count(*) FROM durable_deltas").fetchone() == (0,)
+    other.close()
+    connection.close()
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        "DELETE FROM durable_deltas WHERE base = '3'",  # a hole in the chain
+        "UPDATE durable_deltas SET delta = X'7B7D' WHERE base = '2'",  # not a delta
+        "UPDATE durable_runs SET revision = '2'",  # the record's column no longer leads in
+    ],
+)
+def test_a_broken_chain_of_deltas_is_corrupt_and_kept(
+    store: SQLiteStore, db_path: Path, damage: str
+) -> None:
+    # covers: R-STORE-2, E-1
+    saves = _delta_chain(5)
+    session = store.acquire("run")
+    for record, encoded in saves:
+        session.save(record, record.revision - 1, encoded)
+    session._chain = None  # do not fold on close: keep the deltas as a crash would
+    session.close()
+    connection = raw(db_path)
+    connection.execute(damage)
+    before = connection.execute("SELECT * FROM durable_deltas ORDER BY base").fetchall()
+    with store.acquire("run") as again:
+        with pytest.raises(CorruptRecordError):
+            again.load()
+        with pytest.raises(CorruptRecordError):
+            again.save(sample_record("run", 6), 5)
+    assert connection.execute("SELECT * FROM durable_deltas ORDER BY base").fetchall() == before
+    connection.close()

@@ -2,23 +2,39 @@
 
 Layout of the directory (nothing else is read or written):
 
-- ``<key>.json``: the run's record, canonical UTF-8 JSON (``record_to_json``), mode 0600;
-- ``<key>.lock``: the run's ownership lock file (:mod:`durable_filestore.locks`); it stays;
+- ``<key>.json``: the run's complete record, canonical UTF-8 JSON (``record_to_json``), 0600;
+- ``<key>.journal``: the deltas saved since that record, while a session writes (0600);
+- ``<key>.lock``: the run's ownership lock file (:mod:`durable_core.store.locks`); it stays;
 - ``<key>-<n>.tmp``: a save in progress, ``n`` a random uint32 in decimal.
 
 ``<key>`` is the SHA-256 hex of the run id's UTF-8 bytes, so a run id never becomes a path.
+
+A save that comes with a delta (``EncodedRecord.delta``) appends it to the journal — one entry:
+its length and CRC-32 (two big-endian uint32) and the delta's bytes — and syncs the journal.
+When the journal outgrows the complete record (:data:`FOLD_RATIO`), or when it is not clean (a
+torn last entry after a crash, entries from before the record), the save writes the complete
+record instead (temp file, sync, rename, directory sync) and then removes the journal. Closing a
+session folds the journal the same way, so that at rest a run is one complete ``<key>.json``.
+Reading applies the journal's entries that follow the record; entries older than the record
+(a fold that crashed before removing the journal) are skipped, and a torn last entry is a save
+that was never confirmed.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
+import logging
 import os
 import re
 import secrets
 import stat
+import struct
+import zlib
 from typing import Any
 
 from durable_core.errors import CorruptRecordError, DurableError, NotFoundError
+from durable_core.recorddelta import apply_tree, canonical_json, read_delta
 from durable_core.recordjson import record_from_json
 from durable_core.records import RunRecord
 from durable_core.store import (
@@ -36,7 +52,14 @@ from durable_core.store import (
 )
 from durable_core.store.locks import RunLock, make_private_directory, run_key
 
-__all__ = ["FileSession", "FileStore", "file_store_factory"]
+__all__ = ["FOLD_RATIO", "FileSession", "FileStore", "file_store_factory"]
+
+logger = logging.getLogger("durable_filestore")
+
+FOLD_RATIO = 1.0
+"""The journal is folded into ``<key>.json`` once its bytes pass this share of the record's."""
+
+_ENTRY = struct.Struct(">II")  # length, CRC-32 of the delta bytes
 
 _RECORD_NAME = re.compile(r"[0-9a-f]{64}\.json")
 _UINT32_MAX = 2**32 - 1
@@ -110,6 +133,95 @@ def _read_regular_file(path: str) -> tuple[bytes, os.stat_result]:
         return b"".join(chunks), st
     finally:
         os.close(fd)
+
+
+def _journal_entries(data: bytes, path: str) -> tuple[list[bytes], bool]:
+    """The entries of a journal's bytes, and whether its last entry is torn (never confirmed).
+
+    Raises:
+        CorruptRecordError: an entry other than the last fails its checksum.
+    """
+    entries = []
+    pos = 0
+    while pos < len(data):
+        if len(data) - pos < _ENTRY.size:
+            return entries, True
+        length, crc = _ENTRY.unpack_from(data, pos)
+        end = pos + _ENTRY.size + length
+        if end > len(data):
+            return entries, True
+        payload = data[pos + _ENTRY.size : end]
+        if zlib.crc32(payload) != crc:
+            if end == len(data):
+                return entries, True
+            raise CorruptRecordError(
+                f"entry {len(entries) + 1} of the journal {path} fails its checksum, and entries "
+                "follow it: the journal was damaged. It was left untouched; keep it as evidence"
+            )
+        entries.append(payload)
+        pos = end
+    return entries, False
+
+
+class _Stored:
+    """A run's files as read: the complete record they make and what is known about them."""
+
+    __slots__ = ("base_size", "clean", "data", "journal_size", "live_bytes", "record_key")
+
+    def __init__(
+        self,
+        data: bytes,
+        record_key: tuple[int, int, int, int],
+        journal_size: int,
+        base_size: int,
+        live_bytes: int,
+        clean: bool,
+    ) -> None:
+        self.data = data
+        self.record_key = record_key
+        self.journal_size = journal_size
+        self.base_size = base_size
+        self.live_bytes = live_bytes
+        self.clean = clean
+
+
+def _read_run(record_path: str, journal_path: str) -> _Stored | None:
+    """Read ``<key>.json`` and apply its journal; ``None`` when there is no record file.
+
+    Raises:
+        CorruptRecordError: the journal is damaged or its deltas do not follow the record.
+        DurableError: a non-regular file is in the place of either file.
+        OSError: a read failed.
+    """
+    try:
+        data, st = _read_regular_file(record_path)
+    except FileNotFoundError:
+        return None
+    try:
+        journal, _ = _read_regular_file(journal_path)
+    except FileNotFoundError:
+        journal = b""
+    if not journal:
+        return _Stored(data, _stat_key(st), 0, len(data), 0, True)
+    entries, torn = _journal_entries(journal, journal_path)
+    try:
+        tree = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        tree = None
+    if not isinstance(tree, dict):
+        # Not a record at all: let the caller's decoding say what is wrong with it.
+        return _Stored(data, _stat_key(st), len(journal), len(data), 0, False)
+    stale = 0
+    live = 0
+    for entry in entries:
+        delta = read_delta(entry)
+        if isinstance(tree.get("Revision"), int) and delta.base < tree["Revision"] and not live:
+            stale += 1  # saved before the record was last written whole: already in it
+            continue
+        apply_tree(tree, delta)
+        live += len(entry) + _ENTRY.size
+    complete = canonical_json(tree) if live else data
+    return _Stored(complete, _stat_key(st), len(journal), len(data), live, not (torn or stale))
 
 
 def _write_all(fd: int, data: bytes) -> None:
@@ -205,7 +317,10 @@ class FileStore(BaseStore):
             path = os.path.join(self._directory, name)
 
             def read(path: str = path, key: str = name[:-5]) -> RunRecord:
-                data, _ = _read_regular_file(path)
+                stored = _read_run(path, path[: -len(".json")] + ".journal")
+                if stored is None:
+                    raise FileNotFoundError(path)
+                data = stored.data
                 record = record_from_json(data)
                 if run_key(record.run_id) != key:
                     raise CorruptRecordError(
@@ -233,13 +348,12 @@ class FileStore(BaseStore):
         """
         validate_run_id(run_id)
         path = self.record_path(run_id)
-        try:
-            data, _ = _read_regular_file(path)
-        except FileNotFoundError:
+        stored = _read_run(path, path[: -len(".json")] + ".journal")
+        if stored is None:
             raise NotFoundError(
                 f"no record of run {run_id!r} in {self._directory} (no file {run_key(run_id)}.json)"
-            ) from None
-        return decode_stored(run_id, data, path)
+            )
+        return decode_stored(run_id, stored.data, path)
 
     def request_cancel(self, run_id: str) -> None:
         """Ask the owner of ``run_id`` to stop: a ``<key>.cancel`` marker file beside the lock
@@ -260,8 +374,12 @@ class FileStore(BaseStore):
     def saved_at(self, run_id: str) -> float | None:
         """When ``<key>.json`` was last replaced (its mtime, seconds since the epoch), or
         ``None`` when there is no record file (SaveTimes)."""
-        st = _lstat(self.record_path(run_id))
-        return None if st is None else st.st_mtime
+        path = self.record_path(run_id)
+        st = _lstat(path)
+        if st is None:
+            return None
+        journal = _lstat(path[: -len(".json")] + ".journal")
+        return st.st_mtime if journal is None else max(st.st_mtime, journal.st_mtime)
 
     def __repr__(self) -> str:
         return f"FileStore({self._directory!r})"
@@ -321,15 +439,22 @@ class FileSession(BaseSession):
         self._lock = lock
         self._directory = directory
         self._record_path = record_path
-        # The stat of the record file as last read (and decoded) or written by this session: a
-        # save compares the file's stat with it instead of reading the whole record again.
-        self._known: tuple[tuple[int, int, int, int], int] | None = None
-        self._read_key: tuple[int, int, int, int] | None = None
+        self._journal_path = os.path.join(directory, key + ".journal")
+        # The run's files as this session last read (and decoded) or wrote them, and the
+        # revision they hold: a save compares the files' stat with it instead of reading again.
+        self._known: _Stored | None = None
+        self._known_revision = 0
+        self._read_state: _Stored | None = None
 
     @property
     def record_path(self) -> str:
         """The absolute path of the run's record file."""
         return self._record_path
+
+    @property
+    def journal_path(self) -> str:
+        """The absolute path of the run's journal of deltas (present only while in use)."""
+        return self._journal_path
 
     def delete(self) -> None:
         """Remove the run's record file, then its lock file, while holding the lock; then
@@ -357,7 +482,9 @@ class FileSession(BaseSession):
             try:
                 os.unlink(self._record_path)
                 self._known = None
-                _sync_directory(self._directory)
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(self._journal_path)  # its entries follow a record that is gone
+                self._sync_directory()
             except OSError as exc:
                 raise DurableError(
                     f"could not delete run {self._run_id!r} in {self._directory}: {exc}; its "
@@ -371,21 +498,33 @@ class FileSession(BaseSession):
 
     def _read(self) -> tuple[bytes, int | None] | None:
         self._known = None  # set again once what is read now decodes
-        try:
-            data, st = _read_regular_file(self._record_path)
-        except FileNotFoundError:
+        self._read_state = stored = _read_run(self._record_path, self._journal_path)
+        if stored is None:
             self._check_directory()
-            self._read_key = None
             return None
-        self._read_key = _stat_key(st)
-        return data, None
+        return stored.data, None
 
     def _decoded(self, revision: int) -> None:
-        self._known = None if self._read_key is None else (self._read_key, revision)
+        self._known = self._read_state
+        self._known_revision = revision
 
-    def _write(
-        self, data: bytes, record: RunRecord, expected_revision: int, encoded: EncodedRecord | None
-    ) -> bool:
+    def _unchanged(self, expected_revision: int) -> bool:
+        """Whether the files are still what this session knows at ``expected_revision``."""
+        known = self._known
+        if known is None or self._known_revision != expected_revision:
+            return False
+        st = _lstat(self._record_path)
+        journal = _lstat(self._journal_path)
+        if journal is not None and not stat.S_ISREG(journal.st_mode):
+            raise _not_regular(self._journal_path, journal)
+        return (
+            st is not None
+            and stat.S_ISREG(st.st_mode)
+            and _stat_key(st) == known.record_key
+            and (0 if journal is None else journal.st_size) == known.journal_size
+        )
+
+    def _write(self, record: RunRecord, expected_revision: int, encoded: EncodedRecord) -> bool:
         st = _lstat(self._record_path)
         if st is None:
             self._check_directory()
@@ -394,20 +533,102 @@ class FileSession(BaseSession):
         elif not stat.S_ISREG(st.st_mode):
             raise _not_regular(self._record_path, st)
         elif (
-            self._known != (_stat_key(st), expected_revision)
-            and self._checked_revision() != expected_revision
+            not self._unchanged(expected_revision) and self._checked_revision() != expected_revision
         ):
             # Not what this session last read or wrote at that revision, and the record there
             # (decoded: a corrupt one raises and stays) is at another revision.
             return False
-        self._replace(data, record.revision)
+        known = self._known if st is not None else None
+        delta = self._delta_of(encoded, expected_revision)
+        if (
+            delta is not None
+            and known is not None
+            and known.clean
+            and known.live_bytes + _ENTRY.size + len(delta) <= FOLD_RATIO * known.base_size
+        ):
+            self._append(delta, record.revision, known)
+        else:
+            self._write_whole(encoded.data, record.revision)
         return True
+
+    def _append(self, delta: bytes, revision: int, known: _Stored) -> None:
+        entry = _ENTRY.pack(len(delta), zlib.crc32(delta)) + delta
+        created = known.journal_size == 0
+        self._known = None  # unknown until the append is synced
+        try:
+            fd = os.open(
+                self._journal_path,
+                os.O_WRONLY | os.O_APPEND | os.O_CREAT | _O_NOFOLLOW | _O_BINARY,
+                0o600,
+            )
+            try:
+                _write_all(fd, entry)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            if created:
+                self._sync_directory()
+        except OSError as exc:
+            raise DurableError(
+                f"appending revision {revision} of run {self._run_id!r} to {self._journal_path} "
+                f"failed: {exc}. The save is uncertain: it may or may not survive. Stop, fix "
+                "the cause, and load the record again before continuing; never retry with the "
+                "old revision"
+            ) from exc
+        self._known = _Stored(
+            b"",
+            known.record_key,
+            known.journal_size + len(entry),
+            known.base_size,
+            known.live_bytes + len(entry),
+            True,
+        )
+        self._known_revision = revision
+
+    def _write_whole(self, data: bytes, revision: int) -> None:
+        """Write the complete record, then drop the journal it makes obsolete."""
+        written = self._replace(data, revision)
+        journal = _lstat(self._journal_path)
+        if journal is not None:
+            try:
+                os.unlink(self._journal_path)
+                self._sync_directory()
+            except OSError as exc:
+                # The record is saved; the journal's entries are older than it and are skipped.
+                logger.warning("could not remove %s: %s", self._journal_path, exc)
+                self._known = None
+                return
+        self._known = _Stored(b"", written, 0, len(data), 0, True)
+        self._known_revision = revision
 
     def _stored_revision(self) -> int:
         return self._checked_revision()
 
     def _release(self, deadline: float | None) -> None:
+        try:
+            self._fold_on_close()
+        except (OSError, DurableError) as exc:
+            # Nothing is lost: the journal stays and the next session reads (and folds) it.
+            logger.warning(
+                "folding the journal of run %r (%s) on close failed (%s: %s); it is kept and "
+                "read as it is",
+                self._run_id,
+                self._journal_path,
+                type(exc).__name__,
+                exc,
+            )
         self._lock.release()
+
+    def _fold_on_close(self) -> None:
+        if _lstat(self._journal_path) is None:
+            return
+        if self._known is None and self._read_state is None:
+            return  # this session never read the run: leave it as it found it
+        stored = _read_run(self._record_path, self._journal_path)
+        if stored is None:
+            return
+        record = decode_stored(self._run_id, stored.data, self._record_path)
+        self._write_whole(stored.data, record.revision)
 
     def _not_found(self) -> BaseException:
         return NotFoundError(
@@ -433,7 +654,9 @@ class FileSession(BaseSession):
             except FileExistsError:
                 continue
 
-    def _replace(self, data: bytes, revision: int) -> None:
+    def _replace(self, data: bytes, revision: int) -> tuple[int, int, int, int]:
+        """Replace ``<key>.json`` atomically with ``data``; return the new file's stat key."""
+        self._known = None
         tmp_path = ""
         try:
             fd, tmp_path = self._create_temp()
@@ -456,32 +679,27 @@ class FileSession(BaseSession):
                     "record is unchanged"
                 ) from exc
             raise
-        # The rename kept the temp file's inode: remember it as what is stored now.
-        self._known = (_stat_key(written), revision)
-        if _SYNC_DIRECTORY:
-            try:
-                dir_fd = os.open(self._directory, os.O_RDONLY)
-                try:
-                    os.fsync(dir_fd)
-                finally:
-                    os.close(dir_fd)
-            except OSError as exc:
-                raise DurableError(
-                    f"revision {revision} of run {self._run_id!r} was renamed into place, but "
-                    f"syncing the directory {self._directory} failed: {exc}. The save is "
-                    "uncertain: it may or may not survive a crash. Stop, fix the cause, and "
-                    "load the record again before continuing; never retry with the old "
-                    "revision"
-                ) from exc
-
-
-def _sync_directory(directory: str) -> None:
-    if _SYNC_DIRECTORY:
-        dir_fd = os.open(directory, os.O_RDONLY)
         try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
+            self._sync_directory()
+        except OSError as exc:
+            raise DurableError(
+                f"revision {revision} of run {self._run_id!r} was renamed into place, but "
+                f"syncing the directory {self._directory} failed: {exc}. The save is "
+                "uncertain: it may or may not survive a crash. Stop, fix the cause, and "
+                "load the record again before continuing; never retry with the old "
+                "revision"
+            ) from exc
+        # The rename kept the temp file's inode: it is what is stored now.
+        return _stat_key(written)
+
+    def _sync_directory(self) -> None:
+        """Make the directory's entries (a rename, a new or removed journal) durable."""
+        if _SYNC_DIRECTORY:
+            dir_fd = os.open(self._directory, os.O_RDONLY)
+            try:
+                os.fsync(dir_fd)
+            finally:
+                os.close(dir_fd)
 
 
 def file_store_factory(**options: Any) -> FileStore:

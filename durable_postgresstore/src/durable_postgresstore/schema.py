@@ -1,9 +1,10 @@
 """The dedicated ``pulse_durable`` schema: creation and strict checking (B-PG-1, B-PG-3).
 
-Version 2 of the schema holds two tables::
+Version 3 of the schema holds three tables::
 
-    pulse_durable.runs            one row per run: the complete record as JSON in BYTEA
-    pulse_durable.schema_version  one row: the schema version (2)
+    pulse_durable.runs            one row per run: a complete record as JSON in BYTEA
+    pulse_durable.deltas          the deltas saved since each run's complete record
+    pulse_durable.schema_version  one row: the schema version (3)
 
 ``runs.run_id`` is the run id's UTF-8 bytes (BYTEA, so that any Unicode run id fits, NUL
 included, at any length); read it with ``convert_from(run_id, 'UTF8')``. ``runs.run_key`` is
@@ -12,11 +13,14 @@ third of a page, so the id itself (which may be megabytes long) is not indexed.
 ``runs.revision`` is NUMERIC(20,0) with a CHECK keeping it within 1 … 2⁶⁴-1 (uint64).
 ``runs.format`` repeats the record's format for inspection in SQL.
 
+``runs.revision`` is the run's current revision; ``deltas`` (``run_key``, ``base``: the revision
+a delta applies to, ``delta``) leads from the revision inside ``runs.record`` to it.
+
 Version 1 (an earlier Durable) had no ``run_key``: its primary key was the run id itself, which
-refused ids longer than about 2.7 KB. A schema that is exactly version 1 is upgraded in place, in
-one transaction, the first time a store opens it (:data:`_UPGRADE_1_TO_2`); a Durable that only
-knows version 1 then refuses the schema ("made by a newer Durable") instead of writing rows
-without a key.
+refused ids longer than about 2.7 KB; version 2 had no ``deltas``. A schema that is exactly
+version 1 or 2 is upgraded in place to 3, in one transaction, the first time a store opens it
+(:data:`_UPGRADE_1_TO_2`, :data:`_UPGRADE_2_TO_3`); a Durable that knows only an older version
+then refuses the schema ("made by a newer Durable") instead of writing rows it cannot keep.
 
 :func:`ensure_schema` creates the schema when it is absent (or present and empty) and then
 checks that the schema holds exactly these objects: any other table, column, index, view,
@@ -39,7 +43,7 @@ __all__ = ["SCHEMA", "SCHEMA_VERSION", "ensure_schema"]
 SCHEMA = "pulse_durable"
 """The name of the dedicated schema."""
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 """The version of the tables this store creates and accepts (older ones are upgraded)."""
 
 _MAX_REVISION = 2**64 - 1
@@ -72,6 +76,16 @@ _RUNS = f"""
     )
     """
 
+_DELTAS = f"""
+    CREATE TABLE {SCHEMA}.deltas (
+        run_key BYTEA NOT NULL,
+        base NUMERIC(20, 0) NOT NULL,
+        delta BYTEA NOT NULL,
+        CONSTRAINT deltas_pkey PRIMARY KEY (run_key, base),
+        CONSTRAINT deltas_base_check CHECK (base >= 1 AND base <= {_MAX_REVISION})
+    )
+    """
+
 _VERSION_TABLE = f"""
     CREATE TABLE {SCHEMA}.schema_version (
         version INTEGER NOT NULL,
@@ -81,9 +95,10 @@ _VERSION_TABLE = f"""
 
 
 def _ddl(version: int) -> tuple[str, ...]:
-    runs = _RUNS if version == SCHEMA_VERSION else _RUNS_V1
+    runs = _RUNS_V1 if version == 1 else _RUNS
     return (
         runs,
+        *((_DELTAS,) if version >= 3 else ()),
         _VERSION_TABLE,
         f"INSERT INTO {SCHEMA}.schema_version (version) VALUES ({version})",
     )
@@ -101,8 +116,13 @@ _UPGRADE_1_TO_2 = (
     f"UPDATE {SCHEMA}.schema_version SET version = 2",
 )
 
+_UPGRADE_2_TO_3 = (
+    # Version 3 adds the table of deltas saved since each run's complete record.
+    _DELTAS,
+    f"UPDATE {SCHEMA}.schema_version SET version = 3",
+)
+
 # The expected shape of each version, as PostgreSQL's catalog functions print it.
-_TABLES = ("runs", "schema_version")
 _VERSION_COLUMNS = (("version", "integer"),)
 _RUNS_COLUMNS_V1 = (
     ("run_id", "bytea"),
@@ -131,10 +151,25 @@ class _Shape:
         constraints: dict[tuple[str, str], str],
         indexes: dict[str, str],
     ) -> None:
+        self.tables = tuple(columns)
         self.columns = columns
         self.constraints = constraints
         self.indexes = indexes
 
+
+_V2_CONSTRAINTS = {
+    **_COMMON_CONSTRAINTS,
+    ("runs", "runs_pkey"): "PRIMARY KEY (run_key)",
+    ("runs", "runs_run_key_check"): "CHECK ((run_key = sha256(run_id)))",
+}
+_V2_INDEXES = {
+    "runs_pkey": f"CREATE UNIQUE INDEX runs_pkey ON {SCHEMA}.runs USING btree (run_key)",
+    "schema_version_pkey": _VERSION_INDEX,
+}
+_V2_COLUMNS = {
+    "runs": (*_RUNS_COLUMNS_V1, ("run_key", "bytea")),
+    "schema_version": _VERSION_COLUMNS,
+}
 
 _SHAPES = {
     1: _Shape(
@@ -145,16 +180,25 @@ _SHAPES = {
             "schema_version_pkey": _VERSION_INDEX,
         },
     ),
-    2: _Shape(
-        {"runs": (*_RUNS_COLUMNS_V1, ("run_key", "bytea")), "schema_version": _VERSION_COLUMNS},
+    2: _Shape(_V2_COLUMNS, _V2_CONSTRAINTS, _V2_INDEXES),
+    3: _Shape(
         {
-            **_COMMON_CONSTRAINTS,
-            ("runs", "runs_pkey"): "PRIMARY KEY (run_key)",
-            ("runs", "runs_run_key_check"): "CHECK ((run_key = sha256(run_id)))",
+            "runs": _V2_COLUMNS["runs"],
+            "deltas": (("run_key", "bytea"), ("base", "numeric(20,0)"), ("delta", "bytea")),
+            "schema_version": _VERSION_COLUMNS,
         },
         {
-            "runs_pkey": f"CREATE UNIQUE INDEX runs_pkey ON {SCHEMA}.runs USING btree (run_key)",
-            "schema_version_pkey": _VERSION_INDEX,
+            **_V2_CONSTRAINTS,
+            ("deltas", "deltas_pkey"): "PRIMARY KEY (run_key, base)",
+            ("deltas", "deltas_base_check"): (
+                f"CHECK (((base >= (1)::numeric) AND (base <= '{_MAX_REVISION}'::numeric)))"
+            ),
+        },
+        {
+            **_V2_INDEXES,
+            "deltas_pkey": (
+                f"CREATE UNIQUE INDEX deltas_pkey ON {SCHEMA}.deltas USING btree (run_key, base)"
+            ),
         },
     ),
 }
@@ -170,15 +214,16 @@ def ensure_schema(conn: psycopg.Connection) -> None:
     Runs one transaction holding a transaction-level advisory lock, so concurrent constructors
     in several processes serialize: the first creates (or upgrades), the others only check.
 
-    A schema that is exactly version 1 (made by an earlier Durable) is upgraded to version 2 in
-    that same transaction: the rows get their ``run_key`` (the SHA-256 of the run id), which
-    becomes the primary key. Anything else that is not exactly version 2 is refused unchanged.
+    A schema that is exactly version 1 or 2 (made by an earlier Durable) is upgraded to version 3
+    in that same transaction: from version 1 the rows get their ``run_key`` (the SHA-256 of the
+    run id), which becomes the primary key; then the ``deltas`` table is added. Anything else
+    that is not exactly version 3 is refused unchanged.
 
     Args:
         conn: an open autocommit connection, idle.
 
     Raises:
-        SchemaError: the schema exists but is not exactly Durable's tables (version 1 or 2);
+        SchemaError: the schema exists but is not exactly Durable's tables (version 1, 2 or 3);
             the message names every unexpected, missing or altered object. Nothing is changed.
         psycopg.Error: the database refused or failed (e.g. no CREATE privilege).
     """
@@ -195,9 +240,14 @@ def ensure_schema(conn: psycopg.Connection) -> None:
             # An empty schema prepared by an administrator (e.g. with its grants): fill it.
             for statement in _ddl(SCHEMA_VERSION):
                 conn.execute(statement)
-        elif _stored_version(conn) == 1 and not check_schema(conn, version=1):
-            for statement in _UPGRADE_1_TO_2:
-                conn.execute(statement)
+        else:
+            version = _stored_version(conn)
+            if version == 1 and not check_schema(conn, version=1):
+                for statement in (*_UPGRADE_1_TO_2, *_UPGRADE_2_TO_3):
+                    conn.execute(statement)
+            elif version == 2 and not check_schema(conn, version=2):
+                for statement in _UPGRADE_2_TO_3:
+                    conn.execute(statement)
         problems = check_schema(conn)
     if problems:
         raise SchemaError(
@@ -273,7 +323,7 @@ def check_schema(conn: psycopg.Connection, version: int = SCHEMA_VERSION) -> lis
             ).fetchall()
         )
     }
-    expected_kinds = {**dict.fromkeys(_TABLES, "r"), **dict.fromkeys(shape.indexes, "i")}
+    expected_kinds = {**dict.fromkeys(shape.tables, "r"), **dict.fromkeys(shape.indexes, "i")}
     kind_names = {
         "r": "table",
         "p": "partitioned table",
@@ -304,7 +354,9 @@ def check_schema(conn: psycopg.Connection, version: int = SCHEMA_VERSION) -> lis
         if name not in relations:
             problems.append(f"missing {kind_names[expected_kinds[name]]} {SCHEMA}.{name}")
     tables = {
-        name: relations[name] for name in _TABLES if name in relations and relations[name][0] == "r"
+        name: relations[name]
+        for name in shape.tables
+        if name in relations and relations[name][0] == "r"
     }
     table_oids = [t[2] for t in tables.values()]
 

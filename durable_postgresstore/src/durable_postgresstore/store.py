@@ -11,8 +11,10 @@ Seed 001 (the ``postgresstore`` paragraph); SPEC B-PG-1…3, R-STORE-1…5.
 * **Waiting** (B-PG-2): waiting for a free connection plus the network check take at most
   ``acquire_timeout`` (30 s by default), or the caller's shorter ``timeout``. When that runs out,
   ``AcquireTimeoutError``: ownership was not decided, never a false ``BusyError``.
-* **Saving** (B-PG-3): the complete record as JSON in BYTEA; each save is one short statement
-  (its own transaction) doing the revision compare-and-swap, on the lock-holding connection.
+* **Saving** (B-PG-3): each save is one short statement (its own transaction) doing the
+  revision compare-and-swap on the lock-holding connection; a save with a delta adds it to
+  ``pulse_durable.deltas`` in that statement, and the deltas are folded into the complete record
+  (JSON in BYTEA) when they outgrow it and when the session closes.
 * **Failing closed**: a session whose connection is lost never reconnects; its ``load``/``save``
   raise :class:`~durable_postgresstore.errors.PostgresStoreError` (``connection_lost``).
 * **Secrets** (B-PG-3): the DSN is never logged; error messages are scrubbed of its password.
@@ -21,6 +23,7 @@ Seed 001 (the ``postgresstore`` paragraph); SPEC B-PG-1…3, R-STORE-1…5.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import logging
 import math
 import time
@@ -32,9 +35,11 @@ import psycopg
 from durable_core.errors import (
     AcquireTimeoutError,
     BusyError,
+    CorruptRecordError,
     NotFoundError,
     SessionClosedError,
 )
+from durable_core.recorddelta import apply_delta
 from durable_core.records import RunRecord
 from durable_core.store import (
     Acquiring,
@@ -82,6 +87,9 @@ DEFAULT_MAX_CONNECTIONS = 10
 DEFAULT_OPERATION_TIMEOUT = 60.0
 """Seconds one load, save or listing may take on the network before its connection is cut."""
 
+FOLD_RATIO = 1.0
+"""Deltas are folded into the complete record once their bytes pass this share of its size."""
+
 CLOSE_TIMEOUT = 5.0
 """Seconds ``PostgresStore.close`` waits at most for unlocking and closing (B-PG-2)."""
 
@@ -91,14 +99,39 @@ _INSERT = (
     f"INSERT INTO {SCHEMA}.runs (run_id, revision, format, record, run_key) "
     "VALUES (%s, %s::numeric, %s, %s, %s) ON CONFLICT (run_key) DO NOTHING"
 )
+# A whole save: the complete record, and the deltas it makes obsolete gone, in one statement.
 _UPDATE = (
-    f"UPDATE {SCHEMA}.runs SET revision = %s::numeric, format = %s, record = %s "
-    "WHERE run_key = %s AND revision = %s::numeric"
+    f"WITH cas AS (UPDATE {SCHEMA}.runs SET revision = %s::numeric, format = %s, record = %s "
+    "WHERE run_key = %s AND revision = %s::numeric RETURNING run_key), "
+    f"gone AS (DELETE FROM {SCHEMA}.deltas WHERE run_key IN (SELECT run_key FROM cas)) "
+    "SELECT count(*) FROM cas"
+)
+# A delta save: the revision moves (the record's TOASTed bytes are not rewritten) and the
+# delta is added, in one statement.
+_APPEND = (
+    f"WITH cas AS (UPDATE {SCHEMA}.runs SET revision = %s::numeric "
+    "WHERE run_key = %s AND revision = %s::numeric RETURNING run_key) "
+    f"INSERT INTO {SCHEMA}.deltas (run_key, base, delta) "
+    "SELECT run_key, %s::numeric, %s FROM cas"
+)
+# Deleting a run: its row and its deltas, in one statement.
+_DELETE = (
+    f"WITH gone AS (DELETE FROM {SCHEMA}.runs WHERE run_key = %s RETURNING run_key), "
+    f"deltas AS (DELETE FROM {SCHEMA}.deltas WHERE run_key IN (SELECT run_key FROM gone)) "
+    "SELECT count(*) FROM gone"
+)
+_CANCEL_CHANNEL = "durable_cancel"
+_DELTAS = f"SELECT base, delta FROM {SCHEMA}.deltas WHERE run_key = %s ORDER BY base"
+_ALL_DELTAS = f"SELECT run_key, base, delta FROM {SCHEMA}.deltas ORDER BY run_key, base"
+# Fold on close: the complete record at the head revision; the deltas gone.
+_FOLD = (
+    f"WITH upd AS (UPDATE {SCHEMA}.runs SET record = %s WHERE run_key = %s "
+    "AND revision = %s::numeric RETURNING run_key), "
+    f"gone AS (DELETE FROM {SCHEMA}.deltas WHERE run_key IN (SELECT run_key FROM upd)) "
+    "SELECT count(*) FROM upd"
 )
 _REVISION = f"SELECT revision FROM {SCHEMA}.runs WHERE run_key = %s"
-_DELETE = f"DELETE FROM {SCHEMA}.runs WHERE run_key = %s"
-_CANCEL_CHANNEL = "durable_cancel"
-_LIST = f"SELECT run_id, revision, record FROM {SCHEMA}.runs"
+_LIST = f"SELECT run_id, revision, record, run_key FROM {SCHEMA}.runs"
 _LOCK = "SELECT pg_catalog.pg_try_advisory_lock(%s::bigint)"
 _UNLOCK = "SELECT pg_catalog.pg_advisory_unlock(%s::bigint)"
 
@@ -112,6 +145,28 @@ def _positive_seconds(name: str, value: object, *, allow_none: bool = False) -> 
     if math.isnan(seconds) or seconds <= 0:
         raise ValueError(f"{name} must be a positive number of seconds, found {value!r}")
     return seconds
+
+
+def _fold(record: bytes, deltas: list[tuple[int, bytes]], location: str) -> bytes:
+    """A row's complete record: its record with its deltas (ordered by base) applied.
+
+    Raises:
+        CorruptRecordError: the deltas do not follow each other or do not apply.
+    """
+    if not deltas:
+        return record
+    for (base, _), (after, _) in itertools.pairwise(deltas):
+        if after != base + 1:
+            raise CorruptRecordError(
+                f"the saved deltas of the {location} do not follow each other (revision {base} "
+                f"then {after}); they were edited outside Durable. Keep them as evidence"
+            )
+    try:
+        return apply_delta(record, *(delta for _, delta in deltas))
+    except CorruptRecordError as exc:
+        raise CorruptRecordError(
+            f"the record of the {location} and its saved deltas do not fold into a record: {exc}"
+        ) from exc
 
 
 class PostgresStore(BaseStore):
@@ -239,9 +294,17 @@ class PostgresStore(BaseStore):
         """
 
         def scan(conn: psycopg.Connection[Any]) -> list[RunSummary]:
-            summaries = []
-            for raw_id, revision, data in conn.cursor().stream(_LIST):
-                summaries.append(self._summary(bytes(raw_id), int(revision), bytes(data)))
+            deltas: dict[bytes, list[tuple[int, bytes]]] = {}
+            with conn.transaction():  # one snapshot of the records and their deltas
+                for key, base, delta in conn.execute(_ALL_DELTAS):
+                    deltas.setdefault(bytes(key), []).append((int(base), bytes(delta)))
+                summaries = []
+                for raw_id, revision, data, key in conn.cursor().stream(_LIST):
+                    summaries.append(
+                        self._summary(
+                            bytes(raw_id), int(revision), bytes(data), deltas.get(bytes(key), [])
+                        )
+                    )
             return summaries
 
         summaries = self._on_link(
@@ -265,16 +328,24 @@ class PostgresStore(BaseStore):
         """
         validate_run_id(run_id)
         key = hashlib.sha256(run_id.encode("utf-8")).digest()
-        row = self._on_link(
+
+        def read(conn: psycopg.Connection[Any]) -> Any:
+            with conn.transaction():  # one snapshot of the row and its deltas
+                row = conn.execute(_SELECT, [key]).fetchone()
+                deltas = [] if row is None else conn.execute(_DELTAS, [key]).fetchall()
+            return row, deltas
+
+        row, deltas = self._on_link(
             "reading a record",
-            lambda conn: conn.execute(_SELECT, [key]).fetchone(),
+            read,
             capacity_timeout=self.acquire_timeout,
             operation_timeout=self._operation_timeout,
         )
         location = self._location(run_id)
         if row is None:
             raise NotFoundError(f"no record of run {run_id!r} in {location}")
-        return decode_stored(run_id, bytes(row[1]), location, int(row[0]))
+        chain = [(int(base), bytes(delta)) for base, delta in deltas]
+        return decode_stored(run_id, _fold(bytes(row[1]), chain, location), location, int(row[0]))
 
     def request_cancel(self, run_id: str) -> None:
         """Ask the owner of ``run_id`` to stop, from any host: a notification on the channel
@@ -364,7 +435,9 @@ class PostgresStore(BaseStore):
     def _location(self, run_id: str) -> str:
         return f"{SCHEMA}.runs row of run {run_id!r} ({self._dsn.describe()})"
 
-    def _summary(self, raw_id: bytes, revision: int, data: bytes) -> RunSummary:
+    def _summary(
+        self, raw_id: bytes, revision: int, data: bytes, deltas: list[tuple[int, bytes]]
+    ) -> RunSummary:
         try:
             run_id = raw_id.decode("utf-8")
         except UnicodeDecodeError:
@@ -377,7 +450,11 @@ class PostgresStore(BaseStore):
                 "written outside Durable",
             )
         location = self._location(run_id)
-        return summary_of(location, lambda: decode_stored(run_id, data, location, revision), run_id)
+        return summary_of(
+            location,
+            lambda: decode_stored(run_id, _fold(data, deltas, location), location, revision),
+            run_id,
+        )
 
     def _wrap(
         self, error: BaseException, doing: str, *, lost: bool = False, note: str = ""
@@ -569,22 +646,14 @@ class PostgresSession(BaseSession):
         self._row_id = run_id.encode("utf-8")
         self._row_key = hashlib.sha256(self._row_id).digest()
         self._lost = False
+        # (size of the complete record, number of deltas after it, their bytes) as known to
+        # this session, or None when it does not know what is stored.
+        self._chain: tuple[int, int, int] | None = None
+        self._read_chain: tuple[int, int, int] | None = None
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else "lost" if self._lost else "open"
         return f"<PostgresSession run_id={self._run_id!r} {state}>"
-
-    # -- the medium (called with the session's mutex held) ------------------------------------
-
-    def _check_open(self) -> None:
-        super()._check_open()
-        if self._lost:
-            raise PostgresStoreError(
-                f"the session of run {self._run_id!r} lost its PostgreSQL connection and "
-                "with it the run's lock; it never reconnects. Close it and acquire the run "
-                "again (another owner may have taken it meanwhile)",
-                connection_lost=True,
-            )
 
     def delete(self) -> None:
         """Delete the run's row while holding its advisory lock, then close the session
@@ -598,17 +667,42 @@ class PostgresSession(BaseSession):
         with self._mutex:
             self._check_open()
             deleted = self._execute(
-                "deleting", lambda conn: conn.execute(_DELETE, [self._row_key]).rowcount
+                "deleting", lambda conn: conn.execute(_DELETE, [self._row_key]).fetchone()[0]
             )
+            self._chain = None
             if deleted != 1:
                 raise self._not_found()
         self.close()
 
+    # -- the medium (called with the session's mutex held) ------------------------------------
+
+    def _check_open(self) -> None:
+        super()._check_open()
+        if self._lost:
+            raise PostgresStoreError(
+                f"the session of run {self._run_id!r} lost its PostgreSQL connection and "
+                "with it the run's lock; it never reconnects. Close it and acquire the run "
+                "again (another owner may have taken it meanwhile)",
+                connection_lost=True,
+            )
+
     def _read(self) -> tuple[bytes, int | None] | None:
-        row = self._execute(
-            "loading", lambda conn: conn.execute(_SELECT, [self._row_key]).fetchone()
-        )
-        return None if row is None else (bytes(row[1]), int(row[0]))
+        def read(conn: psycopg.Connection[Any]) -> Any:
+            row = conn.execute(_SELECT, [self._row_key]).fetchone()
+            deltas = [] if row is None else conn.execute(_DELTAS, [self._row_key]).fetchall()
+            return row, deltas
+
+        row, deltas = self._execute("loading", read)
+        self._read_chain = None
+        if row is None:
+            return None
+        record = bytes(row[1])
+        chain = [(int(base), bytes(delta)) for base, delta in deltas]
+        self._read_chain = (len(record), len(chain), sum(len(d) for _, d in chain))
+        return _fold(record, chain, self._location), int(row[0])
+
+    def _decoded(self, revision: int) -> None:
+        self._chain = self._read_chain
 
     def _stored_revision(self) -> int:
         row = self._execute(
@@ -616,20 +710,53 @@ class PostgresSession(BaseSession):
         )
         return 0 if row is None else int(row[0])
 
-    def _write(
-        self, data: bytes, record: RunRecord, expected_revision: int, encoded: EncodedRecord | None
-    ) -> bool:
+    def _write(self, record: RunRecord, expected_revision: int, encoded: EncodedRecord) -> bool:
         revision = record.revision
         fmt = record.format
+        chain = self._chain
+        delta = self._delta_of(encoded, expected_revision)
+        if delta is not None and (chain is None or chain[2] + len(delta) > FOLD_RATIO * chain[0]):
+            delta = None  # unknown, or the deltas outgrew the record: write it whole
+        data = encoded.data if delta is None else b""
 
         def cas(conn: psycopg.Connection[Any]) -> bool:
             if expected_revision == 0:
                 cur = conn.execute(_INSERT, [self._row_id, revision, fmt, data, self._row_key])
-            else:
-                cur = conn.execute(_UPDATE, [revision, fmt, data, self._row_key, expected_revision])
-            return cur.rowcount == 1
+                return cur.rowcount == 1
+            if delta is not None:
+                cur = conn.execute(
+                    _APPEND, [revision, self._row_key, expected_revision, expected_revision, delta]
+                )
+                return cur.rowcount == 1
+            row = conn.execute(
+                _UPDATE, [revision, fmt, data, self._row_key, expected_revision]
+            ).fetchone()
+            return bool(row and row[0] == 1)
 
-        return self._execute("saving", cas)
+        self._chain = None  # unknown until the statement is known to have committed
+        written = self._execute("saving", cas)
+        if written:
+            if delta is None:
+                self._chain = (len(data), 0, 0)
+            elif chain is not None:
+                self._chain = (chain[0], chain[1] + 1, chain[2] + len(delta))
+        else:
+            self._chain = chain
+        return written
+
+    def _fold_on_close(self) -> None:
+        """Fold the run's deltas into its complete record, so that the run is at rest."""
+        if self._chain is None or self._chain[1] == 0:
+            return
+        stored = self._read()
+        if stored is None:
+            return
+        data, head = stored
+        decode_stored(self._run_id, data, self._location, head)
+        self._execute(
+            "folding",
+            lambda conn: conn.execute(_FOLD, [data, self._row_key, head]).fetchone(),
+        )
 
     def _not_found(self) -> BaseException:
         return NotFoundError(
@@ -639,6 +766,16 @@ class PostgresSession(BaseSession):
         )
 
     def _release(self, deadline: float | None) -> None:
+        if not self._lost:
+            try:
+                self._fold_on_close()
+            except (PostgresStoreError, CorruptRecordError) as exc:
+                # Nothing is lost: the deltas stay and the next session reads (and folds) them.
+                logger.warning(
+                    "folding the saved deltas of run %r on close failed (%s); they are kept",
+                    self._run_id,
+                    type(exc).__name__,
+                )
         if self._lost:
             return  # the link was discarded; the server released the lock with it
         if deadline is None:

@@ -9,13 +9,24 @@ Files, all in the database's directory:
 - ``.durable-probe-*``: made and removed at construction, to check that the directory is
   writable (WAL needs that) before SQLite is asked.
 
-Schema v1 (``PRAGMA user_version = 1``) is one table, :data:`SCHEMA_V1`. The database is
-dedicated to Durable: any other table, index, view or trigger is refused.
+Schema v2 (``PRAGMA user_version = 2``) is two tables: ``durable_runs`` (:data:`SCHEMA_V1`,
+unchanged: one row per run with a complete record) and ``durable_deltas``
+(:data:`DELTAS_V2`: the deltas saved since that complete record). A schema v1 database (one
+table) is upgraded in place by creating the second table. The database is dedicated to Durable:
+any other table, index, view or trigger is refused.
+
+A save writes only its delta (one short row) when it has one, in the same ``BEGIN IMMEDIATE``
+transaction as the revision compare-and-swap. When the deltas saved since the complete record
+add up to more than that record's size (:data:`FOLD_RATIO`), the save writes the complete record
+instead and deletes the deltas, in the same transaction: the cost per save stays proportional to
+its change, amortized. Closing a session folds the remaining deltas, so that at rest every run
+is one complete JSON record in ``durable_runs`` that the sqlite3 shell reads.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import sqlite3
 import stat
@@ -30,6 +41,7 @@ from durable_core.errors import (
     NotFoundError,
     SchemaError,
 )
+from durable_core.recorddelta import apply_delta
 from durable_core.records import RunRecord
 from durable_core.store import (
     MAX_REVISION,
@@ -50,6 +62,8 @@ from durable_core.store.locks import RunLock, acquire_run_lock, make_private_dir
 
 __all__ = [
     "BUSY_TIMEOUT_MS",
+    "DELTAS_V2",
+    "FOLD_RATIO",
     "SCHEMA_V1",
     "SCHEMA_VERSION",
     "SQLiteSession",
@@ -57,8 +71,10 @@ __all__ = [
     "sqlite_store_factory",
 ]
 
-SCHEMA_VERSION = 1
-"""``PRAGMA user_version`` of a Durable database with schema v1."""
+logger = logging.getLogger("durable_sqlitestore")
+
+SCHEMA_VERSION = 2
+"""``PRAGMA user_version`` of a Durable database with schema v2 (v1 is upgraded on open)."""
 
 SCHEMA_V1 = (
     "CREATE TABLE durable_runs ("
@@ -71,7 +87,27 @@ SCHEMA_V1 = (
 """The v1 DDL: the run id, the complete record as JSON bytes (BLOB), the revision as decimal
 TEXT (uint64-safe, no leading zeros). ``sqlite_master`` must hold exactly this statement."""
 
+DELTAS_V2 = (
+    "CREATE TABLE durable_deltas ("
+    "run_id TEXT NOT NULL CHECK (typeof(run_id) = 'text' AND run_id <> ''), "
+    "base TEXT NOT NULL CHECK (typeof(base) = 'text' AND length(base) <= 20 "
+    "AND base GLOB '[1-9]*' AND base NOT GLOB '*[^0-9]*'), "
+    "delta BLOB NOT NULL CHECK (typeof(delta) = 'blob'), "
+    "PRIMARY KEY (run_id, base)"
+    ") WITHOUT ROWID"
+)
+"""The table added by v2: one row per delta saved since the run's complete record; ``base`` is
+the revision the delta applies to (decimal TEXT), so that ``(run_id, base)`` being unique is what
+makes two saves from one revision impossible. ``sqlite_master`` must hold exactly this
+statement."""
+
+FOLD_RATIO = 1.0
+"""Deltas are folded into the complete record once their bytes pass this share of its size."""
+
 _TABLE = "durable_runs"
+_DELTAS = "durable_deltas"
+_V1_OBJECTS = {("table", _TABLE): SCHEMA_V1}
+_V2_OBJECTS = {("table", _TABLE): SCHEMA_V1, ("table", _DELTAS): DELTAS_V2}
 
 BUSY_TIMEOUT_MS = 5000
 """SQLite's busy timeout on every connection, in milliseconds (B-SQL-1)."""
@@ -88,8 +124,9 @@ class SQLiteStore(BaseStore):
 
     Construction creates the parent directories (0700), the database file (0600) and
     ``.runlocks/`` beside it, sets and reads back ``journal_mode=WAL``, ``synchronous=FULL`` and
-    ``busy_timeout=5000``, and creates or strictly checks schema v1 — all under the
-    ``.init.lock`` file lock, so that processes opening the same database at once take turns.
+    ``busy_timeout=5000``, and creates, upgrades (from v1) or strictly checks schema v2 — all
+    under the ``.init.lock`` file lock, so that processes opening the same database at once take
+    turns.
 
     Ownership of a run is an OS file lock on ``.runlocks/<sha256(run id)>.lock``: BusyError at
     once, within this process or from another one, released on close or process exit. A save is
@@ -108,7 +145,7 @@ class SQLiteStore(BaseStore):
     Raises:
         ConfigError: the path is empty, names a directory, or is ``:memory:``/a URI.
         AcquireTimeoutError: the initialisation lock was not free within ``timeout``.
-        SchemaError: the database holds anything but Durable's schema v1.
+        SchemaError: the database holds anything but Durable's schema v2 (or an exact v1).
         DurableError: the database's directory is not writable (WAL keeps ``-wal`` and ``-shm``
             files beside the database, and the store its lock files), a pragma did not take,
             or the file is not a regular file.
@@ -195,21 +232,30 @@ class SQLiteStore(BaseStore):
         """
         with self._lock:
             self._check_open()
-            rows = self._connection.execute(
-                f"SELECT run_id, revision, record FROM {_TABLE} ORDER BY run_id"
-            ).fetchall()
+            connection = self._connection
+            connection.execute("BEGIN")
+            try:
+                rows = connection.execute(
+                    f"SELECT run_id, revision, record FROM {_TABLE} ORDER BY run_id"
+                ).fetchall()
+                deltas: dict[str, list[tuple[object, object]]] = {}
+                for run_id, base, delta in connection.execute(
+                    f"SELECT run_id, base, delta FROM {_DELTAS}"
+                ):
+                    deltas.setdefault(run_id, []).append((base, delta))
+            finally:
+                connection.execute("COMMIT")
         summaries = []
         for run_id, revision, blob in rows:
             location = _location(self._path, run_id)
-            summaries.append(
-                summary_of(
-                    location,
-                    lambda r=run_id, v=revision, b=blob, at=location: decode_stored(
-                        r, b, at, _revision(v, at)
-                    ),
-                    run_id,
-                )
-            )
+
+            def read(
+                r: str = run_id, v: object = revision, b: object = blob, at: str = location
+            ) -> RunRecord:
+                data, head, _ = _fold(v, b, deltas.get(r, []), at)
+                return decode_stored(r, data, at, head)
+
+            summaries.append(summary_of(location, read, run_id))
         return sort_summaries(summaries)
 
     def peek(self, run_id: str) -> RunRecord:
@@ -225,13 +271,22 @@ class SQLiteStore(BaseStore):
         validate_run_id(run_id)
         with self._lock:
             self._check_open()
-            row = self._connection.execute(
-                f"SELECT revision, record FROM {_TABLE} WHERE run_id = ?", (run_id,)
-            ).fetchone()
+            connection = self._connection
+            connection.execute("BEGIN")  # one snapshot of the row and its deltas
+            try:
+                row = connection.execute(
+                    f"SELECT revision, record FROM {_TABLE} WHERE run_id = ?", (run_id,)
+                ).fetchone()
+                deltas = connection.execute(
+                    f"SELECT base, delta FROM {_DELTAS} WHERE run_id = ?", (run_id,)
+                ).fetchall()
+            finally:
+                connection.execute("COMMIT")
         location = _location(self._path, run_id)
         if row is None:
             raise NotFoundError(f"no record of run {run_id!r} at {location}")
-        return decode_stored(run_id, row[1], location, _revision(row[0], location))
+        data, head, _ = _fold(row[0], row[1], deltas, location)
+        return decode_stored(run_id, data, location, head)
 
     def request_cancel(self, run_id: str) -> None:
         """Ask the owner of ``run_id`` to stop: a ``.runlocks/<key>.cancel`` marker file,
@@ -304,6 +359,10 @@ class SQLiteSession(BaseSession):
     ) -> None:
         super().__init__(store, run_id, _location(store.path, run_id))
         self._path = store.path
+        # (revision of the complete record, its size, number of deltas after it, their bytes):
+        # what this session knows is stored, or None when it does not know.
+        self._chain: tuple[int, int, int, int] | None = None
+        self._read_chain: tuple[int, int, int, int] | None = None
         self._lock = lock
         self._connection = connection
 
@@ -326,7 +385,9 @@ class SQLiteSession(BaseSession):
                 deleted = connection.execute(
                     f"DELETE FROM {_TABLE} WHERE run_id = ?", (self._run_id,)
                 ).rowcount
+                connection.execute(f"DELETE FROM {_DELTAS} WHERE run_id = ?", (self._run_id,))
                 connection.execute("COMMIT")
+                self._chain = None
             except sqlite3.Error as exc:
                 with contextlib.suppress(sqlite3.Error):
                     if connection.in_transaction:
@@ -344,22 +405,67 @@ class SQLiteSession(BaseSession):
     # -- the medium (called with the session's mutex held) ------------------------------------
 
     def _read(self) -> tuple[bytes, int | None] | None:
+        row, deltas = self._rows()
+        if row is None:
+            if deltas:
+                raise CorruptRecordError(
+                    f"{self._location} has {len(deltas)} saved delta(s) but no complete record "
+                    "to apply them to; the database was edited outside Durable. It was left "
+                    "untouched; keep it as evidence"
+                )
+            self._chain = None
+            return None
+        data, head, delta_bytes = _fold(row[0], row[1], deltas, self._location)
+        # What this session now knows of the stored chain (kept only if the record decodes).
+        self._read_chain = (
+            _revision(row[0], self._location),
+            len(row[1]),
+            len(deltas),
+            delta_bytes,
+        )
+        return data, head
+
+    def _rows(self) -> tuple[Any, list[Any]]:
+        """The run's row (or None) and its delta rows."""
+        # The row first, then its deltas: a fold in between (only this session's own, as it
+        # owns the run) leaves a consistent, older view, never a broken chain.
         row = self._connection.execute(
             f"SELECT revision, record FROM {_TABLE} WHERE run_id = ?", (self._run_id,)
         ).fetchone()
-        if row is None:
-            return None
-        return row[1], _revision(row[0], self._location)
+        deltas = self._connection.execute(
+            f"SELECT base, delta FROM {_DELTAS} WHERE run_id = ?", (self._run_id,)
+        ).fetchall()
+        return row, deltas
+
+    def _decoded(self, revision: int) -> None:
+        self._chain = self._read_chain
 
     def _stored_revision(self) -> int:
         row = self._connection.execute(
             f"SELECT revision FROM {_TABLE} WHERE run_id = ?", (self._run_id,)
         ).fetchone()
-        return 0 if row is None else _revision(row[0], self._location)
+        if row is None:
+            return 0
+        bases = [
+            _revision(base, self._location)
+            for (base,) in self._connection.execute(
+                f"SELECT base FROM {_DELTAS} WHERE run_id = ?", (self._run_id,)
+            )
+        ]
+        return max([_revision(row[0], self._location), *(b + 1 for b in bases)])
 
-    def _write(
-        self, data: bytes, record: RunRecord, expected_revision: int, encoded: EncodedRecord | None
-    ) -> bool:
+    def _write(self, record: RunRecord, expected_revision: int, encoded: EncodedRecord) -> bool:
+        delta = self._delta_of(encoded, expected_revision)
+        chain = self._chain
+        if (
+            delta is not None
+            and chain is not None
+            and chain[3] + len(delta) > FOLD_RATIO * chain[1]
+        ):
+            delta = None  # the deltas outgrew the complete record: fold them with this save
+        if chain is None:
+            delta = None  # what is stored is not known here: write the complete record
+        data = encoded.data if delta is None else b""
         connection = self._connection
         try:
             connection.execute("BEGIN IMMEDIATE")
@@ -369,22 +475,25 @@ class SQLiteSession(BaseSession):
                 "Nothing was written: the stored record is unchanged"
             ) from exc
         try:
-            if expected_revision == 0:
-                cursor = connection.execute(
-                    f"INSERT INTO {_TABLE} (run_id, revision, record) VALUES (?, ?, ?) "
-                    "ON CONFLICT (run_id) DO NOTHING",
+            if not self._head_is(expected_revision):
+                connection.execute("ROLLBACK")
+                return False
+            if delta is not None:
+                connection.execute(
+                    f"INSERT INTO {_DELTAS} (run_id, base, delta) VALUES (?, ?, ?)",
+                    (self._run_id, str(expected_revision), delta),
+                )
+            elif expected_revision == 0:
+                connection.execute(
+                    f"INSERT INTO {_TABLE} (run_id, revision, record) VALUES (?, ?, ?)",
                     (self._run_id, str(record.revision), data),
                 )
             else:
-                cursor = connection.execute(
-                    f"UPDATE {_TABLE} SET revision = ?, record = ? "
-                    "WHERE run_id = ? AND revision = ?",
-                    (str(record.revision), data, self._run_id, str(expected_revision)),
+                connection.execute(
+                    f"UPDATE {_TABLE} SET revision = ?, record = ? WHERE run_id = ?",
+                    (str(record.revision), data, self._run_id),
                 )
-            written = cursor.rowcount == 1
-            if not written:
-                connection.execute("ROLLBACK")
-                return False
+                connection.execute(f"DELETE FROM {_DELTAS} WHERE run_id = ?", (self._run_id,))
         except BaseException as exc:
             with contextlib.suppress(sqlite3.Error):
                 if connection.in_transaction:
@@ -399,6 +508,7 @@ class SQLiteSession(BaseSession):
         try:
             connection.execute("COMMIT")
         except sqlite3.Error as exc:
+            self._chain = None
             with contextlib.suppress(sqlite3.Error):
                 if connection.in_transaction:
                     connection.execute("ROLLBACK")
@@ -408,10 +518,66 @@ class SQLiteSession(BaseSession):
                 "been committed. Stop, fix the cause, and load the record again before "
                 "continuing; never retry with the old revision"
             ) from exc
+        if delta is None:
+            self._chain = (record.revision, len(data), 0, 0)
+        else:
+            assert chain is not None
+            self._chain = (chain[0], chain[1], chain[2] + 1, chain[3] + len(delta))
         return True
+
+    def _head_is(self, revision: int) -> bool:
+        """Whether ``revision`` is the stored head (inside the save's transaction)."""
+        row = self._connection.execute(
+            f"SELECT revision FROM {_TABLE} WHERE run_id = ?", (self._run_id,)
+        ).fetchone()
+        if revision == 0 or row is None:
+            return revision == 0 and row is None
+        deltas = f"SELECT 1 FROM {_DELTAS} WHERE run_id = ? AND base = ?"
+        if self._connection.execute(deltas, (self._run_id, str(revision))).fetchone():
+            return False  # a save from this revision exists already
+        return row[0] == str(revision) or (
+            self._connection.execute(deltas, (self._run_id, str(revision - 1))).fetchone()
+            is not None
+        )
+
+    def _fold_on_close(self) -> None:
+        """Fold the stored deltas into the complete record, so that the run is at rest."""
+        chain = self._chain
+        if chain is None or chain[2] == 0:
+            return
+        connection = self._connection
+        connection.execute("BEGIN IMMEDIATE")
+        try:
+            row, deltas = self._rows()
+            if row is not None and deltas:
+                data, head, _ = _fold(row[0], row[1], deltas, self._location)
+                decode_stored(self._run_id, data, self._location, head)
+                connection.execute(
+                    f"UPDATE {_TABLE} SET revision = ?, record = ? WHERE run_id = ?",
+                    (str(head), data, self._run_id),
+                )
+                connection.execute(f"DELETE FROM {_DELTAS} WHERE run_id = ?", (self._run_id,))
+            connection.execute("COMMIT")
+        except BaseException:
+            with contextlib.suppress(sqlite3.Error):
+                if connection.in_transaction:
+                    connection.execute("ROLLBACK")
+            raise
 
     def _release(self, deadline: float | None) -> None:
         try:
+            try:
+                self._fold_on_close()
+            except (sqlite3.Error, DurableError) as exc:
+                # Nothing is lost: the deltas stay and the next session reads (and folds) them.
+                logger.warning(
+                    "folding the saved deltas of run %r in %s on close failed (%s: %s); they "
+                    "are kept and read as they are",
+                    self._run_id,
+                    self._path,
+                    type(exc).__name__,
+                    exc,
+                )
             self._connection.close()
         finally:
             self._lock.release()
@@ -492,7 +658,8 @@ def _configure(connection: sqlite3.Connection, path: str) -> None:
 
 
 def _check_existing_schema(connection: sqlite3.Connection, path: str) -> None:
-    """Refuse a database that is not empty and not Durable's schema v1, changing nothing."""
+    """Refuse a database that is not empty and not Durable's schema (v2, or an exact v1),
+    changing nothing."""
     try:
         objects = connection.execute(
             "SELECT type, name, sql FROM sqlite_master ORDER BY type, name"
@@ -506,11 +673,12 @@ def _check_existing_schema(connection: sqlite3.Connection, path: str) -> None:
             "of its own. Point it at a new file"
         ) from exc
     if objects or version != 0:
-        _check_schema(objects, version, path)
+        _check_schema(objects, version, path, upgradable=True)
 
 
 def _ensure_schema(connection: sqlite3.Connection, path: str) -> None:
-    """Create schema v1 in an empty database, or check that it is exactly there (B-SQL-1)."""
+    """Create schema v2 in an empty database, upgrade an exact v1, or check that v2 is exactly
+    there (B-SQL-1)."""
     connection.execute("BEGIN IMMEDIATE")
     try:
         objects = connection.execute(
@@ -519,9 +687,13 @@ def _ensure_schema(connection: sqlite3.Connection, path: str) -> None:
         version = int(connection.execute("PRAGMA user_version").fetchone()[0])
         if not objects and version == 0:
             connection.execute(SCHEMA_V1)
+            connection.execute(DELTAS_V2)
             connection.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         else:
-            _check_schema(objects, version, path)
+            _check_schema(objects, version, path, upgradable=True)
+            if version == 1:
+                connection.execute(DELTAS_V2)
+                connection.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         connection.execute("COMMIT")
     except BaseException:
         with contextlib.suppress(sqlite3.Error):
@@ -529,31 +701,86 @@ def _ensure_schema(connection: sqlite3.Connection, path: str) -> None:
         raise
 
 
-def _check_schema(objects: list[tuple[str, str, str | None]], version: int, path: str) -> None:
+def _check_schema(
+    objects: list[tuple[str, str, str | None]], version: int, path: str, *, upgradable: bool
+) -> None:
+    """Refuse anything but exactly schema v2 (or exactly v1, when ``upgradable``)."""
     advice = (
         "The SQLite store needs a database of its own: point it at a new file, or remove what "
         "was added"
     )
-    for kind, name, sql in objects:
-        if kind == "table" and name == _TABLE:
-            if sql != SCHEMA_V1:
-                raise SchemaError(
-                    f"table {name!r} in {path} does not match Durable's schema v1: found "
-                    f"{sql!r}, expected {SCHEMA_V1!r}. Durable never alters a schema; restore "
-                    "the table or use a new database"
-                )
-            continue
-        raise SchemaError(f"unexpected {kind} {name!r} in {path}: {sql or ''}. {advice}")
-    if not any(kind == "table" and name == _TABLE for kind, name, _ in objects):
+    if version > SCHEMA_VERSION:
+        raise SchemaError(
+            f"{path} has schema version (PRAGMA user_version) {version}; this Durable reads "
+            f"versions 1 and {SCHEMA_VERSION}. Use the Durable release that wrote it (or a newer "
+            "one)"
+        )
+    expected = _V1_OBJECTS if (version == 1 and upgradable) else _V2_OBJECTS
+    found = {(kind, name): sql for kind, name, sql in objects}
+    for (kind, name), sql in sorted(found.items()):
+        want = expected.get((kind, name))
+        if want is None:
+            raise SchemaError(f"unexpected {kind} {name!r} in {path}: {sql or ''}. {advice}")
+        if sql != want:
+            raise SchemaError(
+                f"{kind} {name!r} in {path} does not match Durable's schema v{version}: found "
+                f"{sql!r}, expected {want!r}. Durable never alters a schema it did not make; "
+                "restore the table or use a new database"
+            )
+    if (("table", _TABLE)) not in found:
         raise SchemaError(
             f"{path} has user_version {version} but no table {_TABLE!r}; it is not a Durable "
             f"database. {advice}"
         )
-    if version != SCHEMA_VERSION:
+    missing = sorted(name for kind, name in expected if (kind, name) not in found)
+    if missing:
+        raise SchemaError(
+            f"{path} (schema version {version}) lacks the table(s) {', '.join(missing)} of "
+            f"Durable's schema v{version}; it was changed outside Durable. {advice}"
+        )
+    if version not in (1, SCHEMA_VERSION) or (version == 1 and not upgradable):
         raise SchemaError(
             f"{path} has schema version (PRAGMA user_version) {version}; this Durable reads "
-            f"version {SCHEMA_VERSION}. Use the Durable release that wrote it"
+            f"version {SCHEMA_VERSION} (and upgrades version 1). Use the Durable release that "
+            "wrote it"
         )
+
+
+def _fold(
+    revision: object, record: object, deltas: list[Any], location: str
+) -> tuple[bytes, int, int]:
+    """The complete record of a row and its deltas: (bytes, head revision, delta bytes).
+
+    Raises:
+        CorruptRecordError: the revision column, a delta row or the chain of deltas is not
+            what Durable writes.
+    """
+    column = _revision(revision, location)
+    if not isinstance(record, bytes):
+        raise CorruptRecordError(
+            f"the record of {location} is stored as {type(record).__name__}, not as JSON "
+            "bytes (BLOB); it was left untouched"
+        )
+    if not deltas:
+        return record, column, 0
+    chain = sorted((_revision(base, location), delta) for base, delta in deltas)
+    expected = column
+    for base, delta in chain:
+        if base != expected or not isinstance(delta, bytes):
+            raise CorruptRecordError(
+                f"the saved deltas of {location} do not follow each other from revision "
+                f"{column} (found a delta from revision {base} where {expected} was due); "
+                "the database was edited outside Durable. It was left untouched; keep it as "
+                "evidence"
+            )
+        expected += 1
+    try:
+        data = apply_delta(record, *(delta for _, delta in chain))
+    except CorruptRecordError as exc:
+        raise CorruptRecordError(
+            f"the record of {location} and its saved deltas do not fold into a record: {exc}"
+        ) from exc
+    return data, expected, sum(len(delta) for _, delta in chain)
 
 
 def _revision(text: object, location: str) -> int:

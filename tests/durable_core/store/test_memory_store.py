@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from durable_core import BusyError, MemoryStore, NotFoundError, make_plugin_manager
+from durable_core.store.memory import _MemoryRecord
 from durable_core.testing import StoreConformance, StoreSpec, sample_record
 
 
@@ -16,10 +17,10 @@ class MemoryRawRecords:
 
     def read(self, run_id: str) -> bytes | None:
         stored = self._store._records.get(run_id)
-        return None if stored is None else stored[1]
+        return None if stored is None else stored.complete()
 
     def write(self, run_id: str, data: bytes, revision: int) -> None:
-        self._store._records[run_id] = (revision, data)
+        self._store._records[run_id] = _MemoryRecord(revision, data)
 
 
 class TestMemoryStoreConformance(StoreConformance):

@@ -16,7 +16,7 @@ A backend subclasses both and implements only its medium:
 ===============================  ==============================================================
 ``BaseStore._open_session``       lock the run (without waiting) and return its session
 ``BaseSession._read``             the stored bytes (and the revision kept beside them), or None
-``BaseSession._write``            write the bytes if the stored revision is still the expected
+``BaseSession._write``            write the record if the stored revision is still the expected
 ``BaseSession._release``          unlock the run, give back connections
 ===============================  ==============================================================
 
@@ -35,7 +35,14 @@ import threading
 import time
 from typing import Any
 
-from durable_core.errors import BusyError, ConflictError, NotFoundError, SessionClosedError
+from durable_core.errors import (
+    BusyError,
+    ConflictError,
+    CorruptRecordError,
+    NotFoundError,
+    SessionClosedError,
+)
+from durable_core.recorddelta import read_delta
 from durable_core.recordjson import record_to_json
 from durable_core.records import RunRecord
 from durable_core.store.checks import (
@@ -274,10 +281,9 @@ class BaseSession:
             self._check_open()
             validate_save(self._run_id, record, expected_revision)
             if encoded is None:
-                data = record_to_json(record)
-            elif isinstance(encoded, EncodedRecord):
-                data = encoded.data
-            else:
+                # Encoded before storage is touched: a record that cannot be encoded is refused.
+                encoded = EncodedRecord(record_to_json(record))
+            elif not isinstance(encoded, EncodedRecord):
                 raise TypeError(
                     f"encoded must be an EncodedRecord or None, found {type(encoded).__name__}"
                 )
@@ -285,7 +291,7 @@ class BaseSession:
                 current = self._checked_revision()
                 if current != expected_revision:
                     raise self._conflict(current, expected_revision)
-            if not self._write(data, record, expected_revision, encoded):
+            if not self._write(record, expected_revision, encoded):
                 raise self._conflict(self._stored_revision(), expected_revision)
             self._verified = record.revision
 
@@ -305,7 +311,7 @@ class BaseSession:
                 raise TypeError(f"restore expects a RunRecord, found {type(record).__name__}")
             validate_save(self._run_id, record, record.revision - 1)
             if self._checked_revision() != 0 or not self._write(
-                record_to_json(record), record, 0, None
+                record, 0, EncodedRecord(record_to_json(record))
             ):
                 raise ConflictError(
                     f"run {self._run_id!r} already has a record at {self._location}; a copied "
@@ -396,10 +402,9 @@ class BaseSession:
         """
         raise NotImplementedError
 
-    def _write(
-        self, data: bytes, record: RunRecord, expected_revision: int, encoded: EncodedRecord | None
-    ) -> bool:
-        """Write ``data`` (the complete record at ``record.revision``) by compare-and-swap.
+    def _write(self, record: RunRecord, expected_revision: int, encoded: EncodedRecord) -> bool:
+        """Write ``record`` by compare-and-swap: ``encoded.data`` is its complete bytes (made on
+        first access), ``encoded.delta`` maybe the change (see :meth:`_delta_of`).
 
         Returns:
             ``False`` (and nothing written) when the stored revision is not
@@ -410,6 +415,25 @@ class BaseSession:
             DurableError / OSError: the write failed (say whether it is uncertain).
         """
         raise NotImplementedError
+
+    @staticmethod
+    def _delta_of(encoded: EncodedRecord, expected_revision: int) -> bytes | None:
+        """``encoded.delta`` when it is a delta from ``expected_revision`` to the next
+        revision, else ``None`` (then write the complete record).
+
+        Only the delta's shape and revisions are checked here; a store that keeps deltas
+        applies them with :func:`durable_core.recorddelta.apply_delta` when it reads.
+        """
+        delta = encoded.delta
+        if delta is None or expected_revision == 0:
+            return None
+        try:
+            parsed = read_delta(delta)
+        except CorruptRecordError:
+            return None
+        if parsed.base != expected_revision or parsed.revision != expected_revision + 1:
+            return None
+        return delta
 
     def _decoded(self, revision: int) -> None:
         """Called when the bytes just returned by ``_read`` decoded as a good record."""

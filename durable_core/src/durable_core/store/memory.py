@@ -6,6 +6,7 @@ import threading
 from typing import Any
 
 from durable_core.errors import NotFoundError
+from durable_core.recorddelta import apply_delta
 from durable_core.recordjson import record_from_json
 from durable_core.records import RunRecord
 from durable_core.store.checks import check_options, summary_of
@@ -19,7 +20,9 @@ class MemoryStore(BaseStore):
     """A store that keeps records in this process's memory (B-MEM; seed 000 "内置 Store").
 
     Usable without arguments. ``load`` and ``save`` copy the record (it is kept as its canonical
-    JSON bytes, so the UTF-8 rules of B-FILE-5 apply here too). It offers in-process exclusive
+    JSON bytes, so the UTF-8 rules of B-FILE-5 apply here too). A save that comes with a delta
+    (``EncodedRecord.delta``) keeps only the delta; deltas are folded into the complete bytes
+    once they outweigh them, and before every ``load``. It offers in-process exclusive
     sessions and compare-and-swap only: no cross-process ownership, and nothing survives the
     process. Meant for examples, unit tests and checking the protocol.
 
@@ -29,15 +32,15 @@ class MemoryStore(BaseStore):
     def __init__(self) -> None:
         super().__init__()
         self._records_lock = threading.Lock()
-        self._records: dict[str, tuple[int, bytes]] = {}
+        self._records: dict[str, _MemoryRecord] = {}
 
     def list_runs(self) -> list[RunSummary]:
         """Summaries of every stored run, sorted by run id (:class:`RunLister`)."""
         with self._records_lock:
-            items = sorted(self._records.items())
+            items = sorted((run_id, stored.complete()) for run_id, stored in self._records.items())
         return sort_summaries(
             summary_of(f"memory:{run_id}", lambda data=data: record_from_json(data), run_id)
-            for run_id, (_, data) in items
+            for run_id, data in items
         )
 
     def peek(self, run_id: str) -> RunRecord:
@@ -50,7 +53,7 @@ class MemoryStore(BaseStore):
             stored = self._records.get(run_id)
         if stored is None:
             raise NotFoundError(f"no record of run {run_id!r} in this memory store")
-        return record_from_json(stored[1])
+        return record_from_json(stored.complete())
 
     def _open_session(
         self, run_id: str, timeout: float | None, pending: Acquiring
@@ -83,23 +86,57 @@ class MemorySession(BaseSession):
     def _read(self) -> tuple[bytes, int | None] | None:
         with self._memory._records_lock:
             stored = self._memory._records.get(self._run_id)
-        return None if stored is None else (stored[1], None)
+            return None if stored is None else (stored.complete(), stored.revision)
 
-    def _write(
-        self, data: bytes, record: RunRecord, expected_revision: int, encoded: EncodedRecord | None
-    ) -> bool:
+    def _write(self, record: RunRecord, expected_revision: int, encoded: EncodedRecord) -> bool:
+        delta = self._delta_of(encoded, expected_revision)
+        data = encoded.data if delta is None else b""
         records = self._memory._records
         with self._memory._records_lock:
             stored = records.get(self._run_id)
-            if (stored[0] if stored is not None else 0) != expected_revision:
+            if (stored.revision if stored is not None else 0) != expected_revision:
                 return False
-            records[self._run_id] = (record.revision, data)
+            if delta is not None and stored is not None:
+                stored.append(record.revision, delta)
+            else:
+                records[self._run_id] = _MemoryRecord(record.revision, data)
             return True
 
     def _stored_revision(self) -> int:
         with self._memory._records_lock:
             stored = self._memory._records.get(self._run_id)
-        return 0 if stored is None else stored[0]
+        return 0 if stored is None else stored.revision
+
+
+class _MemoryRecord:
+    """One run's bytes in a :class:`MemoryStore`: the last complete record and the deltas saved
+    after it, folded in once they outweigh it (so a save costs what it changed)."""
+
+    __slots__ = ("_complete", "_deltas", "_size", "revision")
+
+    def __init__(self, revision: int, complete: bytes) -> None:
+        self.revision = revision
+        self._complete = complete
+        self._deltas: list[bytes] = []
+        self._size = 0
+
+    def append(self, revision: int, delta: bytes) -> None:
+        self._deltas.append(delta)
+        self._size += len(delta)
+        self.revision = revision
+        if self._size > max(len(self._complete), 1 << 16):
+            self.complete()
+
+    def complete(self) -> bytes:
+        """The complete record (deltas folded in first).
+
+        Raises:
+            CorruptRecordError: the deltas do not fold into the record.
+        """
+        if self._deltas:
+            self._complete = apply_delta(self._complete, *self._deltas)
+            self._deltas, self._size = [], 0
+        return self._complete
 
 
 def memory_store_factory(**options: Any) -> MemoryStore:

@@ -68,7 +68,7 @@ from durable_core.testing.conformance import (  # noqa: E402
     StoreSpec,
 )
 from durable_core.testing.process import ChildReply, StoreProcess  # noqa: E402
-from durable_core.testing.records import sample_record  # noqa: E402
+from durable_core.testing.records import record_delta, sample_record  # noqa: E402
 
 __all__ = [
     "BUSY_LIMIT",
@@ -77,5 +77,6 @@ __all__ = [
     "StoreConformance",
     "StoreProcess",
     "StoreSpec",
+    "record_delta",
     "sample_record",
 ]

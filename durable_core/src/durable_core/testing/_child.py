@@ -33,6 +33,7 @@ def main() -> None:
     factory = pickle.loads(base64.b64decode(init["factory"]))
 
     from durable_core.recordjson import record_from_json, record_to_json
+    from durable_core.store import EncodedRecord
 
     stores: list[Any] = []
     sessions: dict[str, Any] = {}
@@ -55,8 +56,29 @@ def main() -> None:
                 record = sessions[request["run_id"]].load()
                 result["record"] = base64.b64encode(record_to_json(record)).decode("ascii")
             elif op == "save":
-                record = record_from_json(base64.b64decode(request["record"]))
-                sessions[request["run_id"]].save(record, request["expected_revision"])
+                data = base64.b64decode(request["record"])
+                record = record_from_json(data)
+                encoded = None
+                if request.get("delta") is not None:
+                    encoded = EncodedRecord(data, base64.b64decode(request["delta"]))
+                sessions[request["run_id"]].save(record, request["expected_revision"], encoded)
+            elif op == "chain":
+                # Save one record after another; after each confirmed save append its revision
+                # to the progress file, so that a parent that kills this process mid-chain knows
+                # which saves were confirmed.
+                session = sessions[request["run_id"]]
+                expected = request["expected_revision"]
+                with open(request["progress"], "a", encoding="ascii") as progress:
+                    for item, delta in zip(request["records"], request["deltas"], strict=True):
+                        data = base64.b64decode(item)
+                        record = record_from_json(data)
+                        encoded = EncodedRecord(
+                            data, None if delta is None else base64.b64decode(delta)
+                        )
+                        session.save(record, expected, encoded)
+                        expected = record.revision
+                        progress.write(f"{expected}\n")
+                        progress.flush()
             elif op == "close":
                 sessions.pop(request["run_id"]).close()
             elif op == "exit":

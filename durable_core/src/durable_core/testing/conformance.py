@@ -5,6 +5,7 @@ See :mod:`durable_core.testing` for how a backend runs it.
 
 from __future__ import annotations
 
+import itertools
 import pickle
 import threading
 import time
@@ -25,7 +26,7 @@ from durable_core.recordjson import record_to_json
 from durable_core.records import RunRecord, ScopeRecord
 from durable_core.store import MAX_REVISION, EncodedRecord, RunLister, Session, Store
 from durable_core.testing.process import StoreProcess
-from durable_core.testing.records import sample_record
+from durable_core.testing.records import record_delta, sample_record
 
 __all__ = ["BUSY_LIMIT", "RawRecords", "StoreConformance", "StoreSpec"]
 
@@ -92,6 +93,30 @@ def _corrupt(kind: str) -> bytes:
     if kind == "empty":
         return b""
     raise ValueError(kind)
+
+
+def _chain(run_id: str, count: int) -> list[RunRecord]:
+    """Records at revisions 1 … ``count`` of one run, each a little different from the last."""
+    return [
+        sample_record(run_id, revision, marker=f"-{revision}-" + "d" * (100 + revision % 50))
+        for revision in range(1, count + 1)
+    ]
+
+
+def _encoded(previous: RunRecord | None, record: RunRecord) -> EncodedRecord:
+    """What the runtime hands ``save``: the complete bytes and (after the first) the delta."""
+    delta = None if previous is None else record_delta(previous, record)
+    return EncodedRecord(lambda: record_to_json(record), delta)
+
+
+def _confirmed(progress: str) -> int:
+    """The last revision a killed chain child confirmed (complete lines only), or 0."""
+    try:
+        with open(progress, encoding="ascii") as lines:
+            done = [line for line in lines if line.endswith("\n")]
+    except FileNotFoundError:
+        return 0
+    return int(done[-1]) if done else 0
 
 
 def _json(record: RunRecord) -> bytes:
@@ -385,6 +410,79 @@ class StoreConformance:
             with pytest.raises((CorruptRecordError, ConflictError)):
                 session.save(sample_record("run-a", 1, marker="over"), 0)
         assert durable_raw_records.read("run-a") == corrupt
+
+    # -- saves in proportion to the change: deltas, folding, rest --------------------------
+
+    def test_saves_with_deltas_load_the_complete_record(
+        self,
+        durable_store: Store,
+        durable_open_store: Callable[[], Store],
+        durable_raw_records: RawRecords,
+    ) -> None:
+        # covers: R-STORE-2, R-STORE-3
+        records = _chain("run-a", 80)
+        with durable_store.acquire("run-a") as session:
+            previous = None
+            for record in records:
+                expected = 0 if previous is None else previous.revision
+                session.save(record, expected, _encoded(previous, record))
+                if record.revision % 9 == 0:
+                    assert _json(session.load()) == _json(record)
+                previous = record
+            assert _json(session.load()) == _json(records[-1])
+            with pytest.raises(ConflictError):  # CAS holds for delta saves too
+                session.save(records[-1], records[-2].revision, _encoded(records[-2], records[-1]))
+        # At rest (the last session closed cleanly) the store holds the complete record.
+        assert durable_raw_records.read("run-a") == _json(records[-1])
+        with durable_open_store().acquire("run-a") as session:
+            assert _json(session.load()) == _json(records[-1])
+
+    def test_a_delta_that_does_not_fit_is_not_used(self, durable_store: Store) -> None:
+        # covers: R-STORE-3
+        first, second, third = _chain("run-a", 3)
+        with durable_store.acquire("run-a") as session:
+            session.save(first, 0)
+            # A delta from another revision (a caller's mistake): the complete bytes count.
+            session.save(second, 1, EncodedRecord(_json(second), record_delta(second, third)))
+            assert _json(session.load()) == _json(second)
+            session.save(third, 2, _encoded(second, third))
+            assert _json(session.load()) == _json(third)
+
+    @pytest.mark.slow
+    @pytest.mark.parametrize("delay", [0.05, 0.3, 0.8])
+    def test_a_killed_writer_loses_no_confirmed_save_and_shows_no_half_save(
+        self,
+        durable_store: Store,
+        durable_spawn: Callable[[], StoreProcess],
+        durable_store_spec: StoreSpec,
+        durable_raw_records: RawRecords,
+        tmp_path: Any,
+        delay: float,
+    ) -> None:
+        # covers: R-STORE-2, R-STORE-3, R-RT-2
+        records = _chain("run-a", 400)
+        deltas = [None, *(record_delta(a, b) for a, b in itertools.pairwise(records))]
+        child = durable_spawn()
+        child.acquire("run-a").expect_ok()
+        progress = str(tmp_path / "progress")
+        child.start_chain("run-a", records, deltas, 0, progress)
+        time.sleep(delay)
+        child.kill()  # SIGKILL at any point: mid-save, mid-fold, between saves
+        confirmed = _confirmed(progress)
+        with self._acquire_after_release(durable_store, "run-a", durable_store_spec) as session:
+            try:
+                loaded = session.load()
+            except NotFoundError:
+                assert confirmed == 0, f"revision {confirmed} was confirmed, then lost"
+                return
+            # Every confirmed save is there; the one in flight is there whole or not at all.
+            assert confirmed <= loaded.revision <= confirmed + 1, (confirmed, loaded.revision)
+            assert _json(loaded) == _json(records[loaded.revision - 1])
+            # The run goes on from there, with deltas again, and rests as a complete record.
+            after = sample_record("run-a", loaded.revision + 1, marker="after the crash")
+            session.save(after, loaded.revision, _encoded(loaded, after))
+            assert _json(session.load()) == _json(after)
+        assert durable_raw_records.read("run-a") == _json(after)
 
     # -- UTF-8 (B-FILE-5, R-REC-4) ---------------------------------------------------------
 

@@ -107,12 +107,54 @@ class StoreProcess:
         """Load the record of the child's session of ``run_id``."""
         return self._request({"op": "load", "run_id": run_id})
 
-    def save(self, run_id: str, record: RunRecord, expected_revision: int) -> ChildReply:
-        """Save ``record`` through the child's session of ``run_id``."""
+    def save(
+        self, run_id: str, record: RunRecord, expected_revision: int, delta: bytes | None = None
+    ) -> ChildReply:
+        """Save ``record`` through the child's session of ``run_id`` (with ``delta``, as an
+        ``EncodedRecord`` holding its bytes and that delta)."""
         data = base64.b64encode(record_to_json(record)).decode("ascii")
-        return self._request(
-            {"op": "save", "run_id": run_id, "record": data, "expected_revision": expected_revision}
+        message: dict[str, Any] = {
+            "op": "save",
+            "run_id": run_id,
+            "record": data,
+            "expected_revision": expected_revision,
+        }
+        if delta is not None:
+            message["delta"] = base64.b64encode(delta).decode("ascii")
+        return self._request(message)
+
+    def start_chain(
+        self,
+        run_id: str,
+        records: list[RunRecord],
+        deltas: list[bytes | None],
+        expected_revision: int,
+        progress: str,
+    ) -> None:
+        """Start saving ``records`` one after another in the child, without waiting.
+
+        After each confirmed save the child appends the new revision (a line) to the file
+        ``progress``. Meant to be interrupted with :meth:`kill`; collect the reply of a chain
+        that ran to its end with :meth:`finish`.
+        """
+
+        def b64(data: bytes) -> str:
+            return base64.b64encode(data).decode("ascii")
+
+        self._send(
+            {
+                "op": "chain",
+                "run_id": run_id,
+                "records": [b64(record_to_json(record)) for record in records],
+                "deltas": [None if delta is None else b64(delta) for delta in deltas],
+                "expected_revision": expected_revision,
+                "progress": progress,
+            }
         )
+
+    def finish(self) -> ChildReply:
+        """The reply of the operation started without waiting (see :meth:`start_chain`)."""
+        return self._reply(self._receive())
 
     def close(self, run_id: str) -> ChildReply:
         """Close the child's session of ``run_id``."""
@@ -186,7 +228,10 @@ class StoreProcess:
 
     def _request(self, message: dict[str, Any]) -> ChildReply:
         self._send(message)
-        reply = self._receive()
+        return self._reply(self._receive())
+
+    @staticmethod
+    def _reply(reply: dict[str, Any]) -> ChildReply:
         record = reply.get("record")
         return ChildReply(
             ok=reply["ok"],

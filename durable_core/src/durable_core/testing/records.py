@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import hashlib
+import json
+from typing import Any
 
 from durable_core import records as r
+from durable_core.recorddelta import encode_delta
+from durable_core.recordjson import record_to_json
 
-__all__ = ["sample_record"]
+__all__ = ["record_delta", "sample_record"]
 
 
 def _hex_id(seed: str) -> str:
@@ -166,3 +170,35 @@ def sample_record(
         )
     }
     return record
+
+
+def _diff(
+    old: dict[str, Any],
+    new: dict[str, Any],
+    path: tuple[str, ...],
+    sets: list[tuple[tuple[str, ...], Any]],
+    unsets: list[tuple[str, ...]],
+) -> None:
+    for key in sorted(new):
+        if key not in old:
+            sets.append(((*path, key), new[key]))
+        elif old[key] != new[key]:
+            if isinstance(old[key], dict) and isinstance(new[key], dict) and len(path) < 4:
+                _diff(old[key], new[key], (*path, key), sets, unsets)
+            else:
+                sets.append(((*path, key), new[key]))
+    unsets.extend((*path, key) for key in sorted(old) if key not in new)
+
+
+def record_delta(old: r.RunRecord, new: r.RunRecord) -> bytes:
+    """The delta from ``old`` to ``new`` (``new.revision == old.revision + 1``), as the bytes
+    of :mod:`durable_core.recorddelta`: what a caller may pass as ``EncodedRecord.delta``.
+
+    Made by comparing the two records' JSON trees, object by object down to four levels.
+    """
+    before = json.loads(record_to_json(old))
+    after = json.loads(record_to_json(new))
+    sets: list[tuple[tuple[str, ...], Any]] = []
+    unsets: list[tuple[str, ...]] = []
+    _diff(before, after, (), sets, unsets)
+    return encode_delta(old.revision, new.revision, sets, unsets)
