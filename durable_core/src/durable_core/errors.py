@@ -217,6 +217,35 @@ class AcquireTimeoutError(DurableError, TimeoutError):
     """
 
 
+class StreamError(DurableError):
+    """A durable stream operation was refused (S-2, S-3, S-5).
+
+    The base of :class:`StaleDeliveryError`, :class:`StreamFailedError` and
+    :class:`StreamNotResumableError`; the message names the stream and says what to do.
+    """
+
+
+class StaleDeliveryError(StreamError):
+    """A delivery of an older generation tried to acknowledge an element (S-2).
+
+    Every resume raises a stream's generation; a delivery handed out before it has no ack
+    authority any more. The element is delivered again with the new generation.
+    """
+
+
+class StreamFailedError(StreamError):
+    """The stream's source failed: it refuses open, send and ack (S-5)."""
+
+
+class StreamNotResumableError(StreamError):
+    """``resume`` refused a run whose stopped producer cannot go on from its position (S-3).
+
+    A producer that was still running sent elements with ``send`` (no position). Nothing ran
+    and nothing was saved; make the producer send with ``send_at(element, position)`` and start
+    from ``writer.position``, then start a new run.
+    """
+
+
 class ExecutorError(DurableError):
     """An executor could not run a node body where it was asked to.
 

@@ -163,6 +163,54 @@ def with_sub(log: CallLog) -> Graph:
     return g
 
 
+EVENTS = Key("events", int, stream=True, capacity=4)
+
+
+def streaming(log: CallLog) -> Graph:
+    """seed -> tail (a resumable producer of ``8 + seed`` elements) -> stream ``events``, read by
+    three groups: ``every`` acks each delivery, ``sparse`` acks all but every third sequence
+    (gaps stay pending until the node is confirmed), ``total`` never acks -> out."""
+    g = Graph("streaming", inputs=[SEED])
+
+    @g.node("tail", requires=[SEED], provides=[EVENTS])
+    async def tail(rc: Any) -> None:
+        enter(log, "tail")
+        w = rc.writer(EVENTS)
+        for i in range(w.position or 0, 8 + rc.get(SEED)):
+            await w.send_at(i * 10, i + 1)
+
+    @g.node("every", requires=[EVENTS], provides=[K1])
+    async def every(rc: Any) -> None:
+        enter(log, "every")
+        seen = 0
+        async for d in rc.reader(EVENTS).deliveries():
+            seen += 1
+            await d.ack()
+        rc.set(K1, seen)
+
+    @g.node("sparse", requires=[EVENTS], provides=[K2])
+    async def sparse(rc: Any) -> None:
+        enter(log, "sparse")
+        seen = 0
+        async for d in rc.reader(EVENTS).deliveries():
+            seen += 1
+            if d.sequence % 3:
+                await d.ack()
+        rc.set(K2, seen)
+
+    @g.node("total", requires=[EVENTS], provides=[K3])
+    def total(rc: Any) -> None:
+        enter(log, "total")
+        rc.set(K3, sum(rc.reader(EVENTS)))
+
+    @g.node("out", requires=[K1, K2, K3], provides=[OUT])
+    def out(rc: Any) -> None:
+        enter(log, "out")
+        rc.set(OUT, f"every={rc.get(K1)} sparse={rc.get(K2)} total={rc.get(K3)}")
+
+    return g
+
+
 SCENARIOS: dict[str, Callable[[CallLog], Graph]] = {
     "chain5": chain5,
     "retry3": retry3,

@@ -42,6 +42,7 @@ from durable_core import (
     RunRecord,
     Runtime,
     ScopeRecord,
+    Stream,
     ValueRecord,
     VersionMismatchError,
     record_from_json,
@@ -366,17 +367,17 @@ def test_bad_options_fail_before_anything_is_saved(
     assert nothing_stored(store, "r1")
 
 
-def test_a_graph_with_streams_is_refused_before_anything_is_saved(store: Any) -> None:
+def test_a_stream_root_input_is_refused_before_anything_is_saved(store: Any) -> None:
     # covers: G-10, R-RT-3
     lines = Key("lines", str, stream=True)
-    g = Graph("streams", inputs=[SEED])
+    g = Graph("streams", inputs=[lines])
 
-    @g.node("produce", requires=[SEED], provides=[lines])
-    async def produce(rc: Any) -> None:
+    @g.node("read", requires=[lines], provides=[OUT])
+    async def read(rc: Any) -> None:
         pass
 
-    with pytest.raises(GraphError, match="stream"):
-        Runtime(store).run(g, run_id="r1", version="v1", inputs={SEED: 1})
+    with pytest.raises(GraphError, match="root input"):
+        Runtime(store).run(g, run_id="r1", version="v1", inputs={lines: Stream.replay(lines, [])})
     assert nothing_stored(store, "r1")
 
 

@@ -4,6 +4,7 @@ folds into exactly the complete record the store was given."""
 
 from __future__ import annotations
 
+import json
 import threading
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ from durable_scenarios import (
     chain5,
     load,
     retry3,
+    streaming,
     with_sub,
 )
 
@@ -103,11 +105,13 @@ def test_a_child_scope_that_opens_writes_the_sub_nodes_root_attempt(tmp_path: Pa
 
 
 class _Keeping:
-    """A MemoryStore whose sessions keep each save's bytes and delta."""
+    """A MemoryStore whose sessions keep each save's bytes and delta, and ``record_to_json`` of
+    the record each save was given (encoded when it was saved)."""
 
     def __init__(self) -> None:
         self.inner = MemoryStore()
         self.saves: list[tuple[int, bytes, bytes | None]] = []
+        self.records: list[bytes] = []
         self.lock = threading.Lock()
 
     def acquire(self, run_id: str, timeout: float | None = None) -> Any:
@@ -123,6 +127,7 @@ class _Keeping:
                     encoded = EncodedRecord(record_to_json(record))
                 with store.lock:
                     store.saves.append((record.revision, encoded.data, encoded.delta))
+                    store.records.append(record_to_json(record))
                 session.save(record, expected, encoded)
 
         return _Session()
@@ -131,33 +136,68 @@ class _Keeping:
         self.inner.close()
 
 
-@pytest.mark.parametrize("scenario", [chain5, retry3, with_sub])
-@pytest.mark.parametrize("resumed", [False, True])
+@pytest.mark.parametrize(
+    ("scenario", "fail_on"),
+    [
+        (chain5, None),
+        (chain5, 3),
+        (retry3, None),
+        (retry3, 3),
+        (with_sub, None),
+        (with_sub, 3),
+        (streaming, None),
+        (streaming, 3),  # the stream's opening save: the producer's root attempt comes with it
+        (streaming, 9),  # mid-stream: resume raises the generation, adopts the producer
+    ],
+    ids=lambda value: getattr(value, "__name__", str(value)),
+)
 def test_each_delta_folds_into_exactly_the_complete_record_of_its_save(
-    scenario: Any, resumed: bool, tmp_path: Path
+    scenario: Any, fail_on: int | None, tmp_path: Path
 ) -> None:
-    # covers: R-REC-4, R-STORE-3, R-RT-1
+    # covers: R-REC-4, R-STORE-3, R-RT-1, S-2
     store = _Keeping()
     log = CallLog(tmp_path / "log")
     runtime = Runtime(store)
-    if resumed:  # stop after the second save, then resume: the encoder starts from a load
-        failing = FailingStore(store, fail_on=3)
+    if fail_on:  # stop at save ``fail_on``, then resume: the encoder starts from a load
+        failing = FailingStore(store, fail_on=fail_on)
         with pytest.raises(Exception, match="may or may not"):
             Runtime(failing).run(scenario(log), run_id="r1", version="v1", inputs={SEED: 2})
         store.saves.clear()
+        store.records.clear()
         result = runtime.resume(scenario(log), run_id="r1", version="v1", inputs={SEED: 2})
     else:
         result = runtime.run(scenario(log), run_id="r1", version="v1", inputs={SEED: 2})
     assert result.status == "completed"
     revision, complete, delta = store.saves[0]
     assert delta is None  # the first save of a process: no delta is known
-    for revision, data, delta in store.saves[1:]:
+    assert complete == store.records[0]
+    for (revision, data, delta), given in zip(store.saves[1:], store.records[1:], strict=True):
         assert delta is not None
         checked = read_delta(delta)
         assert (checked.base, checked.revision) == (revision - 1, revision)
         complete = apply_delta(complete, delta)
-        assert complete == data, revision
+        assert complete == data == given, revision
     assert complete == record_to_json(load(store.inner, "r1"))
+    if scenario is streaming:
+        _assert_stream_entries_were_added_changed_and_shrunk(store.records)
+
+
+def _assert_stream_entries_were_added_changed_and_shrunk(records: list[bytes]) -> None:
+    """The saves of a streaming run added ``Streams`` entries, changed them, and shrank a
+    ``Pending`` list (an ack): the deltas above covered each kind of stream change."""
+    added = changed = shrunk = 0
+    before: dict[str, Any] = {}
+    for data in records:
+        streams = json.loads(data)["Streams"]
+        for entry_id, entry in streams.items():
+            old = before.get(entry_id)
+            if old is None:
+                added += 1
+            elif old != entry:
+                changed += 1
+                shrunk += len(entry["Pending"]) < len(old["Pending"])
+        before = streams
+    assert added >= 4 and changed > 0 and shrunk > 0, (added, changed, shrunk)
 
 
 def test_a_delta_save_with_a_stale_revision_is_refused_and_changes_nothing() -> None:

@@ -302,3 +302,32 @@ def test_canceling_a_run_unblocks_plain_bodies_waiting_on_a_stream():
     result = execute(g, {START: 0})
     assert time.monotonic() - started < 5
     assert result.status == "failed" and result.error.path == "produce"
+
+
+# covers: G-10, G-8, S-3
+def test_send_at_positions_survive_a_retry_and_deliveries_carry_sequences():
+    g = Graph("g", inputs=[START])
+    starts = []
+
+    @g.node("produce", requires=[START], provides=[LINES], aspects=[Retry(2)])
+    async def produce(rc):
+        writer = rc.writer(LINES)
+        starts.append(writer.position)
+        for i in range(writer.position, 6):
+            await writer.send_at(str(i), i + 1)
+            if i == 2 and rc.attempt.index == 1:
+                raise ConnectionError("dropped after 3 elements")
+
+    kept = []
+
+    @g.node("read", requires=[LINES], provides=[COUNT_A])
+    async def read(rc):
+        async for d in rc.reader(LINES).deliveries():
+            kept.append((d.sequence, d.value, d.generation))
+            await d.ack()
+        rc.set(COUNT_A, len(kept))
+
+    result = execute(g, {START: 0})
+    assert result[COUNT_A] == 6
+    assert starts == [0, 3]
+    assert kept == [(i + 1, str(i), 1) for i in range(6)]

@@ -24,6 +24,15 @@ engine from what the record already holds:
   (with its root attempt, when that is not saved yet), with the outer attempt as parent and the
   aspect's position as boundary (R-ATT-3).
 - ``fail_attempt``: the attempt is saved failed.
+- streams (``open_stream``, ``send_element``, ``ack_elements``) go to the run's
+  :class:`~durable_core.durable.streams.StreamBook`; opening a stream (or acking) writes the
+  node's root attempt when it is not saved yet, in the same save as the writer entry (the
+  ack); a root attempt's failure saves its streams failed in the same save (S-5); a confirmed
+  reader's groups are acked and a confirmed producer's streams completed in the save that
+  confirms the node.
+- processor nodes (``open_processor``, ``begin_message``, ``fail_message``,
+  ``commit_messages``) go to the run's :class:`~durable_core.durable.messages.MessageBook`:
+  each message transaction is one save; the final one is saved with the node's confirmation.
 - ``commit_node``: the outputs are encoded (codec id, version, data, digest) and the root attempt
   is confirmed together with the complete NodeRecord in one save (R-ATT-2, R-NODE-1), with the
   Retry tries that led to the success; the engine publishes the outputs only after that save
@@ -47,14 +56,28 @@ from durable_core.durable import ledger as L
 from durable_core.durable.copies import share_values
 from durable_core.durable.events import EventKind, RecoveryEvent
 from durable_core.durable.fingerprint import sub_scope_fingerprint
+from durable_core.durable.messages import MessageBook
+from durable_core.durable.messages_recovery import Adopted
 from durable_core.durable.recovery import decode_outputs
-from durable_core.errors import CorruptRecordError, DurableError, NodeFailedError
+from durable_core.durable.streamrecovery import StreamPlan
+from durable_core.durable.streams import (
+    Source,
+    StreamBook,
+    complete_source,
+    fail_sources,
+    finish_group,
+    raise_generation,
+)
+from durable_core.errors import CorruptRecordError, DurableError, NodeFailedError, StreamFailedError
 from durable_core.graph import Checkpointer, Graph
 from durable_core.graph.checkpoint import Attempt, CopyOnRead, NodeOutputs, Scope, Values
+from durable_core.graph.processor import Managed, MessageAttempt, MessageCommit, Processor
+from durable_core.graph.streams import Stream
 from durable_core.records import (
     AttemptRecord,
     AttemptState,
     NodeReason,
+    StreamDescriptorRecord,
     ValueRecord,
     ValueState,
 )
@@ -88,20 +111,20 @@ def encode_value_record(codecs: Codecs, key: Any, ready: bool, value: Any = None
 
     Raises:
         CodecError: no codec can encode the value; the message names the key.
-        DurableError: ``key`` is a stream key (stream outputs are not checkpointed by this
-            version).
+        DurableError: ``key`` is a stream key and ``ready`` (a stream is stored as its
+            source's descriptor, S-1).
     """
-    if getattr(key, "stream", False):
-        raise DurableError(
-            f"key {key.name!r} is a stream: stream outputs are not checkpointed by this version "
-            "of the durable runtime; run the graph with execute() or use a value key"
-        )
     if not ready:
         return ValueRecord(name=key.name, state=ValueState.SKIPPED)
     if type(value) is CopyOnRead:  # a Sub node's output through Out: saved in the child
         if isinstance(value.source, ValueRecord):
             return attrs.evolve(value.source, name=key.name)
         value = value.read()
+    if getattr(key, "stream", False):
+        raise DurableError(
+            f"key {key.name!r} is a stream: a ready stream is stored as the descriptor of its "
+            "source (StreamBook.output_record), never through a codec"
+        )
     encoded = codecs.encode_value(key.type, value, name=key.name)
     return ValueRecord(
         name=key.name,
@@ -129,6 +152,8 @@ class DurableCheckpointer(Checkpointer):
         propagated: active attempts that the record implies have failed
             (:func:`~durable_core.durable.recovery.propagate_failures`); they are treated as
             failed and saved failed with the next save.
+        streams: what resume rebuilds for streams
+            (:func:`~durable_core.durable.streamrecovery.plan_streams`); None for a new run.
     """
 
     def __init__(
@@ -138,8 +163,14 @@ class DurableCheckpointer(Checkpointer):
         restored: dict[tuple[str, str], NodeOutputs],
         emit: Emit,
         propagated: Iterable[str] = (),
+        streams: StreamPlan | None = None,
+        managed: Mapping[tuple[str, str], Adopted] | None = None,
     ) -> None:
         self._ledger = ledger
+        self._plan = streams if streams is not None else StreamPlan()
+        self._book = StreamBook(ledger, codecs)
+        self._messages = MessageBook(ledger, codecs, managed or {}, self._book.encode)
+        self._restored_streams: dict[tuple[str, str, str], Stream] = {}
         self._codecs = codecs
         self._restored = restored
         self._emit = emit
@@ -241,6 +272,7 @@ class DurableCheckpointer(Checkpointer):
         if outputs is None:
             return None
         node_record = self._known_scopes[scope.id].nodes[node.id]
+        outputs = self._restore_streams(node, outputs)
         attempt = Attempt(id=node_record.attempt, scope=scope, node=node, restored=outputs)
         self._event(EventKind.NODE_RESTORED, attempt)
         return attempt
@@ -251,7 +283,13 @@ class DurableCheckpointer(Checkpointer):
             return restored
         for attempt_id, stored in self._history.get((scope.id, node.id, ""), ()):
             if stored.state is AttemptState.ACTIVE:
-                attempt = Attempt(id=attempt_id, scope=scope, node=node)
+                attempt = Attempt(
+                    id=attempt_id,
+                    scope=scope,
+                    node=node,
+                    streams=self._plan.adopted.get(attempt_id),
+                    staged=self._messages.staged(scope.id, node.id, attempt_id),
+                )
                 self._event(EventKind.ATTEMPT_ADOPTED, attempt)
                 return attempt
             where = f"{scope.path}/{node.id}" if scope.path else node.id
@@ -344,18 +382,24 @@ class DurableCheckpointer(Checkpointer):
             if stored is None or stored.state is not AttemptState.ACTIVE:
                 return
         attempt_id = attempt.id
+        is_root = attempt.parent is None
+        scope_id, node_id = attempt.scope.id, attempt.node_id
         root = self._take_unsaved(attempt)
 
         def fail(proposal: L.Proposal) -> None:
             root(proposal)
             L.fail_attempt(proposal, attempt_id)
+            if is_root:  # the root's failure and its streams' failure: one save (S-5)
+                fail_sources(proposal, scope_id, node_id)
 
         saved = await self._ledger.commit_async(fail)
         self._event(EventKind.ATTEMPT_FAILED, attempt, describe_error(error), saved.revision)
 
     async def commit_node(self, attempt: Attempt, outputs: NodeOutputs) -> None:
         values = [
-            encode_value_record(
+            self._book.output_record(key, outputs.ready[key.name])
+            if key.stream and isinstance(outputs.ready.get(key.name), Stream)
+            else encode_value_record(
                 self._codecs,
                 key,
                 key.name in outputs.ready,
@@ -363,13 +407,20 @@ class DurableCheckpointer(Checkpointer):
             )
             for key in attempt.node.provides
         ]
+        produces = any(key.stream for key in attempt.node.provides)
+        reads = attempt.node.child is None and any(key.stream for key in attempt.node.requires)
+        group = attempt.path
         reason = NodeReason(outputs.reason)
         scope_id, node_id, attempt_id = attempt.scope.id, attempt.node_id, attempt.id
         tries = self._successful_tries(attempt_id)
         root = self._take_unsaved(attempt)
 
+        processor = attempt.node.processor is not None
+
         def confirm(proposal: L.Proposal) -> None:
             root(proposal)
+            if processor:  # its final transaction, in the save that confirms it (S-8)
+                self._messages.confirm(proposal, attempt_id)
             L.confirm_node(
                 proposal,
                 scope_id,
@@ -379,14 +430,107 @@ class DurableCheckpointer(Checkpointer):
                 outputs=values,
                 tries=tries,
             )
+            if produces:
+                complete_source(proposal, scope_id, node_id)
+            if reads:
+                finish_group(proposal, group)
 
-        saved = await self._ledger.commit_async(confirm)
+        try:
+            saved = await self._ledger.commit_async(confirm)
+        except BaseException as exc:
+            self._messages.confirmed(attempt_id, exc)
+            raise
+        self._messages.confirmed(attempt_id)
         self._event(EventKind.NODE_CONFIRMED, attempt, revision=saved.revision)
 
     def share(
         self, scope: Scope, attempt: Attempt | None, ready: Mapping[str, Any]
     ) -> Mapping[str, Any]:
         return share_values(self._codecs, self._ledger.record, scope, attempt, ready)
+
+    async def _save_root(self, attempt: Attempt) -> None:
+        """Save ``attempt``'s root attempt now when it is not saved yet: a processor's message
+        attempts name it, so it must be in the record first."""
+        root = self._take_unsaved(attempt)
+        if root is not _nothing:
+            await self._ledger.commit_async(root)
+
+    async def open_stream(self, attempt: Attempt, key: Any, stream: Stream) -> None:
+        # The writer entry names the root attempt: a root not saved yet is written with it.
+        await self._book.open_stream(attempt, key, stream, before=self._take_unsaved(attempt))
+        self._messages.opened(attempt, key, stream)
+
+    # -- processor nodes: durable/messages.py ------------------------------------------------
+
+    async def open_processor(
+        self, attempt: Attempt, processor: Processor[Any], input: Stream | None
+    ) -> Managed | None:
+        await self._save_root(attempt)
+        return self._messages.open_processor(attempt, processor, input)
+
+    async def begin_message(self, attempt: Attempt, message: MessageAttempt) -> MessageAttempt:
+        return self._messages.begin_message(attempt, message)
+
+    async def fail_message(self, message: MessageAttempt, error: BaseException) -> None:
+        await self._messages.fail_message(message, error)
+
+    async def commit_messages(self, attempt: Attempt, commit: MessageCommit) -> Any:
+        return await self._messages.commit_messages(attempt, commit)
+
+    async def send_element(
+        self, attempt: Attempt, key: Any, stream: Stream, sequence: int, element: Any
+    ) -> Any:
+        return await self._book.send_element(attempt, key, stream, sequence, element)
+
+    async def ack_elements(
+        self,
+        attempt: Attempt,
+        key: Any,
+        stream: Stream,
+        group: str,
+        generation: int,
+        sequences: tuple[int, ...],
+    ) -> Any:
+        # The reader's root attempt, when not saved yet, is written in the ack's save.
+        before = self._take_unsaved(attempt) if isinstance(stream.data, Source) else None
+        return await self._book.ack_elements(stream, group, generation, sequences, before)
+
+    def _restore_streams(self, node: Any, outputs: NodeOutputs) -> NodeOutputs:
+        """Replace the stream descriptors of restored outputs by streams: a completed source
+        with each group's unacked tail (its generation raised once, with the next save), or a
+        read-only failed endpoint for a Sub alias of a failed source (S-3, S-4)."""
+        if not any(isinstance(v, StreamDescriptorRecord) for v in outputs.ready.values()):
+            return outputs
+        keys = {key.name: key for key in node.provides}
+        ready = dict(outputs.ready)
+        for name, value in outputs.ready.items():
+            if isinstance(value, StreamDescriptorRecord):
+                ready[name] = self._restored_stream(keys[name], value)
+        return NodeOutputs(reason=outputs.reason, ready=ready, skipped=outputs.skipped)
+
+    def _restored_stream(self, key: Any, d: StreamDescriptorRecord) -> Stream:
+        where = (d.scope, d.node_id, d.key)
+        stream = self._restored_streams.get(where)
+        if stream is not None:
+            return stream
+        source = Source(d.scope, d.node_id, d.key, d.attempt)
+        if where in self._plan.failed:
+            stream = Stream.replay(
+                key,
+                (),
+                failed=StreamFailedError(f"{source.label} failed; it has no elements to read"),
+            )
+        else:
+            stream = Stream.restore(key, self._plan.completed[where])
+            stream.data = source
+            if self._book.remember(source):
+
+                def again(proposal: L.Proposal) -> None:
+                    raise_generation(proposal, source)
+
+                self._ledger.defer(again)
+        self._restored_streams[where] = stream
+        return stream
 
     def _successful_tries(self, root_id: str) -> tuple[str, ...]:
         """The tries of ``root_id``'s node whose whole chain up to the root is still active:

@@ -25,6 +25,7 @@ from durable_core.records import (
     AttemptRecord,
     RunRecord,
     ScopeRecord,
+    StreamRecord,
 )
 
 __all__ = ["Overlay", "Proposal", "adopt", "rollback"]
@@ -164,6 +165,25 @@ class Proposal:
         own = attrs.evolve(attempt)
         attempts[attempt_id] = own
         return own
+
+    def stream(self, stream_id: str) -> StreamRecord:
+        """The proposal's own, changeable copy of stream record ``stream_id`` (its ``pending``
+        list too).
+
+        Raises:
+            KeyError: no such stream record.
+        """
+        streams = self.record.streams
+        stream = streams[stream_id]
+        if isinstance(streams, Overlay) and stream_id in streams.changes:
+            return stream
+        own = attrs.evolve(stream, pending=list(stream.pending))
+        streams[stream_id] = own
+        return own
+
+    def add_stream(self, stream_id: str, stream: StreamRecord) -> None:
+        """Add a new stream record (owned by this proposal)."""
+        self.record.streams[stream_id] = stream
 
     def add_scope(self, scope_id: str, scope: ScopeRecord) -> None:
         """Add a new scope record (owned by this proposal)."""

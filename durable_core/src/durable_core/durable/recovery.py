@@ -4,7 +4,8 @@
 (a child scope must be the scope of a Sub node of the definition, fingerprinted from its stable
 bindings; a stream must name a stream key of its scope's graph). :func:`decode_confirmed` runs it,
 then decodes every confirmed value of every scope (R-VAL-3) and checks that every confirmed
-node's upstream nodes are confirmed too (R-NODE-2), so that a damaged record stops ``resume``
+node's upstream nodes are confirmed too (R-NODE-2; a stream's producer need only be reliably
+open, S-3), so that a damaged record stops ``resume``
 before any body runs. :func:`propagate_failures` works out which active
 attempts have really failed already and which nodes of the root graph failed for good.
 """
@@ -19,7 +20,7 @@ import attrs
 from durable_core._nogc import nogc
 from durable_core.codecs import Codecs
 from durable_core.durable.fingerprint import sub_scope_fingerprint
-from durable_core.errors import CodecError, CorruptRecordError, DurableError
+from durable_core.errors import CodecError, CorruptRecordError
 from durable_core.graph import Graph
 from durable_core.graph.checkpoint import NodeOutputs
 from durable_core.records import AttemptState, RunRecord, ValueState
@@ -52,7 +53,9 @@ def decode_outputs(
     Raises:
         CorruptRecordError: a digest does not match, or the outputs do not cover the provides.
         CodecError: a codec id/version changed, or a value is not of the declared type.
-        DurableError: an output is a stream (not restored by this version).
+
+    A stream output's value is its :class:`~durable_core.records.StreamDescriptorRecord`; the
+    durable checkpointer turns it into a stream (S-1).
     """
 
     def decode(key: Any, value: Any) -> Any:
@@ -81,10 +84,19 @@ def _decode_outputs(
             skipped.add(key.name)
             continue
         if value.stream is not None or key.stream:
-            raise DurableError(
-                f"{where}: output {key.name!r} is a stream; stream outputs are not restored by "
-                "this version of the durable runtime"
-            )
+            if value.stream is None or not key.stream:
+                raise CorruptRecordError(
+                    f"{where}: output {key.name!r} is "
+                    + (
+                        "a stream key without a stream descriptor"
+                        if value.stream is None
+                        else "a value key holding a stream descriptor"
+                    ),
+                    rule="S-1",
+                )
+            # The checkpointer rebuilds the stream from the descriptor (S-1).
+            ready[key.name] = value.stream
+            continue
         try:
             ready[key.name] = decode(key, value)
         except CorruptRecordError as exc:
@@ -256,6 +268,8 @@ def decode_confirmed(
             for key in node.requires:
                 source = scope_graph.source_of(key)
                 if source is not None and source not in scope.nodes:
+                    if key.stream and _reliably_open(record, scope_id, source, key.name):
+                        continue  # a stream reader may be confirmed before its producer
                     raise CorruptRecordError(
                         f"run {record.run_id!r}, scope {label!r}: node {node_id!r} is confirmed "
                         f"but its upstream node {source!r} (source of {key.name!r}) is not; a "
@@ -268,6 +282,35 @@ def decode_confirmed(
                 decode, node.provides, node_record, where
             )
     return restored
+
+
+def _reliably_open(record: RunRecord, scope_id: str, node_id: str, key: str) -> bool:
+    """Whether stream ``key`` of node ``node_id`` in ``scope_id`` was reliably opened: its writer
+    entry is saved (for a Sub node passing a child's stream out: the Sub has a child scope) and
+    the producing node has a root attempt that is not confirmed: still active, or failed after
+    the reader was confirmed (the run then failed for good; S-3, S-5)."""
+    root = next(
+        (
+            a
+            for a in record.attempts.values()
+            if a.parent == scope_id and a.node_id == node_id and not a.boundary
+        ),
+        None,
+    )
+    if root is None or root.state is AttemptState.CONFIRMED:
+        return False  # no writer, or a confirmed one without its NodeRecord
+    return any(
+        e.scope == scope_id and e.node_id == node_id and e.key == key
+        for e in record.streams.values()
+    ) or _is_sub_alias(record, scope_id, node_id)
+
+
+def _is_sub_alias(record: RunRecord, scope_id: str, node_id: str) -> bool:
+    scope = record.scopes.get(scope_id)
+    return scope is not None and any(
+        s.path == (f"{scope.path}/{node_id}" if scope.path else node_id)
+        for s in record.scopes.values()
+    )
 
 
 @attrs.frozen

@@ -34,7 +34,9 @@ from durable_core.durable.checkpointer import DurableCheckpointer, describe_erro
 from durable_core.durable.events import EventKind, RecoveryEvent
 from durable_core.durable.fingerprint import values_fingerprint
 from durable_core.durable.ledger import Ledger, new_id
+from durable_core.durable.messages_recovery import Adopted, adopt_managed
 from durable_core.durable.recovery import Failures, decode_confirmed, propagate_failures
+from durable_core.durable.streamrecovery import StreamPlan, plan_streams, repair
 from durable_core.errors import (
     CheckpointError,
     CodecError,
@@ -139,14 +141,14 @@ def count_nodes(graph: Graph) -> int:
 
 def _check_graph(graph: Graph) -> None:
     graph.validate()
-    for sub_graph in graph.graphs().values():
-        for key in sub_graph.keys.values():
-            if key.stream:
-                raise GraphError(
-                    f"graph {sub_graph.name!r} has the stream key {key.name!r}: streams are not "
-                    "checkpointed by this version of the durable runtime. Run the graph with "
-                    "execute(), or use value keys. Nothing was saved."
-                )
+    for key in graph.inputs:
+        if key.stream:
+            raise GraphError(
+                f"graph {graph.name!r} takes the stream {key.name!r} as a root input: a durable "
+                "run stores only the streams its nodes produce. Produce it in a node (with "
+                "send_at, to survive restarts), or run the graph with execute(). Nothing was "
+                "saved."
+            )
 
 
 def _check_max_running(max_running: object) -> None:
@@ -291,9 +293,9 @@ class Runtime:
                 ``resume``), an input value cannot be encoded (``CodecError`` inside, naming
                 the key: NaN, a lock inside an ``object`` value …; nothing was saved), or a
                 save failed (the run stopped; resume later).
-            GraphError: the graph is invalid (or has stream keys), or the inputs do not match
-                its root inputs: a key that is not a root input, one missing, or a value that
-                is not of its key's declared type (checked deeply: ``[1, "two"]`` for
+            GraphError: the graph is invalid (or takes a stream root input), or the inputs do
+                not match its root inputs: a key that is not a root input, one missing, or a
+                value that is not of its key's declared type (checked deeply: ``[1, "two"]`` for
                 ``list[int]``, ``True`` for ``int``); nothing was saved.
             ConfigError: ``max_running`` or ``version`` is invalid; nothing was saved.
             NotPicklableError: a function-form body cannot be sent to the runtime's
@@ -500,6 +502,8 @@ class Runtime:
         session = await self._acquire(run_id, timeout)
         ledger: Ledger | None = None
         try:
+            streams: StreamPlan | None = None
+            managed: dict[tuple[str, str], Adopted] = {}
             if new:
                 ledger = await self._start(session, graph, run_id, version, fingerprint)
                 restored: dict[tuple[str, str], NodeOutputs] = {}
@@ -508,8 +512,17 @@ class Runtime:
             else:
                 record = await asyncio.to_thread(session.load)
                 restored = self._check_record(graph, record, run_id, version, inputs)
-                failures = propagate_failures(record)
+                streams = plan_streams(graph, record, self.codecs)
+                managed = adopt_managed(
+                    graph, record, self.codecs, propagate_failures(record).propagated
+                )
                 ledger = Ledger(session, record)
+                if streams.repairs:
+                    # One CAS converges every endpoint of each listed root and its failure
+                    # (S-6); a failed save stops here, and the next resume loads what was stored.
+                    repairs = streams.repairs
+                    await asyncio.to_thread(ledger.commit, lambda p: repair(p, repairs))
+                failures = propagate_failures(ledger.record)
                 kind = EventKind.RUN_RESUMED
             self._emit(
                 RecoveryEvent(
@@ -522,7 +535,7 @@ class Runtime:
             if failures.terminal:
                 return self._failed_for_good(graph, ledger.record, inputs, restored, failures)
             return await self._execute(
-                graph, ledger, inputs, restored, failures, max_running, cancel
+                graph, ledger, inputs, restored, failures, max_running, cancel, streams, managed
             )
         finally:
             await _release(session, ledger)
@@ -586,10 +599,12 @@ class Runtime:
         """
         missing: list[tuple[str, Key[Any], str]] = []
         for sub_graph in graph.graphs().values():
-            for key in sub_graph.keys.values():
-                if key.stream:
-                    continue
+            states = [n.processor.state_key for n in sub_graph.nodes.values() if n.processor]
+            for key in [*sub_graph.keys.values(), *states]:  # a processor's state is stored too
                 try:
+                    if key.stream:  # every element is stored with the element type's codec
+                        self.codecs.lookup(key.type)
+                        continue
                     self.codecs.check_declared(key.type)
                 except CodecError as exc:
                     missing.append((sub_graph.name, key, str(exc)))
@@ -818,6 +833,8 @@ class Runtime:
         failures: Failures,
         max_running: int | None,
         cancel: CancelToken | None,
+        streams: StreamPlan | None = None,
+        managed: Mapping[tuple[str, str], Adopted] | None = None,
     ) -> DurableResult:
         restored_count = 0
 
@@ -828,7 +845,13 @@ class Runtime:
             self._emit(event)
 
         checkpointer = DurableCheckpointer(
-            ledger, self.codecs, restored, emit, propagated=failures.propagated
+            ledger,
+            self.codecs,
+            restored,
+            emit,
+            propagated=failures.propagated,
+            streams=streams,
+            managed=managed,
         )
         options: dict[str, Any] = {
             "checkpointer": checkpointer,

@@ -21,12 +21,23 @@ from durable_core.graph.engine import DEFAULT_MAX_RUNNING, execute, execute_asyn
 from durable_core.graph.function import SKIP
 from durable_core.graph.keys import DEFAULT_STREAM_CAPACITY, Key, type_name
 from durable_core.graph.observer import GraphEvent, NodeEvent, Observer
+from durable_core.graph.processor import (
+    Managed,
+    MessageAttempt,
+    MessageCommit,
+    MessageContext,
+    MessageWriter,
+    Processor,
+)
 from durable_core.graph.results import RunResult, RunStatus
 from durable_core.graph.streams import (
+    BlockingDelivery,
     BlockingStreamReader,
     BlockingStreamWriter,
+    Delivery,
     Stream,
     StreamReader,
+    StreamState,
     StreamWriter,
 )
 
@@ -38,20 +49,28 @@ __all__ = [
     "Aspect",
     "AspectCall",
     "Attempt",
+    "BlockingDelivery",
     "BlockingStreamReader",
     "BlockingStreamWriter",
     "CancelToken",
     "Checkpointer",
     "CopyOnRead",
+    "Delivery",
     "Graph",
     "GraphEvent",
     "In",
     "Key",
+    "Managed",
+    "MessageAttempt",
+    "MessageCommit",
+    "MessageContext",
+    "MessageWriter",
     "Node",
     "NodeEvent",
     "NodeOutputs",
     "Observer",
     "Out",
+    "Processor",
     "Retry",
     "RunContext",
     "RunResult",
@@ -60,6 +79,7 @@ __all__ = [
     "SkipNode",
     "Stream",
     "StreamReader",
+    "StreamState",
     "StreamWriter",
     "Timeout",
     "Values",

@@ -87,8 +87,40 @@ inputs; an implementation may keep such new attempts in memory and save them wit
 change that needs them (a failure, a commit, a child scope's commit), since an active attempt is
 adopted again after a restart anyway.
 
-Later extensions (streams' sends and acks, message attempts; SPEC S) add methods with a no-op
-default to this class, so existing checkpointers keep working.
+Streams (SPEC S) add calls with a no-op default, so existing checkpointers keep working:
+
+- ``send_element(attempt, key, stream, sequence, element)`` for each element a producer sends,
+  before any reader can see it. It may return an awaitable: the element is then handed to
+  readers only once that awaitable has succeeded (a save in flight; several elements may share
+  one save), and the producer goes on meanwhile, up to the key's capacity.
+- ``ack_elements(attempt, key, stream, group, generation, sequences)`` when a reader
+  acknowledges deliveries (``delivery.ack()``). It may return an awaitable that succeeds once
+  the ack is saved; ``await delivery.ack()`` waits for it.
+
+A root attempt may carry ``streams``: the saved :class:`~durable_core.graph.StreamState` of the
+streams an adopted producer had opened, so ``writer.position`` answers before the stream is open
+again; ``open_stream`` then continues the stream from that state (``Stream.load``).
+
+Processor nodes (message transactions, S-7, S-8) add four calls, made by the processor's body
+on the event loop, in this order for each run of the body (see
+:mod:`durable_core.graph.processor`):
+
+8. ``open_processor(attempt, processor, input)`` once, before the first message: return a
+   :class:`~durable_core.graph.Managed` with the committed state to continue from, or None to
+   start from ``processor.initial``.
+9. ``begin_message(attempt, message)`` before each try of each message (``message`` is the
+   proposed :class:`~durable_core.graph.MessageAttempt`): the returned try's ``index`` is
+   authoritative, as in ``begin_try``; ``index > limit`` fails the node without running.
+10. ``fail_message(message, error)`` when a try failed; its staged work is discarded.
+11. ``commit_messages(attempt, commit)`` when a message (or a batch) succeeded, and once more
+    with ``commit.final`` after ``finish``: the input's ack, the new state, the values and the
+    sends of :class:`~durable_core.graph.MessageCommit` are one transaction. It may return an
+    awaitable (the save still in flight): the sends reach readers once it succeeded, otherwise
+    once the call returned. An output stream is opened (``open_stream``) before the first
+    commit that sends to it.
+
+Later extensions add methods with a no-op default to this class, so existing checkpointers
+keep working.
 """
 
 from __future__ import annotations
@@ -104,7 +136,8 @@ from durable_core.records import NodeReason
 if TYPE_CHECKING:
     from durable_core.graph.definition import Graph, Node
     from durable_core.graph.keys import Key
-    from durable_core.graph.streams import Stream
+    from durable_core.graph.processor import Managed, MessageAttempt, MessageCommit, Processor
+    from durable_core.graph.streams import Stream, StreamState
 
 __all__ = ["Attempt", "Checkpointer", "CopyOnRead", "NodeOutputs", "Scope", "Values"]
 
@@ -219,6 +252,8 @@ class Attempt:
             not run and these outputs are published.
         staged: root attempts only: outputs adopted before the node completed (S-10); they
             count as already set by the body and are committed with the node.
+        streams: root attempts only: the saved state of the streams an adopted producer had
+            opened, by key name (S-3).
         data: free for the checkpointer's own bookkeeping; the engine never reads it.
     """
 
@@ -231,6 +266,7 @@ class Attempt:
     limit: int = 1
     restored: NodeOutputs | None = None
     staged: Values | None = None
+    streams: Mapping[str, StreamState] | None = None
     data: Any = None
 
     @property
@@ -333,6 +369,49 @@ class Checkpointer:
             stream: the stream object (its ``sequence`` grows as elements are sent).
         """
 
+    async def send_element(
+        self, attempt: Attempt, key: Key[Any], stream: Stream, sequence: int, element: Any
+    ) -> Any:
+        """A producer sends element ``sequence`` of ``stream`` (its position already set on
+        the stream when given with ``send_at``).
+
+        Args:
+            attempt: the producing node's root attempt.
+            key: the stream key.
+            stream: the stream (``position``, ``positioned`` and ``resumable`` are current).
+            sequence: the element's sequence number (1, 2, …).
+            element: the element.
+
+        Returns:
+            None to hand the element to readers now, or an awaitable that succeeds once the
+            element is saved (readers get it only then).
+        """
+        return None
+
+    async def ack_elements(
+        self,
+        attempt: Attempt,
+        key: Key[Any],
+        stream: Stream,
+        group: str,
+        generation: int,
+        sequences: tuple[int, ...],
+    ) -> Any:
+        """A reader acknowledges delivered elements of ``stream`` for its ``group``.
+
+        Args:
+            attempt: the reading node's root attempt.
+            key: the key the reader reads the stream by.
+            stream: the stream.
+            group: the reading group (the reading node's path).
+            generation: the generation the elements were delivered with.
+            sequences: their sequence numbers.
+
+        Returns:
+            None (done), or an awaitable that succeeds once the ack is saved.
+        """
+        return None
+
     async def close_scope(self, scope: Scope, status: str) -> None:
         """Every node of ``scope`` ended; ``status`` is completed, failed or canceled."""
 
@@ -350,6 +429,55 @@ class Checkpointer:
 
         Returns:
             The restored root attempt, or None.
+        """
+        return None
+
+    # -- processor nodes (message transactions) --------------------------------------------
+
+    async def open_processor(
+        self, attempt: Attempt, processor: Processor[Any], input: Stream | None
+    ) -> Managed | None:
+        """A processor node's body starts (S-7).
+
+        Args:
+            attempt: the node's root attempt.
+            processor: the processor (its ``state`` type, ``initial`` state, ``retry``).
+            input: the input stream it reads as its group ``attempt.path``; None when the
+                input was skipped.
+
+        Returns:
+            The committed state to continue from, or None to start from ``initial``.
+        """
+        return None
+
+    async def begin_message(self, attempt: Attempt, message: MessageAttempt) -> MessageAttempt:
+        """Begin one try of one input message (S-7).
+
+        Args:
+            attempt: the node's root attempt.
+            message: the try the engine means to run (its ``sequence``, ``index``, ``limit``).
+
+        Returns:
+            The try; its ``index`` is authoritative (>= ``message.index``): a higher one says
+            tries were spent before a restart, ``index > limit`` that the budget is spent.
+        """
+        return message
+
+    async def fail_message(self, message: MessageAttempt, error: BaseException) -> None:
+        """A try of a message failed with ``error``; what it staged is discarded."""
+
+    async def commit_messages(self, attempt: Attempt, commit: MessageCommit) -> Any:
+        """Commit one message transaction (or a batch of them) as one (S-8).
+
+        Args:
+            attempt: the node's root attempt.
+            commit: the messages' successful tries (acked by this commit), the new state,
+                every value set so far, the elements sent, and whether reading ended
+                (``stopped``) or this is the final transaction after ``finish`` (``final``).
+
+        Returns:
+            None when the commit is saved; or an awaitable that succeeds once it is saved
+            (the sends reach readers only then).
         """
         return None
 

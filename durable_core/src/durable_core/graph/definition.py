@@ -30,9 +30,10 @@ from typing import Any, TypeVar
 import attrs
 
 from durable_core.errors import GraphError
-from durable_core.graph.aspects import Aspect
+from durable_core.graph.aspects import Aspect, Retry
 from durable_core.graph.function import analyse_function
 from durable_core.graph.keys import Key
+from durable_core.graph.processor import Processor
 
 __all__ = ["FINGERPRINT_FORMAT", "Graph", "In", "Node", "Out"]
 
@@ -102,6 +103,11 @@ class Node:
     is_async: bool = False
     executor: str | None = None
     defaults: tuple[Any, ...] = ()
+
+    @property
+    def processor(self) -> Processor[Any] | None:
+        """The :class:`~durable_core.graph.Processor` of a processor node, else None."""
+        return self.body if isinstance(self.body, Processor) else None
 
     @property
     def is_sub(self) -> bool:
@@ -314,6 +320,88 @@ class Graph:
         self._add(node)
         return node
 
+    def processor(
+        self,
+        id: str,
+        *,
+        input: Key[Any],
+        state: Any,
+        initial: Any,
+        requires: Iterable[Key[Any]] = (),
+        provides: Iterable[Key[Any]] = (),
+        retry: Retry | None = None,
+        commit_every: int = 1,
+        max_delay: float = 0.05,
+        aspects: Iterable[Aspect] = (),
+    ) -> Callable[[Callable[..., Any]], Processor[Any]]:
+        """Decorator adding a processor node: one transaction per message of ``input`` (S-7).
+
+        The decorated ``handler(rc, state, message) -> new_state`` (plain or ``async def``)
+        runs once per message of the input stream, in order. Its new state, the values it sets
+        and the elements it sends commit together, or not at all; see
+        :mod:`durable_core.graph.processor`. The decorator returns the
+        :class:`~durable_core.graph.Processor`, whose ``finish`` decorator registers
+        ``finish(rc, state)``, run after the input ended (or ``rc.stop()``).
+
+        Args:
+            id: the node's id (see :meth:`node`).
+            input: the stream key read message by message; the node requires it.
+            state: the state's type (a codec must serve it for durable runs).
+            initial: the state before the first message (an instance of ``state``).
+            requires: further keys the node waits for (value keys: ``rc.get``).
+            provides: keys it produces: value keys (``rc.set``, once per run of the node) and
+                stream keys (``rc.writer(KEY).send``, committed with each message).
+            retry: the per-message budget, ``Retry(attempts, delay=seconds)``; None: one try.
+                A message whose budget is spent fails the node.
+            commit_every: messages committed together at most (a batch; >= 1).
+            max_delay: seconds the first message of a batch may wait for the batch to fill
+                before it commits (>= 0).
+            aspects: the node's aspects (a ``Timeout`` bounds the whole processing); a Retry
+                aspect is refused: per-message retries are ``retry=``.
+
+        Raises:
+            GraphError: as :meth:`add_node`; also an input that is not a stream key, another
+                stream in ``requires``, an initial state that is not a ``state``, a Retry
+                aspect, or a parameter out of range.
+        """
+        requires = tuple(requires)
+        aspects = tuple(aspects)
+        where = f"graph {self._name!r}, processor {id!r}"
+        for key in requires:
+            if isinstance(key, Key) and key.stream:
+                raise GraphError(
+                    f"{where}: requires lists stream {key.name!r}; a processor reads one "
+                    "stream, its input"
+                )
+        if any(isinstance(aspect, Retry) for aspect in aspects):
+            raise GraphError(
+                f"{where}: a Retry aspect cannot wrap a processor (its committed messages "
+                "cannot be taken back); give the per-message budget as retry=Retry(n)"
+            )
+
+        def decorate(handler: Callable[..., Any]) -> Processor[Any]:
+            self._check_open(id)
+            processor = Processor(
+                id,
+                handler,
+                input=input,
+                state=state,
+                initial=initial,
+                retry=retry,
+                commit_every=commit_every,
+                max_delay=max_delay,
+            )
+            self.add_node(
+                id,
+                processor,
+                requires=(input, *requires),
+                provides=provides,
+                aspects=aspects,
+            )
+            return processor
+
+        return decorate
+
     def sub(
         self,
         id: str,
@@ -496,6 +584,12 @@ class Graph:
                     node.child._validate(names, [*stack, self])
             return
         for node in self._nodes.values():
+            if node.processor is not None and any(isinstance(a, Retry) for a in self._aspects):
+                raise GraphError(
+                    f"graph {self._name!r}: its graph-wide Retry aspect would wrap processor "
+                    f"{node.id!r}, whose committed messages cannot be taken back; put the Retry "
+                    "on the other nodes' own aspects and give the processor retry=Retry(n)"
+                )
             for key in node.requires:
                 if key.name not in self._sources:
                     raise GraphError(
@@ -552,6 +646,8 @@ class Graph:
                 "provides": sorted(key.name for key in node.provides),
                 "aspects": [aspect.describe() for aspect in node.aspects],
             }
+            if node.processor is not None:
+                entry["processor"] = node.processor.describe()
             if node.child is not None:
                 entry["graph"] = node.child.describe()
                 entry["bindings"] = sorted(

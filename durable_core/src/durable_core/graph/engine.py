@@ -340,7 +340,14 @@ class _ScopeRun:
                 "again)"
             )
         prefix = f"{self.path}/" if self.path else ""
+        tasks, index = self.tasks, self.plan.index
         for reader in self.plan.stream_readers(name):
+            # A reader that already ended (restored from a checkpoint, skipped, failed) never
+            # reads: attaching it would hold the producer back once its buffer is full. A node
+            # restored as its scope started has no task (None).
+            i = index[reader.split("/", 1)[0]]
+            if i < len(tasks) and (tasks[i] is None or tasks[i].done()):
+                continue
             stream.attach(prefix + reader)
         self.publish_value(name, stream)
         parent = self.parent

@@ -23,7 +23,16 @@ then stop iterating). When the producer fails, readers get
 :class:`~durable_core.errors.NodeFailedError` (the producer's error as ``__cause__``) at their
 next read, even if elements are still buffered: a failed source's elements are void. A Retry of
 the producer continues the same stream (streams belong to the node's root attempt): the next try
-gets a writer whose ``position`` tells how many elements were sent already.
+gets a writer whose ``position`` tells where the earlier try stopped.
+
+Positions and deliveries (durable streams, SPEC S-1…S-6): ``send_at(element, position)`` sends
+an element together with the producer's new position (any JSON value: an offset, a line number,
+a cursor string); ``writer.position`` is the last position so sent (for a producer that only
+uses ``send``: the number of elements sent, 0 on a fresh start). A reader either iterates values
+(``async for x in rc.reader(KEY)``), or iterates :class:`Delivery` objects
+(``async for d in rc.reader(KEY).deliveries()``) and acknowledges each with ``await d.ack()``.
+With the plain engine acks change nothing; with a durable run they are saved, and an element
+acked by a group is never delivered to that group again (see ``docs/durable.md``).
 
 :class:`Stream` is also the value of a stream key in :class:`~durable_core.graph.NodeOutputs`
 and the factory a checkpointer uses to restore a confirmed stream (:meth:`Stream.replay`).
@@ -32,9 +41,13 @@ and the factory a checkpointer uses to restore a confirmed stream (:meth:`Stream
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections import deque
-from collections.abc import AsyncIterator, Iterable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+import attrs
 
 from durable_core.errors import NodeFailedError, SlotError
 
@@ -43,34 +56,77 @@ if TYPE_CHECKING:
     from durable_core.graph.keys import Key
 
 __all__ = [
+    "BlockingDelivery",
     "BlockingStreamReader",
     "BlockingStreamWriter",
+    "Delivery",
     "Stream",
     "StreamReader",
+    "StreamState",
     "StreamWriter",
 ]
 
 T = TypeVar("T")
 
+_log = logging.getLogger("durable_core.graph")
+
 _NOTHING: Any = object()
+_NO_TAILS: Mapping[str, tuple[tuple[int, Any], ...]] = MappingProxyType({})
+
+
+@attrs.frozen
+class StreamState:
+    """Where a stream stood when an earlier process stopped (S-2, S-3).
+
+    A checkpointer hands it to the engine in :attr:`Attempt.streams` (an adopted producer's
+    streams) or builds a restored stream from it (:meth:`Stream.restore`).
+
+    Attributes:
+        sequence: the sequence number of the last element sent and saved (0: none).
+        position: the producer's last saved position (decoded), when ``positioned``.
+        positioned: whether a position was saved with ``send_at``.
+        resumable: whether every element was sent with ``send_at`` (S-3).
+        generation: the generation of this process's deliveries (raised once per resume).
+        tails: the unacknowledged elements of each reading group, ``(sequence, element)`` in
+            sequence order; a group not listed starts with the next new element.
+    """
+
+    sequence: int = 0
+    position: Any = None
+    positioned: bool = False
+    resumable: bool = True
+    generation: int = 1
+    tails: Mapping[str, tuple[tuple[int, Any], ...]] = _NO_TAILS
 
 
 class _Group:
     __slots__ = ("buffer", "waiter")
 
-    def __init__(self, elements: Iterable[Any] = ()) -> None:
-        self.buffer: deque[Any] = deque(elements)
+    def __init__(self, elements: Iterable[tuple[int, Any]] = ()) -> None:
+        self.buffer: deque[tuple[int, Any]] = deque(elements)
         self.waiter: asyncio.Future[None] | None = None
 
 
 class Stream(Generic[T]):
     """The channel behind a stream key: one producer, reading groups, bounded buffers.
 
-    Created by the engine when a producer opens the stream, or by :meth:`replay`. All methods
-    run on the event loop thread; bodies use the writers and readers of their run context.
+    Created by the engine when a producer opens the stream, or by :meth:`replay` /
+    :meth:`restore`. All methods run on the event loop thread; bodies use the writers and
+    readers of their run context. Elements carry their sequence number (1, 2, …).
+
+    An element sent while a checkpointer saves it (a durable run) is held back until its save
+    has succeeded: no reader sees an element before it is saved (S-2). Several elements may
+    share one save (group commit); they reach readers in sequence order.
 
     Args:
         key: the stream key.
+
+    Attributes:
+        generation: the generation of this process's deliveries (1 with the plain engine).
+        position: the producer's last ``send_at`` position (None before any).
+        positioned: whether a position was given with ``send_at``.
+        resumable: False once an element was sent with ``send`` (no position covers it).
+        data: free for a checkpointer's own bookkeeping; the engine never reads it.
     """
 
     def __init__(self, key: Key[T]) -> None:
@@ -83,7 +139,14 @@ class Stream(Generic[T]):
         self._state = "open"
         self._failure: tuple[str, str, BaseException | None] | None = None
         self._space: asyncio.Future[None] | None = None
-        self._replay: list[T] | None = None
+        self._tails: Mapping[str, tuple[tuple[int, Any], ...]] | None = None
+        self._replay: tuple[tuple[int, Any], ...] | None = None
+        self._unsaved: deque[tuple[int, Any, asyncio.Future[Any] | None]] = deque()
+        self.generation = 1
+        self.position: Any = None
+        self.positioned = False
+        self.resumable = True
+        self.data: Any = None
 
     @classmethod
     def replay(
@@ -91,8 +154,8 @@ class Stream(Generic[T]):
     ) -> Stream[T]:
         """A finished stream that delivers ``elements`` to every group, then its end.
 
-        The factory a checkpointer uses to restore a confirmed stream output (S-1), and a way to
-        give a graph a stream as a root input.
+        A way to give a graph a stream as a root input, and the factory a checkpointer uses for
+        a read-only failed endpoint (``failed`` given, no elements).
 
         Args:
             key: the stream key.
@@ -103,7 +166,7 @@ class Stream(Generic[T]):
             A stream that is already ended (or failed).
         """
         stream = cls(key)
-        stream._replay = list(elements)
+        stream._replay = tuple(enumerate(elements, 1))
         stream._sequence = len(stream._replay)
         if failed is None:
             stream._state = "completed"
@@ -111,6 +174,31 @@ class Stream(Generic[T]):
             stream._state = "failed"
             stream._failure = (f"stream {key.name!r} failed", "", failed)
         return stream
+
+    @classmethod
+    def restore(cls, key: Key[T], state: StreamState) -> Stream[T]:
+        """A completed stream rebuilt from a checkpoint: each group gets its unacked tail (S-3).
+
+        Args:
+            key: the stream key.
+            state: the saved state; ``tails`` holds what each group still has to read.
+
+        Returns:
+            A completed stream whose groups receive their tails, with the state's generation.
+        """
+        stream = cls(key)
+        stream.load(state)
+        stream._state = "completed"
+        return stream
+
+    def load(self, state: StreamState) -> None:
+        """Continue from ``state`` (an adopted producer's stream, before it is published)."""
+        self._sequence = state.sequence
+        self.position = state.position
+        self.positioned = state.positioned
+        self.resumable = state.resumable
+        self.generation = state.generation
+        self._tails = state.tails
 
     @property
     def sequence(self) -> int:
@@ -133,8 +221,13 @@ class Stream(Generic[T]):
     # -- engine side ------------------------------------------------------------------------
 
     def attach(self, group: str) -> None:
-        """Attach a reading group (no-op when attached). A replayed stream fills it at once."""
-        if group not in self._groups:
+        """Attach a reading group (no-op when attached). A replayed or restored stream fills
+        it at once (a restored stream: with the group's unacked tail)."""
+        if group in self._groups:
+            return
+        if self._tails is not None:
+            self._groups[group] = _Group(self._tails.get(group, ()))
+        else:
             self._groups[group] = _Group(self._replay or ())
 
     def detach(self, group: str) -> None:
@@ -165,9 +258,11 @@ class Stream(Generic[T]):
     # -- producer ---------------------------------------------------------------------------
 
     def writable(self) -> bool:
-        """True when no attached group is full."""
-        capacity = self.capacity
-        return all(len(group.buffer) < capacity for group in self._groups.values())
+        """True when no attached group is full (elements still being saved count)."""
+        limit = self.capacity - len(self._unsaved)
+        if limit <= 0:  # also without any group: at most ``capacity`` elements wait for a save
+            return False
+        return all(len(group.buffer) < limit for group in self._groups.values())
 
     async def wait_writable(self) -> None:
         """Wait until :meth:`writable` may have become true."""
@@ -180,13 +275,61 @@ class Stream(Generic[T]):
             if self._space is waiter:
                 self._space = None
 
-    def push(self, element: T) -> None:
-        """Append ``element`` to every group (the caller checked :meth:`writable`)."""
+    def advance(self, position: Any, positioned: bool) -> int:
+        """Take the next sequence number for an element sent with (or without) a position."""
         if self._state != "open":
             raise SlotError(f"stream {self.key.name!r} is {self._state}; it takes no elements")
         self._sequence += 1
+        if positioned:
+            self.position = position
+            self.positioned = True
+        else:
+            self.resumable = False
+        return self._sequence
+
+    def push(
+        self,
+        sequence: int,
+        element: T,
+        saved: asyncio.Future[Any] | None = None,
+        on_error: Callable[[BaseException], None] | None = None,
+    ) -> None:
+        """Hand element ``sequence`` to every group, once ``saved`` (when given) succeeded.
+
+        Elements reach the groups in sequence order; one whose save failed, and every later
+        one, never does (``on_error`` gets the save's exception).
+        """
+        if saved is None and not self._unsaved:
+            self._deliver(sequence, element)
+            return
+        self._unsaved.append((sequence, element, saved))
+        if saved is not None:
+
+            def done(future: asyncio.Future[Any]) -> None:
+                if not future.cancelled() and future.exception() is not None and on_error:
+                    on_error(future.exception())  # type: ignore[arg-type]
+                self._drain()
+
+            saved.add_done_callback(done)
+
+    def _drain(self) -> None:
+        unsaved = self._unsaved
+        while unsaved:
+            sequence, element, saved = unsaved[0]
+            if saved is not None:
+                if not saved.done():
+                    return
+                if saved.cancelled() or saved.exception() is not None:
+                    return  # never delivered: the run stops
+            unsaved.popleft()
+            self._deliver(sequence, element)
+        self._wake_readers()
+        if self._space is not None:
+            self._wake_producer()
+
+    def _deliver(self, sequence: int, element: T) -> None:
         for group in self._groups.values():
-            group.buffer.append(element)
+            group.buffer.append((sequence, element))
             waiter = group.waiter
             if waiter is not None and not waiter.done():
                 waiter.set_result(None)
@@ -205,7 +348,8 @@ class Stream(Generic[T]):
     # -- readers ----------------------------------------------------------------------------
 
     def poll(self, group: str) -> Any:
-        """The next element of ``group``, or a private marker when none is buffered yet.
+        """The next ``(sequence, element)`` of ``group``, or a private marker when none is
+        buffered yet.
 
         Raises:
             StopAsyncIteration: the stream ended and the group's buffer is empty.
@@ -220,18 +364,20 @@ class Stream(Generic[T]):
             self.attach(group)
             state = self._groups[group]
         if state.buffer:
-            element = state.buffer.popleft()
+            item = state.buffer.popleft()
             if self._space is not None:
                 self._wake_producer()
-            return element
-        if self._state != "open":
+            return item
+        if self._state != "open" and not self._unsaved:
             raise StopAsyncIteration
         return _NOTHING
 
     async def wait_readable(self, group: str) -> None:
         """Wait until ``group`` may have an element, or the stream ended or failed."""
         state = self._groups.get(group)
-        if state is None or state.buffer or self._state != "open":
+        if state is None or state.buffer or (self._state != "open" and not self._unsaved):
+            return
+        if self._failure is not None:
             return
         state.waiter = waiter = asyncio.get_running_loop().create_future()
         try:
@@ -239,6 +385,23 @@ class Stream(Generic[T]):
         finally:
             if state.waiter is waiter:
                 state.waiter = None
+
+
+async def _seam_call(run: Any, coroutine: Any) -> Any:
+    """Await a per-element checkpointer call in the caller's task (no task of its own: these
+    calls only queue a save and return); a failure stops the run, like any seam call."""
+    if run.aborted:
+        from durable_core.graph.guard import RunAborted  # guard imports this module
+
+        coroutine.close()
+        raise RunAborted
+    try:
+        return await coroutine
+    except Exception as error:
+        from durable_core.graph.guard import RunAborted
+
+        run.abort(error)
+        raise RunAborted from error
 
 
 class StreamWriter(Generic[T]):
@@ -254,22 +417,54 @@ class StreamWriter(Generic[T]):
         return self._key
 
     @property
-    def position(self) -> int:
-        """Elements sent so far by this node (all tries of a Retry included)."""
-        stream = self._rc._node_run.streams.get(self._key.name)
-        return 0 if stream is None else stream.sequence
+    def position(self) -> Any:
+        """Where the producer stands: the position given with the last ``send_at`` (restored
+        after a restart, S-3), or, for a producer that never gave one, the number of elements
+        sent so far (0 on a fresh start; all tries of a Retry included)."""
+        nr = self._rc._node_run
+        stream = nr.streams.get(self._key.name)
+        if stream is not None:
+            return stream.position if stream.positioned else stream.sequence
+        attempt = nr.attempt
+        saved = (
+            None if attempt is None or not attempt.streams else attempt.streams.get(self._key.name)
+        )
+        if saved is not None:
+            return saved.position if saved.positioned else saved.sequence
+        return 0
 
     async def open(self) -> None:
         """Open (publish) the stream now; readers may start. ``send`` opens it too."""
         await self._rc._open_stream(self._key)
 
     async def send(self, element: T) -> None:
-        """Send one element; waits while a reading group's buffer is full (back-pressure).
+        """Send one element without a position; waits while a reading group's buffer is full.
+
+        A durable run cannot resume a producer that sent with ``send`` from where it stopped:
+        use :meth:`send_at` for a producer that must survive a restart (S-3).
 
         Raises:
             SlotError: the element is not an instance of the key's type, or the node's try has
                 ended.
         """
+        await self._send(element, None, False)
+
+    async def send_at(self, element: T, position: Any) -> None:
+        """Send one element together with the producer's new ``position`` (S-3).
+
+        In a durable run the element and the position are saved in one save before any reader
+        sees the element; after a restart :attr:`position` returns the last saved position,
+        and the producer goes on from there. ``position`` is any JSON value (int, float, str,
+        bool, None, lists and dicts of them; a tuple comes back as a list).
+
+        Raises:
+            SlotError: as :meth:`send`.
+            CodecError: (durable runs) the element or the position cannot be encoded; the run
+                stops.
+        """
+        await self._send(element, position, True)
+
+    async def _send(self, element: T, position: Any, positioned: bool) -> None:
         rc = self._rc
         rc._check_live(self._key)
         if not self._key.accepts(element):
@@ -280,10 +475,20 @@ class StreamWriter(Generic[T]):
         stream = await rc._open_stream(self._key)
         while not stream.writable():
             await rc._idle(stream.wait_writable())
-        stream.push(element)
+        rc._check_live(self._key)
+        sequence = stream.advance(position, positioned)
+        run = rc._node_run.scope.run
+        if run.noop:
+            stream.push(sequence, element)
+            return
+        attempt = rc._node_run.attempt
+        assert attempt is not None
+        saved = await run._call(run.cp.send_element(attempt, self._key, stream, sequence, element))
+        future = None if saved is None else asyncio.ensure_future(saved)
+        stream.push(sequence, element, future, run.abort)
 
     async def send_many(self, elements: Iterable[T]) -> None:
-        """Send each element of ``elements`` in order."""
+        """Send each element of ``elements`` in order (with :meth:`send`)."""
         for element in elements:
             await self.send(element)
 
@@ -301,8 +506,8 @@ class BlockingStreamWriter(Generic[T]):
         return self._async.key
 
     @property
-    def position(self) -> int:
-        """Elements sent so far by this node (all tries of a Retry included)."""
+    def position(self) -> Any:
+        """As :attr:`StreamWriter.position`."""
         return self._async.position
 
     def open(self) -> None:
@@ -310,8 +515,12 @@ class BlockingStreamWriter(Generic[T]):
         self._rc._blocking(self._async.open())
 
     def send(self, element: T) -> None:
-        """Send one element; blocks while a reading group's buffer is full (back-pressure)."""
+        """As :meth:`StreamWriter.send`; blocks while a reading group's buffer is full."""
         self._rc._blocking(self._async.send(element))
+
+    def send_at(self, element: T, position: Any) -> None:
+        """As :meth:`StreamWriter.send_at`; blocks while a reading group's buffer is full."""
+        self._rc._blocking(self._async.send_at(element, position))
 
     def send_many(self, elements: Iterable[T]) -> None:
         """Send each element of ``elements`` in order."""
@@ -319,8 +528,111 @@ class BlockingStreamWriter(Generic[T]):
             self.send(element)
 
 
+class Delivery(Generic[T]):
+    """One element as delivered to a reading group, with its acknowledgement (S-2).
+
+    Attributes:
+        value: the element.
+        sequence: its sequence number in the stream (1, 2, …).
+        generation: the generation of the process that delivered it.
+        group: the reading group.
+    """
+
+    __slots__ = ("_reader", "generation", "group", "sequence", "value")
+
+    def __init__(self, reader: StreamReader[T], sequence: int, value: T, generation: int) -> None:
+        self._reader = reader
+        self.value = value
+        self.sequence = sequence
+        self.generation = generation
+        self.group = reader.group
+
+    def __repr__(self) -> str:
+        return f"<Delivery {self.group!r} #{self.sequence} generation {self.generation}>"
+
+    def ack(self) -> asyncio.Future[None]:
+        """Acknowledge the element for its group (S-2).
+
+        The ack is queued at once; the returned future succeeds once it is saved. ``await
+        d.ack()`` therefore returns when the ack is durable. A reader may also call ``d.ack()``
+        without awaiting it: its acks are then saved together with the next saves (group
+        commit), and after a crash an element whose ack was not saved yet is delivered again.
+        An acked element is never delivered to this group again; acking twice changes nothing.
+        With the plain engine it only checks that the node is still running.
+
+        Returns:
+            A future that succeeds once the ack is saved; it raises what the ack raised.
+
+        Raises:
+            SlotError: the node's try has ended.
+            StaleDeliveryError: (from the future, durable runs) the delivery belongs to an
+                older generation.
+            StreamFailedError: (from the future, durable runs) the stream's source failed.
+        """
+        reader = self._reader
+        reader._rc._check_live(reader._key)
+        future = asyncio.ensure_future(reader._ack(self))
+        future.add_done_callback(_retrieve)
+        return future
+
+
+def _retrieve(future: asyncio.Future[Any]) -> None:
+    # An ack nobody awaits: its error is in the log rather than "never retrieved" noise.
+    if not future.cancelled() and future.exception() is not None:
+        _log.warning("an ack that was not awaited failed: %s", future.exception())
+
+
+class BlockingDelivery(Generic[T]):
+    """A :class:`Delivery` in a plain body: :meth:`ack` blocks until the ack is saved."""
+
+    __slots__ = ("_delivery", "_rc")
+
+    def __init__(self, rc: RunContext, delivery: Delivery[T]) -> None:
+        self._rc = rc
+        self._delivery = delivery
+
+    @property
+    def value(self) -> T:
+        """The element."""
+        return self._delivery.value
+
+    @property
+    def sequence(self) -> int:
+        """Its sequence number."""
+        return self._delivery.sequence
+
+    @property
+    def generation(self) -> int:
+        """The generation of the process that delivered it."""
+        return self._delivery.generation
+
+    @property
+    def group(self) -> str:
+        """The reading group."""
+        return self._delivery.group
+
+    def __repr__(self) -> str:
+        return repr(self._delivery)
+
+    def ack(self, *, wait: bool = True) -> None:
+        """As :meth:`Delivery.ack`: blocks until the ack is saved, or, with ``wait=False``,
+        only queues it (saved with the next saves)."""
+        if wait:
+            self._rc._blocking(self._ack())
+        else:
+            self._rc._node_run.scope.run.loop.call_soon_threadsafe(self._delivery.ack)
+
+    async def _ack(self) -> None:
+        await self._delivery.ack()
+
+
 class StreamReader(Generic[T]):
-    """A reading group's end of a stream in an ``async def`` body (``async for x in reader``)."""
+    """A reading group's end of a stream in an ``async def`` body.
+
+    ``async for x in reader`` yields values; with a durable run everything the group received
+    is acknowledged when its node is confirmed. ``async for d in reader.deliveries()`` yields
+    :class:`Delivery` objects to acknowledge one by one.
+    """
 
     def __init__(self, rc: RunContext, key: Key[T], stream: Stream[T]) -> None:
         self._rc = rc
@@ -337,12 +649,15 @@ class StreamReader(Generic[T]):
         return self
 
     async def __anext__(self) -> T:
+        return (await self._next())[1]
+
+    async def _next(self) -> tuple[int, T]:
         stream = self._stream
         while True:
             self._rc._check_live(self._key)
-            element = stream.poll(self._group)
-            if element is not _NOTHING:
-                return element
+            item = stream.poll(self._group)
+            if item is not _NOTHING:
+                return item
             await self._rc._idle(stream.wait_readable(self._group))
 
     async def receive(self) -> T:
@@ -353,6 +668,48 @@ class StreamReader(Generic[T]):
             NodeFailedError: the producer failed.
         """
         return await self.__anext__()
+
+    async def receive_delivery(self) -> Delivery[T]:
+        """The next element as a :class:`Delivery`.
+
+        Raises:
+            StopAsyncIteration: the stream ended.
+            NodeFailedError: the producer failed.
+        """
+        sequence, value = await self._next()
+        return Delivery(self, sequence, value, self._stream.generation)
+
+    async def deliveries(self) -> AsyncIterator[Delivery[T]]:
+        """Iterate the group's elements as :class:`Delivery` objects, in sequence order.
+
+        After a restart of a durable run: the first element the group has not acknowledged.
+        """
+        while True:
+            try:
+                yield await self.receive_delivery()
+            except StopAsyncIteration:
+                return
+
+    async def _ack(self, delivery: Delivery[T]) -> None:
+        rc = self._rc
+        run = rc._node_run.scope.run
+        if run.noop:
+            return
+        attempt = rc._node_run.attempt
+        assert attempt is not None
+        saved = await _seam_call(
+            run,
+            run.cp.ack_elements(
+                attempt,
+                self._key,
+                self._stream,
+                self._group,
+                delivery.generation,
+                (delivery.sequence,),
+            ),
+        )
+        if saved is not None:
+            await saved
 
 
 class BlockingStreamReader(Generic[T]):
@@ -384,3 +741,12 @@ class BlockingStreamReader(Generic[T]):
             NodeFailedError: the producer failed.
         """
         return self.__next__()
+
+    def deliveries(self) -> Iterator[BlockingDelivery[T]]:
+        """As :meth:`StreamReader.deliveries`, each with a blocking ``ack()``."""
+        while True:
+            try:
+                delivery = self._rc._blocking(self._async.receive_delivery())
+            except StopAsyncIteration:
+                return
+            yield BlockingDelivery(self._rc, delivery)

@@ -1,0 +1,485 @@
+"""Durable stream bookkeeping: the ``Streams`` entries of the run record (SPEC S-1…S-5).
+
+A logical **source** is one stream key provided by one node in one scope; it is written by that
+node's root attempt. The record keeps one :class:`~durable_core.records.StreamRecord` per
+(source, reading group):
+
+- the **writer entry** (group ``""``) holds what belongs to the source: ``LastSequence``,
+  ``Cursor`` (the producer's last ``send_at`` position, JSON), ``Resumable`` and the terminal
+  state; its ``AckedThrough`` equals ``LastSequence`` and it has no ``Pending``;
+- one **reader entry** per reading group (the reading node's path, ``"load"``,
+  ``"report/load"``) holds that group's ack front: ``Pending`` (the unacked elements, encoded,
+  in sequence order) and ``AckedThrough`` (never past a gap). It is created with the first
+  element the group receives.
+
+Every entry of a source shares its ``Generation``; it is raised once in each process that opens
+(or restores) the source again, so a delivery of an older process cannot ack.
+
+The functions below are record mutations (a :class:`~durable_core.durable.ledger.Proposal` in,
+checks first, then changes), so a caller can combine them with any other change in one save —
+a message-transaction processor confirms an ack, its state, its values and the elements it sent
+in one CAS by applying :func:`ack`, :func:`append` and its own mutations to one proposal.
+:class:`StreamBook` is the checkpointer's side: it turns the engine's stream calls into these
+mutations. Recovery (what ``resume`` checks and rebuilds) is
+:mod:`durable_core.durable.streamrecovery`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+import hashlib
+import json
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from durable_core.codecs import Codecs
+from durable_core.errors import (
+    CodecError,
+    DurableError,
+    StaleDeliveryError,
+    StreamFailedError,
+)
+from durable_core.records import (
+    PendingMessageRecord,
+    RunRecord,
+    StreamDescriptorRecord,
+    StreamRecord,
+    StreamTerminal,
+    ValueRecord,
+    ValueState,
+)
+
+if TYPE_CHECKING:
+    from durable_core.durable.ledger import Ledger, Proposal
+    from durable_core.graph.checkpoint import Attempt
+    from durable_core.graph.keys import Key
+    from durable_core.graph.streams import Stream
+
+__all__ = [
+    "WRITER_GROUP",
+    "Source",
+    "StreamBook",
+    "ack",
+    "append",
+    "complete_source",
+    "decode_cursor",
+    "encode_cursor",
+    "entries_of",
+    "fail_sources",
+    "finish_group",
+    "open_source",
+    "raise_generation",
+]
+
+WRITER_GROUP = ""
+"""The group name of a source's writer entry (no node path is empty)."""
+
+
+def _hex_id(*parts: str) -> str:
+    text = json.dumps(parts, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+@attrs.frozen
+class Source:
+    """A logical stream source: key ``key`` of node ``node_id`` in scope ``scope``.
+
+    Attributes:
+        scope: the producing node's scope id.
+        node_id: the producing node.
+        key: the stream key's name.
+        attempt: the writer's root attempt id.
+    """
+
+    scope: str
+    node_id: str
+    key: str
+    attempt: str = attrs.field(default="", eq=False)
+
+    @property
+    def source_id(self) -> str:
+        """The stable identity of the source (a hash of scope, node and key)."""
+        return _hex_id(self.scope, self.node_id, self.key)
+
+    def entry_id(self, group: str) -> str:
+        """The key in ``RunRecord.streams`` of this source's entry for ``group``."""
+        return _hex_id(self.scope, self.node_id, self.key, group)
+
+    @property
+    def label(self) -> str:
+        """``stream 'events' of node 'tail'`` (for messages)."""
+        return f"stream {self.key!r} of node {self.node_id!r}"
+
+
+def encode_cursor(position: Any, label: str) -> bytes:
+    """The bytes saved as ``Cursor`` for a ``send_at`` position (canonical JSON).
+
+    Raises:
+        CodecError: the position is not a JSON value.
+    """
+    try:
+        text = json.dumps(position, separators=(",", ":"), sort_keys=True, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise CodecError(
+            f"{label}: the position {position!r} given to send_at is not a JSON value ({exc}); "
+            "use an int, str, float, bool, None, or lists and dicts of them"
+        ) from None
+    return text.encode()
+
+
+def decode_cursor(cursor: bytes) -> tuple[bool, Any]:
+    """``(positioned, position)`` of a saved ``Cursor`` (empty: no position was saved)."""
+    if not cursor:
+        return False, None
+    return True, json.loads(cursor)
+
+
+def entries_of(
+    record: RunRecord, scope: str, node_id: str, key: str | None = None
+) -> Iterator[tuple[str, StreamRecord]]:
+    """Every ``(entry id, StreamRecord)`` of the sources of ``node_id`` in ``scope`` (of
+    stream ``key`` only, when given)."""
+    for entry_id, entry in record.streams.items():
+        if entry.scope == scope and entry.node_id == node_id and (key is None or entry.key == key):
+            yield entry_id, entry
+
+
+def _check_not_failed(entry: StreamRecord | None, source: Source, what: str) -> None:
+    if entry is not None and entry.terminal is StreamTerminal.FAILED:
+        raise StreamFailedError(
+            f"{source.label} failed; it refuses {what}. Its elements are void: the reading "
+            "nodes fail with the producer"
+        )
+
+
+# -- Record mutations -----------------------------------------------------------------------
+
+
+def open_source(proposal: Proposal, source: Source, *, again: bool) -> int:
+    """Open ``source``: add its writer entry, or (``again``: a later process opens it) raise
+    the generation of every entry of the source once. Returns the source's generation.
+
+    Raises:
+        StreamFailedError: the source failed.
+    """
+    record = proposal.record
+    writer_id = source.entry_id(WRITER_GROUP)
+    writer = record.streams.get(writer_id)
+    _check_not_failed(writer, source, "open")
+    if writer is None:
+        proposal.add_stream(
+            writer_id,
+            StreamRecord(
+                scope=source.scope,
+                node_id=source.node_id,
+                key=source.key,
+                group=WRITER_GROUP,
+                generation=1,
+                source_id=source.source_id,
+                resumable=True,
+            ),
+        )
+        return 1
+    if again:
+        return raise_generation(proposal, source)
+    return writer.generation
+
+
+def raise_generation(proposal: Proposal, source: Source) -> int:
+    """Raise the generation of every entry of ``source`` by one; return the new one (S-2)."""
+    ids = [eid for eid, _ in entries_of(proposal.record, source.scope, source.node_id, source.key)]
+    generation = 0
+    for entry_id in ids:
+        entry = proposal.stream(entry_id)
+        entry.generation += 1
+        generation = max(generation, entry.generation)
+    return generation
+
+
+def append(
+    proposal: Proposal,
+    source: Source,
+    *,
+    sequence: int,
+    data: bytes,
+    digest: str,
+    cursor: bytes | None,
+    resumable: bool,
+    groups: tuple[str, ...],
+) -> None:
+    """Save element ``sequence`` of ``source`` for each reading group in ``groups``, with the
+    producer's new cursor (``None``: unchanged) (S-2, S-3).
+
+    Raises:
+        StreamFailedError: the source failed.
+        DurableError: the source is not open, or ``sequence`` does not follow its last one.
+    """
+    record = proposal.record
+    writer_id = source.entry_id(WRITER_GROUP)
+    stored = record.streams.get(writer_id)
+    _check_not_failed(stored, source, "elements")
+    if stored is None or stored.terminal is not StreamTerminal.OPEN:
+        raise DurableError(f"{source.label} is not open; it takes no elements")
+    if sequence != stored.last_sequence + 1:
+        raise DurableError(
+            f"{source.label}: element {sequence} does not follow element {stored.last_sequence}"
+        )
+    writer = proposal.stream(writer_id)
+    writer.last_sequence = writer.acked_through = sequence
+    if cursor is not None:
+        writer.cursor = cursor
+    writer.resumable = resumable
+    message = PendingMessageRecord(sequence, data, digest)
+    for group in groups:
+        entry_id = source.entry_id(group)
+        if entry_id not in record.streams:
+            proposal.add_stream(
+                entry_id,
+                StreamRecord(
+                    scope=source.scope,
+                    node_id=source.node_id,
+                    key=source.key,
+                    group=group,
+                    generation=writer.generation,
+                    source_id=writer.source_id,
+                    last_sequence=sequence - 1,
+                    acked_through=sequence - 1,
+                ),
+            )
+        entry = proposal.stream(entry_id)
+        if entry.terminal is not StreamTerminal.OPEN:
+            continue
+        entry.pending.append(message)
+        entry.last_sequence = sequence
+        entry.cursor = writer.cursor
+        entry.resumable = resumable
+
+
+def ack(
+    proposal: Proposal, source: Source, group: str, generation: int, sequences: tuple[int, ...]
+) -> None:
+    """Acknowledge ``sequences`` for ``group``: they leave ``Pending``; ``AckedThrough`` moves
+    up to the first element still pending, never past a gap (S-2). Acking an element that is
+    acked already changes nothing.
+
+    Raises:
+        StaleDeliveryError: ``generation`` is not the group's current generation.
+        StreamFailedError: the source failed.
+        DurableError: the group has no entry, or a sequence was never sent.
+    """
+    record = proposal.record
+    entry_id = source.entry_id(group)
+    stored = record.streams.get(entry_id)
+    _check_not_failed(record.streams.get(source.entry_id(WRITER_GROUP)), source, "acks")
+    _check_not_failed(stored, source, "acks")
+    if stored is None:
+        raise DurableError(f"{source.label} has no reading group {group!r}; nothing to ack")
+    if generation != stored.generation:
+        older = "an older" if generation < stored.generation else "a future"
+        raise StaleDeliveryError(
+            f"{source.label}, group {group!r}: a delivery of {older} generation ({generation}) "
+            f"cannot ack generation {stored.generation}; the element is delivered again with "
+            "the current generation, ack that delivery"
+        )
+    for sequence in sequences:
+        if not 1 <= sequence <= stored.last_sequence:
+            raise DurableError(
+                f"{source.label}, group {group!r}: element {sequence} was never sent "
+                f"(last sequence {stored.last_sequence})"
+            )
+    entry = proposal.stream(entry_id)
+    pending = entry.pending
+    for sequence in sorted(set(sequences)):
+        index = bisect.bisect_left(pending, sequence, key=lambda m: m.sequence)
+        if index < len(pending) and pending[index].sequence == sequence:
+            del pending[index]
+    entry.acked_through = pending[0].sequence - 1 if pending else entry.last_sequence
+
+
+def finish_group(proposal: Proposal, group: str) -> None:
+    """The reading node ``group`` is confirmed: its read obligation ends, so every element it
+    received — and every one it will never read — is acknowledged (``Pending`` empties)."""
+    for entry_id, entry in list(proposal.record.streams.items()):
+        if entry.group != group or entry.terminal is StreamTerminal.FAILED:
+            continue
+        if entry.pending or entry.acked_through != entry.last_sequence:
+            own = proposal.stream(entry_id)
+            own.pending.clear()
+            own.acked_through = own.last_sequence
+
+
+def complete_source(proposal: Proposal, scope: str, node_id: str) -> None:
+    """The writer ``node_id`` in ``scope`` is confirmed: every entry of its sources gets the
+    completed terminal state (in the same save as the NodeRecord, S-1)."""
+    for entry_id, entry in list(entries_of(proposal.record, scope, node_id)):
+        if entry.terminal is StreamTerminal.OPEN:
+            proposal.stream(entry_id).terminal = StreamTerminal.COMPLETED
+
+
+def fail_sources(proposal: Proposal, scope: str, node_id: str) -> None:
+    """The writer ``node_id`` in ``scope`` really failed: every entry of every source its root
+    attempt opened gets the failed terminal state, in the save that fails the root attempt
+    (S-5). Entries already failed are left alone (strictly idempotent)."""
+    for entry_id, entry in list(entries_of(proposal.record, scope, node_id)):
+        if entry.terminal is StreamTerminal.OPEN:
+            proposal.stream(entry_id).terminal = StreamTerminal.FAILED
+
+
+# -- The checkpointer's side ----------------------------------------------------------------
+
+
+class StreamBook:
+    """The stream calls of the durable checkpointer (the engine's seam, see
+    :mod:`durable_core.graph.checkpoint`), for one run in one process.
+
+    Args:
+        ledger: the run's commit path.
+        codecs: encodes elements (the codec of the stream key's element type).
+    """
+
+    def __init__(self, ledger: Ledger, codecs: Codecs) -> None:
+        self._ledger = ledger
+        self._codecs = codecs
+        self._codec_of: dict[Any, Any] = {}
+        self._opened: set[Source] = set()
+        """Sources opened or restored in this process (their generation is raised once)."""
+
+    def codec(self, key: Key[Any]) -> Any:
+        """The codec of ``key``'s element type (cached)."""
+        codec = self._codec_of.get(key.type)
+        if codec is None:
+            codec = self._codec_of[key.type] = self._codecs.lookup(key.type)
+        return codec
+
+    def encode(self, key: Key[Any], element: Any, label: str) -> tuple[bytes, str]:
+        """``(data, digest)`` of one element.
+
+        Raises:
+            CodecError: the element cannot be encoded.
+        """
+        try:
+            data = self.codec(key).encode(element)
+        except CodecError as exc:
+            raise CodecError(f"{label}: an element cannot be stored: {exc}") from exc
+        except Exception as exc:
+            raise CodecError(
+                f"{label}: an element cannot be stored: {type(exc).__name__}: {exc}"
+            ) from exc
+        return data, hashlib.sha256(data).hexdigest()
+
+    def remember(self, source: Source) -> bool:
+        """Note that ``source`` is open in this process; False when it already was."""
+        if source in self._opened:
+            return False
+        self._opened.add(source)
+        return True
+
+    async def open_stream(
+        self,
+        attempt: Attempt,
+        key: Key[Any],
+        stream: Stream,
+        before: Callable[[Proposal], Any] | None = None,
+    ) -> None:
+        """Open (or, after a restart, open again) the stream ``key`` of ``attempt``'s node.
+
+        Args:
+            attempt: the producing node's root attempt.
+            key: the stream key.
+            stream: the engine's stream (its generation and source are set here).
+            before: a mutation applied first in the same save (the checkpointer writes a root
+                attempt that is not saved yet with it).
+        """
+        source = Source(attempt.scope.id, attempt.node_id, key.name, attempt.id)
+        state = (attempt.streams or {}).get(key.name)
+        if state is not None:
+            stream.load(state)
+        again = self._ledger.record.streams.get(source.entry_id(WRITER_GROUP)) is not None
+        first = self.remember(source)
+
+        def open_(proposal: Proposal) -> int:
+            if before is not None:
+                before(proposal)
+            return open_source(proposal, source, again=again and first)
+
+        saved = await self._ledger.commit_async(open_)
+        stream.generation = saved.value
+        stream.data = source
+
+    async def send_element(
+        self, attempt: Attempt, key: Key[Any], stream: Stream, sequence: int, element: Any
+    ) -> asyncio.Future[Any]:
+        """Queue element ``sequence`` for saving; the returned future succeeds once saved."""
+        source: Source = stream.data
+        data, digest = self.encode(key, element, source.label)
+        cursor = encode_cursor(stream.position, source.label) if stream.positioned else None
+        resumable = stream.resumable
+        groups = stream.groups
+
+        def send(proposal: Proposal) -> None:
+            append(
+                proposal,
+                source,
+                sequence=sequence,
+                data=data,
+                digest=digest,
+                cursor=cursor,
+                resumable=resumable,
+                groups=groups,
+            )
+
+        return asyncio.ensure_future(self._ledger.commit_async(send))
+
+    async def ack_elements(
+        self,
+        stream: Stream,
+        group: str,
+        generation: int,
+        sequences: tuple[int, ...],
+        before: Callable[[Proposal], Any] | None = None,
+    ) -> Any:
+        """Queue the acknowledgement of ``sequences`` for ``group``; the returned awaitable
+        succeeds once it is saved. ``before`` is a mutation applied first in the same save
+        (the reader's root attempt when it is not saved yet)."""
+        source = stream.data
+        if not isinstance(source, Source):
+            return None  # a stream given as a root input: nothing is saved for it
+
+        def ack_(proposal: Proposal) -> None:
+            if before is not None:
+                before(proposal)
+            ack(proposal, source, group, generation, sequences)
+
+        return self._ledger.commit_async(ack_)
+
+    def output_record(self, key: Key[Any], stream: Stream) -> ValueRecord:
+        """The ValueRecord of a stream output: the descriptor of its source (S-1).
+
+        Raises:
+            DurableError: the stream has no durable source (a stream root input passed on).
+        """
+        source = stream.data
+        if not isinstance(source, Source):
+            raise DurableError(
+                f"output {key.name!r} is a stream that no node of this run produced (a stream "
+                "given as an input); a durable run can only store streams its nodes produce"
+            )
+        codec = self.codec(key)
+        return ValueRecord(
+            name=key.name,
+            type_id=codec.id,
+            version=codec.version,
+            state=ValueState.READY,
+            stream=StreamDescriptorRecord(
+                source_id=source.source_id,
+                scope=source.scope,
+                node_id=source.node_id,
+                key=source.key,
+                attempt=source.attempt,
+                capacity=key.capacity,
+                terminal=StreamTerminal.COMPLETED,
+            ),
+        )

@@ -1,0 +1,744 @@
+"""Processor nodes: one transaction per input message, with an explicit state (S-7, S-8).
+
+A processor node reads one input stream message by message. For each message its handler gets
+the committed state and the message, and returns the new state. What the handler does inside a
+message is *staged*: the new state, the values it sets (``rc.set``) and the elements it sends
+to output streams (``rc.writer(KEY).send``) take effect together when the message commits, or
+not at all. Readers of an output stream see a message's sends only after that commit.
+
+- **Per-message Retry.** ``retry=Retry(n)`` gives every message its own budget of ``n`` tries.
+  A failed try discards its staged work; the next try starts again from the committed state.
+  A message whose budget is spent fails the node.
+- **Batching.** ``commit_every=k`` commits up to ``k`` messages together; ``max_delay`` is how
+  many seconds a batch may wait for more messages. A batch is atomic: it commits as a whole.
+- **Stopping.** ``rc.stop()`` inside a message ends reading after that message: the remaining
+  messages are not processed (and are not pretended to be processed).
+- **Finish.** ``@processor.finish`` registers ``finish(rc, state)``, run once after the input
+  stream ended or ``rc.stop()``. Its sets and sends, with the last batch, make the final
+  transaction, which a checkpointer may save together with the node's confirmation.
+
+The engine tells the checkpointer about every message through four seam methods with no-op
+defaults (:meth:`~durable_core.graph.Checkpointer.open_processor`, ``begin_message``,
+``fail_message``, ``commit_messages``), so a checkpointer can commit the input's ack, the state,
+the values and the sends of a message in one save.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import copy
+import inspect
+import math
+import time
+from collections.abc import Callable, Mapping
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+import attrs
+
+from durable_core.errors import GraphError, RetryExhaustedError, SlotError, UndeclaredKeyError
+from durable_core.graph.aspects import Retry
+from durable_core.graph.checkpoint import Values
+from durable_core.graph.keys import Key, type_name
+from durable_core.graph.streams import _NOTHING as _NO_ELEMENT
+from durable_core.graph.streams import Stream
+
+if TYPE_CHECKING:
+    from durable_core.graph.checkpoint import Attempt
+    from durable_core.graph.context import RunContext
+
+__all__ = [
+    "Managed",
+    "MessageAttempt",
+    "MessageCommit",
+    "MessageContext",
+    "MessageWriter",
+    "Processor",
+]
+
+S = TypeVar("S")
+T = TypeVar("T")
+
+_EMPTY: Mapping[str, Any] = MappingProxyType({})
+_NOTHING: Any = object()  # no default given to MessageContext.get
+
+
+# -- Seam handles ----------------------------------------------------------------------------
+
+
+@attrs.frozen
+class Managed:
+    """What a checkpointer restores for a processor node (S-7): its committed state.
+
+    The messages already committed are not delivered again: the input stream (restored by the
+    checkpointer) holds only the unacknowledged ones.
+
+    Attributes:
+        state: the state as last committed (decoded by the checkpointer).
+        ended: True when the final transaction (after the input ended, or ``stop()``) was
+            committed already: the processor neither reads nor runs ``finish`` again.
+    """
+
+    state: Any
+    ended: bool = False
+
+
+@attrs.frozen(eq=False)
+class MessageAttempt:
+    """One try of processing one input message (S-7); created by
+    :meth:`~durable_core.graph.Checkpointer.begin_message`.
+
+    Attributes:
+        id: the checkpointer's identity of the try; ``""`` with the no-op checkpointer.
+        attempt: the processor node's root attempt.
+        key: the input stream key.
+        sequence: the message's sequence number in the input stream (from 1).
+        generation: the generation the message was delivered with (its ack needs it).
+        index: the try (1-based); authoritative when it comes back from ``begin_message``.
+        limit: the message's budget (the processor's ``retry`` attempts, or 1).
+        data: free for the checkpointer's own bookkeeping; the engine never reads it.
+    """
+
+    id: str
+    attempt: Attempt
+    key: Key[Any]
+    sequence: int
+    generation: int = 1
+    index: int = 1
+    limit: int = 1
+    data: Any = None
+
+
+@attrs.frozen(eq=False)
+class MessageCommit:
+    """What one message transaction (or batch of them) commits, as one (S-8).
+
+    Attributes:
+        messages: the successful try of each message, in sequence order. The final
+            transaction holds the last batch (possibly empty) together with ``finish``'s work.
+        state: the state after the last of them.
+        values: every ordinary value the node has set so far (ready and skipped), not only the
+            new ones: the complete picture a checkpointer stores (S-10).
+        sends: elements sent to output streams in these messages, by stream key name, as
+            ``(sequence, element)`` in order (each output stream's sequence numbers are taken
+            before the call, the producer's position being the input message's sequence); the
+            engine hands them to readers only after the commit is saved.
+        stopped: ``rc.stop()`` was called in the last message: reading ended early (only in
+            the final transaction).
+        final: the final transaction: the input ended (or ``stop()``), ``finish`` ran, and
+            the node commits next. A checkpointer may save it together with the node's
+            confirmation (returning an awaitable that succeeds then).
+    """
+
+    messages: tuple[MessageAttempt, ...]
+    state: Any
+    values: Values
+    sends: Mapping[str, tuple[tuple[int, Any], ...]] = _EMPTY
+    stopped: bool = False
+    final: bool = False
+
+
+# -- The context a handler sees ----------------------------------------------------------------
+
+
+class MessageWriter(Generic[T]):
+    """Sends to an output stream from inside a message; the sends commit with the message.
+
+    ``send`` only stages the element (it never waits, in plain and ``async def`` handlers
+    alike: no ``await``); readers see it after the message (or its batch) committed.
+    """
+
+    __slots__ = ("_ctx", "_key")
+
+    def __init__(self, ctx: MessageContext, key: Key[T]) -> None:
+        self._ctx = ctx
+        self._key = key
+
+    @property
+    def key(self) -> Key[T]:
+        """The stream key."""
+        return self._key
+
+    def send(self, element: T) -> None:
+        """Stage one element for the output stream.
+
+        Raises:
+            SlotError: the element is not an instance of the key's element type, or the
+                message's try has ended.
+        """
+        ctx = self._ctx
+        ctx._check_live()
+        if not self._key.accepts(element):
+            raise SlotError(
+                f"node {ctx.path!r}: stream {self._key.name!r} takes {self._key!r} elements, "
+                f"got {type(element).__name__}"
+            )
+        ctx._sends.setdefault(self._key.name, []).append((ctx._at, element))
+
+    def send_many(self, elements: Any) -> None:
+        """Stage each element of ``elements`` in order."""
+        for element in elements:
+            self.send(element)
+
+
+class MessageContext:
+    """What a processor's handler (and its ``finish``) sees of the run.
+
+    One context per try of one message; everything written through it is staged and commits
+    with the message, or is discarded when the try fails.
+
+    Attributes:
+        node_id: the processor node's id.
+        path: its path from the root graph.
+        message: the try being run (its ``sequence``, ``index`` and ``limit``); None in
+            ``finish``.
+    """
+
+    __slots__ = (
+        "_at",
+        "_closed",
+        "_finish",
+        "_node_rc",
+        "_sends",
+        "_set",
+        "_skipped",
+        "_stopped",
+        "message",
+        "node_id",
+        "path",
+    )
+
+    def __init__(
+        self, node_rc: RunContext, message: MessageAttempt | None, pending: Values, at: int
+    ) -> None:
+        self._node_rc = node_rc
+        self._at = at  # the input sequence the sends are positioned at
+        self.node_id = node_rc.node_id
+        self.path = node_rc.path
+        self.message = message
+        self._finish = message is None
+        self._set: dict[str, Any] = dict(pending.ready)
+        self._skipped: set[str] = set(pending.skipped)
+        self._sends: dict[str, list[tuple[int, Any]]] = {}  # (input sequence, element)
+        self._stopped = False
+        self._closed = False
+
+    def __repr__(self) -> str:
+        if self.message is None:
+            return f"<MessageContext {self.path!r} finish>"
+        return (
+            f"<MessageContext {self.path!r} message {self.message.sequence} try "
+            f"{self.message.index}>"
+        )
+
+    @property
+    def canceled(self) -> bool:
+        """True once the node was canceled (look at it in long plain handlers)."""
+        return self._node_rc.canceled
+
+    def _check_live(self) -> None:
+        if self._node_rc.canceled:
+            raise asyncio.CancelledError()
+        if self._closed:
+            raise SlotError(
+                f"node {self.path!r}: this message's try has ended; its context can no longer "
+                "be used"
+            )
+
+    def get(self, key: Key[T], default: Any = _NOTHING) -> Any:
+        """The value of a required value key, or of a provided key set earlier.
+
+        Raises:
+            UndeclaredKeyError: the node does not declare the key.
+            SlotError: the key is skipped (and no default was given), or not set yet.
+        """
+        name = key.name
+        if name in self._set and self._node_rc._declared(key, self._node_rc._prov):
+            return self._set[name]
+        if default is _NOTHING:
+            return self._node_rc.get(key)
+        return self._node_rc.get(key, default)
+
+    def skipped(self, key: Key[Any]) -> bool:
+        """Whether a required key (or a provided key set earlier) is skipped."""
+        if key.name in self._skipped and self._node_rc._declared(key, self._node_rc._prov):
+            return True
+        return self._node_rc.skipped(key)
+
+    def _provided(self, key: Key[Any], action: str) -> None:
+        rc = self._node_rc
+        if not rc._declared(key, rc._prov):
+            raise UndeclaredKeyError(
+                f"node {self.path!r} {action} key {key!r}, which it does not declare; add it "
+                "to the processor's provides"
+            )
+        self._check_live()
+
+    def _check_unwritten(self, key: Key[Any]) -> None:
+        name = key.name
+        rc = self._node_rc
+        if name in self._set or name in self._skipped or name in rc._ready or name in rc._skipped:
+            raise SlotError(
+                f"node {self.path!r}: key {name!r} was already set or skipped; a slot is "
+                "written once, even across messages"
+            )
+
+    def set(self, key: Key[T], value: T) -> None:
+        """Set a provided value key (once per run of the node); it commits with the message.
+
+        Raises:
+            UndeclaredKeyError: the key is not in the node's provides.
+            SlotError: the key was set or skipped already (in this or an earlier message), it
+                is a stream key, or the value is not of the key's type.
+        """
+        self._provided(key, "writes")
+        if key.stream:
+            raise SlotError(
+                f"node {self.path!r}: key {key.name!r} is a stream; send with rc.writer(key)"
+            )
+        self._check_unwritten(key)
+        if not key.accepts(value):
+            raise SlotError(
+                f"node {self.path!r}: key {key.name!r} takes {key!r} values, got "
+                f"{type(value).__name__} {value!r:.80}"
+            )
+        self._set[key.name] = value
+
+    def skip(self, key: Key[Any]) -> None:
+        """Mark a provided key skipped; it commits with the message.
+
+        Raises:
+            UndeclaredKeyError: the key is not in the node's provides.
+            SlotError: the key was set or skipped already, or something was sent to it.
+        """
+        self._provided(key, "skips")
+        self._check_unwritten(key)
+        if key.stream and (key.name in self._sends or key.name in self._node_rc._node_run.streams):
+            raise SlotError(
+                f"node {self.path!r}: stream {key.name!r} has elements; it cannot be skipped"
+            )
+        self._skipped.add(key.name)
+
+    def writer(self, key: Key[T]) -> MessageWriter[T]:
+        """The writer of a provided stream key; its sends commit with the message.
+
+        Raises:
+            UndeclaredKeyError: the key is not in the node's provides.
+            SlotError: the key is a value key, or it was skipped.
+        """
+        self._provided(key, "writes")
+        if not key.stream:
+            raise SlotError(f"node {self.path!r}: key {key.name!r} is a value key; use rc.set")
+        if key.name in self._skipped or key.name in self._node_rc._skipped:
+            raise SlotError(f"node {self.path!r}: stream {key.name!r} was skipped")
+        return MessageWriter(self, key)
+
+    def stop(self) -> None:
+        """End reading after this message commits: later messages are not processed.
+
+        ``finish`` runs next. Stopping ends the node's obligation to read the rest of the
+        input; it does not pretend the rest was processed.
+
+        Raises:
+            SlotError: called in ``finish``.
+        """
+        self._check_live()
+        if self._finish:
+            raise SlotError(f"node {self.path!r}: stop() is for message handlers, not finish")
+        self._stopped = True
+
+
+# -- The definition handle ---------------------------------------------------------------------
+
+
+Handler = Callable[..., Any]
+
+
+class Processor(Generic[S]):
+    """A processor node of a graph; returned by :meth:`~durable_core.graph.Graph.processor`.
+
+    It is the node's body: the engine calls it with the node's run context, and it runs the
+    messages of its input. Use :meth:`finish` to register the function run after the input
+    ended.
+
+    Attributes:
+        id: the node's id.
+        input: the input stream key.
+        state: the state's type.
+        initial: the state before the first message.
+        retry: the per-message Retry (None: one try per message).
+        commit_every: messages committed together at most (>= 1).
+        max_delay: seconds a batch may wait for more messages before it commits (>= 0).
+        handler: ``handler(rc, state, message) -> new state``.
+        finisher: ``finish(rc, state)`` or None.
+    """
+
+    def __init__(
+        self,
+        id: str,
+        handler: Handler,
+        *,
+        input: Key[Any],
+        state: Any,
+        initial: S,
+        retry: Retry | None,
+        commit_every: int,
+        max_delay: float,
+    ) -> None:
+        where = f"processor {id!r}"
+        if not isinstance(input, Key) or not input.stream:
+            raise GraphError(
+                f"{where}: input must be a stream key (Key(name, type, stream=True)), got {input!r}"
+            )
+        state_key = Key(f"{id}.state", state)
+        if not state_key.accepts(initial):
+            raise GraphError(
+                f"{where}: the initial state {initial!r:.80} is not a {type_name(state)}"
+            )
+        if retry is not None and not isinstance(retry, Retry):
+            raise GraphError(f"{where}: retry takes Retry(attempts, delay=…), got {retry!r}")
+        if isinstance(commit_every, bool) or not isinstance(commit_every, int) or commit_every < 1:
+            raise GraphError(
+                f"{where}: commit_every must be a positive integer (messages per commit), got "
+                f"{commit_every!r}"
+            )
+        if (
+            isinstance(max_delay, bool)
+            or not isinstance(max_delay, (int, float))
+            or not math.isfinite(max_delay)
+            or max_delay < 0
+        ):
+            raise GraphError(
+                f"{where}: max_delay must be a finite number of seconds >= 0, got {max_delay!r}"
+            )
+        _check_function(handler, f"{where}: the handler")
+        self.id = id
+        self.input = input
+        self.state = state
+        self.initial = initial
+        self.retry = retry
+        self.commit_every = commit_every
+        self.max_delay = float(max_delay)
+        self.handler = handler
+        self.finisher: Handler | None = None
+        self._state_key = state_key
+        self.__doc__ = getattr(handler, "__doc__", None)
+
+    def __repr__(self) -> str:
+        return f"<Processor {self.id!r} input={self.input.name!r}>"
+
+    @property
+    def state_key(self) -> Key[Any]:
+        """A key of the state's type (for codecs: the state is stored like a value of it)."""
+        return self._state_key
+
+    def finish(self, function: Handler) -> Handler:
+        """Decorator registering ``finish(rc, state)``, run once after the input ended or
+        ``rc.stop()``; its sets and sends commit as the final transaction.
+
+        Returns:
+            ``function`` unchanged.
+
+        Raises:
+            GraphError: a finish function is registered already, or it is not a function.
+        """
+        if self.finisher is not None:
+            raise GraphError(f"processor {self.id!r} already has a finish function")
+        _check_function(function, f"processor {self.id!r}: finish")
+        self.finisher = function
+        return function
+
+    def describe(self) -> dict[str, Any]:
+        """The processor's parameters that belong to the graph's fingerprint."""
+        return {
+            "input": self.input.name,
+            "state": type_name(self.state),
+            "retry": None if self.retry is None else self.retry.describe(),
+            "commit_every": self.commit_every,
+            "max_delay": self.max_delay,
+        }
+
+    async def __call__(self, rc: RunContext) -> None:
+        await _ProcessorRun(self, rc).run()
+
+
+def _check_function(function: object, where: str) -> None:
+    if not callable(function):
+        raise GraphError(f"{where} must be a function, got {function!r}")
+    if inspect.isasyncgenfunction(function) or inspect.isgeneratorfunction(function):
+        raise GraphError(f"{where} is a generator function; write a plain or async function")
+
+
+def _is_async(function: Any) -> bool:
+    return inspect.iscoroutinefunction(function) or inspect.iscoroutinefunction(
+        getattr(function, "__call__", None)  # noqa: B004 - instances with async __call__
+    )
+
+
+async def _settle(future: asyncio.Future[Any]) -> None:
+    while not future.done():
+        with contextlib.suppress(BaseException):
+            await asyncio.shield(future)
+
+
+# -- Running -----------------------------------------------------------------------------------
+
+
+class _ProcessorRun:
+    """One run of a processor node's body: the read loop, tries, batches, commits."""
+
+    def __init__(self, processor: Processor[Any], rc: RunContext) -> None:
+        self.p = processor
+        self.rc = rc
+        self.nr = rc._node_run
+        self.run_ = self.nr.scope.run
+        self.attempt: Attempt = rc.attempt.root
+        self.pool: concurrent.futures.ThreadPoolExecutor | None = None
+        self.kinds: dict[Any, bool] = {}  # function -> whether it is an async function
+        # The batch being built: its message tries, state, sets, skips and sends.
+        self.batch: list[MessageAttempt] = []
+        self.sets: dict[str, Any] = {}
+        self.skips: set[str] = set()
+        self.sends: dict[str, list[tuple[int, Any]]] = {}
+        self.last_sequence = 0  # of the last message processed
+        self.stopped = False
+
+    # -- the seam -------------------------------------------------------------------------
+
+    async def seam(
+        self, method: str, kind: type | None, default: Any, *args: Any, direct: bool = False
+    ) -> Any:
+        """Call a checkpointer method through the run's guard (a failure stops the run).
+
+        ``direct`` awaits it in this task instead of a shielded one: for the per-message
+        ``begin_message``, which answers at once (a try that is canceled while it begins was
+        never used).
+        """
+        run = self.run_
+        if run.noop:
+            return default
+        coroutine = getattr(run.cp, method)(*args)
+        if direct:
+            result = await _direct_call(run, coroutine)
+        else:
+            result = await run._call(coroutine)
+        if kind is not None and result is not None:
+            return run._expect(result, kind, method)
+        return result
+
+    # -- calling user code ----------------------------------------------------------------
+
+    async def call(self, function: Handler, *args: Any) -> Any:
+        is_async = self.kinds.get(function)
+        if is_async is None:
+            is_async = self.kinds[function] = _is_async(function)
+        if is_async:
+            return await function(*args)
+        if self.pool is None:
+            self.pool = concurrent.futures.ThreadPoolExecutor(
+                max_workers=1, thread_name_prefix=f"durable-processor-{self.p.id}"
+            )
+        job = self.pool.submit(function, *args)
+        try:
+            return await asyncio.wrap_future(job)
+        except asyncio.CancelledError:
+            self.rc._cancel()  # the handler sees rc.canceled while it still runs
+            await _settle(asyncio.wrap_future(job))  # it cannot be interrupted: wait for it
+            raise
+
+    # -- the loop -------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        p, rc = self.p, self.rc
+        try:
+            stream = self.nr.scope.ready.get(p.input.name)
+            stream = stream if isinstance(stream, Stream) else None
+            managed = await self.seam("open_processor", Managed, None, self.attempt, p, stream)
+            state = p.initial if managed is None else managed.state
+            if managed is not None:
+                self.check_state(state, "the restored state")
+            if managed is None or not managed.ended:
+                state = await self.read(state)
+                await self.finish(state)
+            else:
+                for key in self.nr.scope.plan.prov_maps[self.nr.index].values():
+                    if key.stream and key.name not in rc._skipped:
+                        await rc._open_stream(key)
+        finally:
+            if self.pool is not None:
+                self.pool.shutdown(wait=False)
+
+    async def read(self, state: Any) -> Any:
+        """Process messages until the input ends or ``stop()``; return the state.
+
+        The last batch is left staged: it commits with ``finish``, in the final transaction.
+        """
+        stream = self.nr.scope.ready.get(self.p.input.name)
+        if not isinstance(stream, Stream):
+            return state  # a skipped input has no messages
+        group, rc, p = self.rc.path, self.rc, self.p
+        deadline = math.inf
+        while not self.stopped:
+            try:
+                item = stream.poll(group)
+            except StopAsyncIteration:
+                break
+            if item is _NO_ELEMENT:
+                if not self.batch:
+                    await rc._idle(stream.wait_readable(group))
+                    continue
+                wait = deadline - time.monotonic()
+                if wait > 0:
+                    await rc._idle(_wait_readable(stream, group, wait))
+                    continue
+                await self.commit(state)
+                continue
+            if not self.batch:
+                deadline = time.monotonic() + p.max_delay
+            state = await self.process(state, item[0], item[1], stream.generation)
+            if self.stopped:
+                break  # the stopping batch commits with finish, in the final transaction
+            if len(self.batch) >= p.commit_every or time.monotonic() >= deadline:
+                await self.commit(state)
+        return state
+
+    async def process(self, state: Any, sequence: int, element: Any, generation: int) -> Any:
+        """Run one message to success (under its Retry budget), staging into the batch."""
+        p = self.p
+        self.last_sequence = sequence
+        limit = p.retry.attempts if p.retry is not None else 1
+        index = 1
+        while True:
+            proposed = MessageAttempt(
+                id="",
+                attempt=self.attempt,
+                key=p.input,
+                sequence=sequence,
+                generation=generation,
+                index=index,
+                limit=limit,
+            )
+            message = await self.seam(
+                "begin_message", MessageAttempt, proposed, self.attempt, proposed, direct=True
+            )
+            if message.index > message.limit:
+                raise RetryExhaustedError(
+                    f"node {self.rc.path!r}: every try of message {sequence} of "
+                    f"{p.input.name!r} ({message.limit} in all) was already spent before this "
+                    "run; a restart never refills a budget. Start a new run to try again."
+                )
+            ctx = MessageContext(
+                self.rc, message, Values(self.sets, frozenset(self.skips)), sequence
+            )
+            given = copy.deepcopy(state) if message.limit > 1 else state
+            try:
+                new_state = await self.call(p.handler, ctx, given, element)
+                self.check_state(new_state, "the handler returned")
+            except Exception as error:
+                ctx._closed = True
+                await self.seam("fail_message", None, None, message, error)
+                if message.index >= message.limit:
+                    raise
+                index = message.index + 1
+                if p.retry is not None and p.retry.delay:
+                    await asyncio.sleep(p.retry.delay)
+                continue
+            finally:
+                ctx._closed = True
+            self.stage(ctx)
+            self.batch.append(message)
+            if ctx._stopped:
+                self.stopped = True
+            return new_state
+
+    def stage(self, ctx: MessageContext) -> None:
+        self.sets = ctx._set
+        self.skips = ctx._skipped
+        for name, elements in ctx._sends.items():
+            self.sends.setdefault(name, []).extend(elements)
+
+    def check_state(self, state: Any, what: str) -> None:
+        if not self.p.state_key.accepts(state):
+            raise SlotError(
+                f"node {self.rc.path!r}: {what} {type(state).__name__} {state!r:.80}, not a "
+                f"{type_name(self.p.state)}; a handler returns the new state"
+            )
+
+    async def commit(self, state: Any, *, final: bool = False) -> None:
+        """Commit the batch (or the final transaction), then apply it and hand over the sends.
+
+        Output streams are opened, and their sequence numbers taken, before the commit; the
+        elements reach readers once the commit is saved (at once when the checkpointer returns
+        None, else when the awaitable it returned succeeded). Before the next message, the
+        processor waits until every output stream has room again (back-pressure).
+        """
+        rc, run = self.rc, self.run_
+        keys = self.nr.scope.plan.prov_maps[self.nr.index]
+        if final:  # streams nobody sent to are published empty, before the node commits
+            for key in keys.values():
+                if key.stream and key.name not in self.skips and key.name not in rc._skipped:
+                    await rc._open_stream(key)
+        sends: dict[str, tuple[tuple[int, Any], ...]] = {}
+        streams: dict[str, Stream[Any]] = {}
+        for name, elements in self.sends.items():
+            stream = streams[name] = await rc._open_stream(keys[name])
+            sends[name] = tuple((stream.advance(at, True), element) for at, element in elements)
+        ready = dict(rc._ready)
+        ready.update(self.sets)
+        commit = MessageCommit(
+            messages=tuple(self.batch),
+            state=state,
+            values=Values(ready, frozenset(rc._skipped | self.skips)),
+            sends=sends,
+            stopped=self.stopped,
+            final=final,
+        )
+        saved = await self.seam("commit_messages", None, None, self.attempt, commit)
+        future = None if saved is None else asyncio.ensure_future(saved)
+        rc._ready.update(self.sets)
+        rc._skipped.update(self.skips)
+        self.batch, self.sets, self.skips, self.sends = [], {}, set(), {}
+        for name, numbered in sends.items():
+            stream = streams[name]
+            for sequence, element in numbered:
+                stream.push(sequence, element, future, run.abort)
+        if not final:
+            for stream in streams.values():
+                while not stream.writable():
+                    await rc._idle(stream.wait_writable())
+
+    async def finish(self, state: Any) -> None:
+        p = self.p
+        if p.finisher is not None:
+            ctx = MessageContext(
+                self.rc, None, Values(self.sets, frozenset(self.skips)), self.last_sequence
+            )
+            try:
+                await self.call(p.finisher, ctx, state)
+            finally:
+                ctx._closed = True
+            self.stage(ctx)
+        await self.commit(state, final=True)
+
+
+async def _direct_call(run: Any, coroutine: Any) -> Any:
+    """Await a checkpointer call in the caller's task; a failure stops the run."""
+    from durable_core.graph.guard import RunAborted  # the guard imports this module
+
+    if run.aborted:
+        coroutine.close()
+        raise RunAborted
+    try:
+        return await coroutine
+    except Exception as error:
+        run.abort(error)
+        raise RunAborted from error
+
+
+async def _wait_readable(stream: Stream[Any], group: str, seconds: float) -> None:
+    """Wait until ``group`` may have an element, at most ``seconds``."""
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(seconds):
+            await stream.wait_readable(group)

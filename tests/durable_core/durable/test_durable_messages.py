@@ -1,0 +1,376 @@
+"""Durable processors: each message transaction is one save; a restart goes on from the first
+unacknowledged message with exactly the committed state (S-7, S-8, S-9, S-10).
+
+Failing saves come from :class:`FailingStore` (durable_scenarios.py); the handler logs every
+message it processes to a side file, so the tests can count how often each was processed.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import attrs
+import pytest
+from durable_scenarios import CallLog, FailingStore, SaveFailure, load
+
+from durable_core import (
+    CancelToken,
+    CheckpointError,
+    Codecs,
+    CorruptRecordError,
+    EventKind,
+    Graph,
+    Key,
+    MemoryStore,
+    NodeFailedError,
+    RecoveryEvent,
+    Retry,
+    RetryExhaustedError,
+    RunRecord,
+    Runtime,
+)
+from durable_core.durable.messages import container_id
+
+
+@attrs.frozen
+class Sum:
+    count: int = 0
+    total: int = 0
+
+
+COUNT = Key("count", int)
+NUMBERS = Key("numbers", int, stream=True, capacity=8)
+TOTAL = Key("total", Sum)
+FIRST = Key("first", int)
+EVENS = Key("evens", int, stream=True, capacity=8)
+EVEN_LIST = Key("even_list", list[int])
+
+
+def codecs() -> Codecs:
+    registry = Codecs.default()
+    registry.register_json(Sum)
+    return registry
+
+
+@attrs.define
+class Plan:
+    """What the handler does besides adding up: fail, cancel, stop (by message value)."""
+
+    log: CallLog
+    fail: dict[int, int] = attrs.Factory(dict)  # value -> tries that fail (counted in the log)
+    cancel_at: int | None = None  # cancel the run while processing this value (nth call)
+    cancel_call: int = 1
+    stop_at: int | None = None
+    token: CancelToken = attrs.Factory(CancelToken)
+    indexes: list[tuple[int, int]] = attrs.Factory(list)  # (value, try index) of every call
+
+
+def graph(plan: Plan, *, commit_every: int = 1, attempts: int = 3) -> Graph:
+    g = Graph("messages", inputs=[COUNT])
+
+    @g.node("numbers", requires=[COUNT], provides=[NUMBERS])
+    async def numbers(rc):
+        writer = rc.writer(NUMBERS)
+        for n in range((writer.position or 0) + 1, rc.get(COUNT) + 1):
+            await writer.send_at(n, n)
+
+    @g.processor(
+        "sum",
+        input=NUMBERS,
+        state=Sum,
+        initial=Sum(),
+        provides=[TOTAL, FIRST, EVENS],
+        retry=Retry(attempts),
+        commit_every=commit_every,
+        max_delay=60,
+    )
+    def add(rc, state: Sum, n: int) -> Sum:
+        plan.log.write(f"m{n}")
+        plan.indexes.append((n, rc.message.index))
+        if n == plan.cancel_at and plan.log.count(f"m{n}") == plan.cancel_call:
+            plan.token.cancel()
+        if plan.log.count(f"m{n}") <= plan.fail.get(n, 0):
+            raise ValueError(f"message {n} failed on purpose")
+        if n == 1:
+            rc.set(FIRST, n)
+        if n % 2 == 0:
+            rc.writer(EVENS).send(n)
+        if n == plan.stop_at:
+            rc.stop()
+        return Sum(state.count + 1, state.total + n)
+
+    @add.finish
+    def finish(rc, state: Sum):
+        rc.set(TOTAL, state)
+
+    @g.node("evens", requires=[EVENS], provides=[EVEN_LIST])
+    async def evens(rc):
+        rc.set(EVEN_LIST, [n async for n in rc.reader(EVENS)])
+
+    return g
+
+
+def run(store: Any, plan: Plan, count: int = 30, resume: bool = False, **options: Any) -> Any:
+    runtime = Runtime(store, codecs(), observers=options.pop("observers", ()))
+    call = runtime.resume if resume else runtime.run
+    return call(
+        graph(plan, **options), run_id="r", version="1", inputs={COUNT: count}, cancel=plan.token
+    )
+
+
+def expected(count: int) -> tuple[Sum, list[int]]:
+    return Sum(count, count * (count + 1) // 2), list(range(2, count + 1, 2))
+
+
+def group_entry(record: RunRecord) -> Any:
+    return next(s for s in record.streams.values() if s.group == "sum")
+
+
+# covers: S-7, S-8
+@pytest.mark.parametrize("commit_every", [1, 8])
+def test_a_canceled_run_resumes_from_the_first_unacked_message_with_the_committed_state(
+    commit_every: int, tmp_path: Path
+) -> None:
+    store = MemoryStore()
+    plan = Plan(CallLog(tmp_path / "log"), cancel_at=20)
+    first = run(store, plan, commit_every=commit_every)
+    assert first.status == "canceled"
+    record = load(store, "r")
+    acked = group_entry(record).acked_through
+    assert 0 < acked < 20
+    mg = record.managed[container_id("sum", next(iter(record.managed.values())).parent)]
+    assert codecs().decode_value(
+        Sum, mg.state.type_id, mg.state.version, mg.state.data, mg.state.digest
+    ) == Sum(acked, acked * (acked + 1) // 2)
+    before = len(plan.log.calls())
+    result = run(store, Plan(plan.log), resume=True, commit_every=commit_every)
+    assert result.status == "completed", result.error
+    total, evens = expected(30)
+    assert result[TOTAL] == total and result[EVEN_LIST] == evens and result[FIRST] == 1
+    again = plan.log.calls()[before:]
+    assert all(int(m[1:]) > acked for m in again)  # nothing acked was processed again
+    assert sorted({int(m[1:]) for m in again}) == list(range(acked + 1, 31))
+    final = load(store, "r")
+    assert not final.messages and not final.managed  # folded away with the node
+
+
+# covers: S-8
+@pytest.mark.parametrize("written", [False, True], ids=["not-written", "written"])
+def test_a_save_failing_at_the_nth_message_never_loses_or_repeats_a_committed_message(
+    written: bool, tmp_path: Path
+) -> None:
+    total, evens = expected(30)
+    for nth in range(1, 31):
+        real = MemoryStore()
+        log = CallLog(tmp_path / f"log-{nth}-{written}")
+        acks_nth = lambda record, nth=nth: any(  # noqa: E731 - the save that acks message nth
+            s.group == "sum" and s.acked_through >= nth for s in record.streams.values()
+        )
+        failing = FailingStore(real, acks_nth, written=written)
+        with pytest.raises(CheckpointError) as caught:
+            run(failing, Plan(log))
+        assert isinstance(caught.value.__cause__, SaveFailure)
+        stored = group_entry(load(real, "r")).acked_through
+        assert stored == (nth if written else nth - 1), nth
+        result = run(real, Plan(log), resume=True)
+        assert result.status == "completed", (nth, result.error)
+        assert result[TOTAL] == total and result[EVEN_LIST] == evens, nth
+        for n in range(1, 31):
+            want = 2 if n == nth and not written else 1
+            assert log.count(f"m{n}") == want, (nth, n, log.calls())
+
+
+# covers: S-7
+def test_a_per_message_budget_is_not_refilled_by_a_restart(tmp_path: Path) -> None:
+    store = MemoryStore()
+    log = CallLog(tmp_path / "log")
+    # Message 7 fails twice (both saved failed); the run is canceled during its third try, which
+    # is not a failure and is not saved.
+    plan = Plan(log, fail={7: 2}, cancel_at=7, cancel_call=3)
+    assert run(store, plan).status == "canceled"
+    failed = [m for m in load(store, "r").messages.values() if m.sequence == 7]
+    assert sorted((m.index, m.state.value) for m in failed) == [(1, "failed"), (2, "failed")]
+    again = Plan(log)
+    result = run(store, again, resume=True)
+    assert result.status == "completed", result.error
+    assert [i for n, i in again.indexes if n == 7] == [3]  # try 3 of 3, not a fresh try 1
+
+    # Spent across two processes: two tries, a restart, and the third try fails too.
+    store = MemoryStore()
+    log = CallLog(tmp_path / "log2")
+    assert run(store, Plan(log, fail={7: 4}, cancel_at=7, cancel_call=3)).status == "canceled"
+    again = Plan(log, fail={7: 4})
+    result = run(store, again, resume=True)
+    assert result.status == "failed"
+    assert isinstance(result.error, NodeFailedError) and result.error.path == "sum"
+    assert isinstance(result.error.__cause__, ValueError)
+    assert [i for n, i in again.indexes if n == 7] == [3]
+
+
+# covers: S-7
+def test_a_budget_spent_before_the_restart_fails_the_node_without_calling_the_handler(
+    tmp_path: Path,
+) -> None:
+    real = MemoryStore()
+    log = CallLog(tmp_path / "log")
+
+    def fails_the_node(record: RunRecord) -> bool:  # the save after the budget was spent
+        return any(
+            a.node_id == "sum" and a.state.value == "failed" for a in record.attempts.values()
+        )
+
+    with pytest.raises(CheckpointError):
+        run(FailingStore(real, fails_the_node), Plan(log, fail={5: 2}), attempts=2)
+    stored = sorted(
+        (m.index, m.state.value) for m in load(real, "r").messages.values() if m.sequence == 5
+    )
+    assert stored == [(1, "failed"), (2, "failed")]
+    again = Plan(log)
+    result = run(real, again, resume=True, attempts=2)
+    assert result.status == "failed"
+    assert isinstance(result.error.__cause__, RetryExhaustedError)
+    assert all(n != 5 for n, _ in again.indexes) and log.count("m5") == 2
+
+
+# covers: S-10
+def test_values_set_by_committed_messages_are_adopted_not_set_again(tmp_path: Path) -> None:
+    store = MemoryStore()
+    log = CallLog(tmp_path / "log")
+    events: list[RecoveryEvent] = []
+    assert run(store, Plan(log, cancel_at=12)).status == "canceled"
+    revision = load(store, "r").revision
+    result = run(store, Plan(log), resume=True, observers=[events.append])
+    assert result.status == "completed", result.error
+    assert result[FIRST] == 1 and log.count("m1") == 1  # staged from the container
+    resumed = next(e for e in events if e.kind is EventKind.RUN_RESUMED)
+    assert resumed.revision == revision  # adoption saved nothing
+
+
+# covers: S-8
+def test_stop_ends_reading_with_the_node_confirmation(tmp_path: Path) -> None:
+    store = MemoryStore()
+    log = CallLog(tmp_path / "log")
+    result = run(store, Plan(log, stop_at=5), count=30)
+    assert result.status == "completed", result.error
+    assert result[TOTAL] == Sum(5, 15) and result[EVEN_LIST] == [2, 4]
+    assert log.calls() == [f"m{n}" for n in range(1, 6)]
+    record = load(store, "r")
+    assert not record.messages and not record.managed
+    entry = group_entry(record)
+    assert not entry.pending  # the read obligation ended; nothing pretended to be processed
+    restored = run(store, Plan(log), resume=True, count=30)
+    assert restored[TOTAL] == Sum(5, 15) and len(log.calls()) == 5
+
+
+# covers: S-9
+def test_a_missing_container_is_refused_before_any_event_or_save(tmp_path: Path) -> None:
+    store = MemoryStore()
+    log = CallLog(tmp_path / "log")
+    assert run(store, Plan(log, cancel_at=10)).status == "canceled"
+    with store.acquire("r") as session:
+        record = session.load()
+        record.managed.clear()
+        record.revision += 1
+        session.save(record, record.revision - 1)
+    before = load(store, "r")
+    events: list[RecoveryEvent] = []
+    calls = len(log.calls())
+    with pytest.raises(CorruptRecordError) as info:
+        run(store, Plan(log), resume=True, observers=[events.append])
+    assert info.value.rule == "S-9"
+    assert events == [] and len(log.calls()) == calls
+    assert load(store, "r") == before  # no revision or generation change
+
+
+# covers: S-8
+def test_the_record_stays_bounded_while_messages_are_processed(tmp_path: Path) -> None:
+    sizes: list[tuple[int, int]] = []
+
+    def measure(record: RunRecord) -> bool:
+        sizes.append((len(record.messages), len(record.managed)))
+        return False
+
+    store = FailingStore(MemoryStore(), measure)
+    result = run(store, Plan(CallLog(tmp_path / "log")), count=300, commit_every=4)
+    assert result.status == "completed", result.error
+    assert max(m for m, _ in sizes) <= 4 and max(c for _, c in sizes) == 1
+
+
+# covers: S-8, S-9
+@pytest.mark.slow
+def test_a_hundred_thousand_messages_leave_no_hundred_thousand_attempts() -> None:
+    count, every = 100_000, 1_000
+    numbers = Key("numbers", int, stream=True, capacity=256)
+    g = Graph("many", inputs=[COUNT])
+
+    @g.node("numbers", requires=[COUNT], provides=[numbers])
+    async def produce(rc):
+        writer = rc.writer(numbers)
+        for n in range((writer.position or 0) + 1, rc.get(COUNT) + 1):
+            await writer.send_at(n, n)
+
+    @g.processor(
+        "sum",
+        input=numbers,
+        state=int,
+        initial=0,
+        provides=[FIRST],
+        commit_every=every,
+        max_delay=60,
+    )
+    async def add(rc, state: int, n: int) -> int:
+        return state + n
+
+    @add.finish
+    def finish(rc, state: int):
+        rc.set(FIRST, state)
+
+    seen: list[tuple[int, int, int, int]] = []
+
+    def measure(record: RunRecord) -> bool:
+        entry = [s for s in record.streams.values() if s.group == "sum"]
+        acked = entry[0].acked_through if entry else 0
+        pending = max((len(s.pending) for s in record.streams.values()), default=0)
+        seen.append((acked, len(record.messages), len(record.managed), pending))
+        return False
+
+    result = Runtime(FailingStore(MemoryStore(), measure)).run(
+        g, run_id="many", version="1", inputs={COUNT: count}
+    )
+    assert result.status == "completed", result.error
+    assert result[FIRST] == count * (count + 1) // 2
+    assert seen[-1][0] == count  # every message was acknowledged
+    assert max(s[1] for s in seen) <= 1  # one message attempt: the container's proof
+    assert max(s[2] for s in seen) <= 1  # one container
+    # the record holds the unacknowledged elements only: a batch and a full buffer at most
+    assert max(s[3] for s in seen) <= every + 256 + 1
+
+
+# covers: S-7
+def test_a_per_message_budget_survives_a_real_crash_in_the_middle_of_a_try(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    child = Path(__file__).with_name("messages_child.py")
+    store, log = tmp_path / "runs", tmp_path / "calls.log"
+
+    def start(mode: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, str(child), mode, str(store), str(log)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+
+    crashed = start("run")
+    assert crashed.returncode == 17, crashed.stderr  # died during try 2 of message 7
+    resumed = start("resume")
+    assert resumed.returncode == 0, resumed.stderr
+    assert resumed.stdout.split() == ["completed", "55"]
+    calls = [line.split() for line in log.read_text().splitlines()]
+    # try 1 failed (saved); try 2 died with the process (never failed: begun again as try 2);
+    # try 2 failed; try 3 succeeded. A refilled budget would have started again at try 1.
+    assert [i for m, i in calls if m == "m7"] == ["1", "2", "2", "3"]
+    for n in range(1, 11):  # the messages committed before the crash were not processed again
+        assert sum(1 for m, _ in calls if m == f"m{n}") == (4 if n == 7 else 1), calls
