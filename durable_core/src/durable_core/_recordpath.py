@@ -76,6 +76,4 @@ def corrupt(path: Path, rule: str, problem: str, advice: str) -> CorruptRecordEr
         advice: what the reader should do next.
     """
     where = render_path(path)
-    return CorruptRecordError(
-        f"run record at {where}: {problem} ({rule}). {advice}", path=where, rule=rule
-    )
+    return CorruptRecordError(f"run record at {where}: {problem}. {advice}", path=where, rule=rule)

@@ -40,7 +40,7 @@ names, in declared order]}}`` for the root graph and every Sub graph."""
 _HEX32 = re.compile(r"[0-9a-f]{32}")
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 
-_ADVICE = "Durable does not repair records: keep this one as evidence and find what wrote it (E-1)."
+_ADVICE = "Durable does not repair records: keep this one as evidence and find what wrote it."
 _ID = "16 random bytes in lowercase hex (32 characters)"
 _SHA = "a SHA-256 in lowercase hex (64 characters)"
 

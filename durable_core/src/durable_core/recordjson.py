@@ -67,7 +67,7 @@ UINT64_MAX = 2**64 - 1
 
 _READ_ADVICE = (
     "The stored bytes were not changed: keep them as evidence, find what wrote them, and do not "
-    "replace them with a new record (E-1)."
+    "replace them with a new record."
 )
 _WRITE_ADVICE = "Nothing was written; fix the record before saving it."
 
@@ -213,7 +213,7 @@ def _write_str(wr: _Writer, value: Any, parent: Path, seg: Any) -> str:
             (parent, seg),
             "R-REC-4",
             "the string holds a lone surrogate and cannot be written as UTF-8; metadata strings "
-            "and map keys must be valid Unicode (B-FILE-5)",
+            "and map keys must be valid Unicode",
             _WRITE_ADVICE,
         )
     return value
@@ -434,7 +434,7 @@ def _map_codec(item: tuple[Reader, Writer]) -> tuple[Reader, Writer]:
                     (path, (key,)),
                     "R-REC-4",
                     "the map key holds a lone surrogate and cannot be written as UTF-8; metadata "
-                    "strings and map keys must be valid Unicode (B-FILE-5)",
+                    "strings and map keys must be valid Unicode",
                     _WRITE_ADVICE,
                 )
             out[key] = write_item(wr, element, path, (key,))

@@ -254,7 +254,7 @@ def ensure_schema(conn: psycopg.Connection) -> None:
             f"the PostgreSQL schema {SCHEMA!r} is not the one Durable expects (version "
             f"{SCHEMA_VERSION}): " + "; ".join(problems) + ". Durable never alters a schema it "
             f"did not create and keeps nothing else in {SCHEMA!r}: remove the extra objects, "
-            "or give Durable a database where the schema is its own (B-PG-1)"
+            "or give Durable a database where the schema is its own"
         )
 
 

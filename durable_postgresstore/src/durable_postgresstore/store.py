@@ -480,7 +480,7 @@ class PostgresStore(BaseStore):
                 f"{doing}: no PostgreSQL connection could be had within {budget:g} s "
                 f"({self._connections.size} of max_connections={self._max_connections} open, "
                 f"server {self._dsn.describe()}). Ownership was not decided: this does not mean "
-                "the run is busy (B-PG-2). Close unused sessions, raise max_connections, or "
+                "the run is busy. Close unused sessions, raise max_connections, or "
                 "check that the server answers"
             )
         except Closed:
@@ -581,7 +581,7 @@ class PostgresStore(BaseStore):
                     raise AcquireTimeoutError(
                         f"{doing}: PostgreSQL ({self._dsn.describe()}) did not answer the "
                         f"ownership check within {budget:g} s. Ownership was not decided: this "
-                        "does not mean the run is busy (B-PG-2)"
+                        "does not mean the run is busy"
                     )
                 assert error is not None
                 stale = reused and isinstance(error, psycopg.OperationalError)
@@ -594,7 +594,7 @@ class PostgresStore(BaseStore):
             raise BusyError(
                 f"run {run_id!r} is owned by another session: another store, process or host "
                 f"holds its PostgreSQL advisory lock (key {key}) on {self._dsn.describe()}. "
-                "Durable does not wait for the owner (R-STORE-1, B-PG-1); find it in pg_locks "
+                "Durable does not wait for the owner; find it in pg_locks "
                 "(see durable_postgresstore.keys) and let it finish or stop it"
             )
 

@@ -596,7 +596,7 @@ def _database_path(path: object) -> str:
     if raw.endswith(("/", os.sep)) or os.path.isdir(raw):
         raise ConfigError(
             f"SQLiteStore path {raw!r} is a directory; give the path of a database file "
-            f"inside it, e.g. {os.path.join(raw, 'durable.sqlite')!r} (B-SQL-1)"
+            f"inside it, e.g. {os.path.join(raw, 'durable.sqlite')!r}"
         )
     return os.path.abspath(raw)
 
@@ -610,7 +610,7 @@ def _create_database_file(path: str) -> None:
         if not stat.S_ISREG(st.st_mode):
             raise ConfigError(
                 f"{path} exists and is not a regular file; the SQLite store needs a database "
-                "file there (B-SQL-1)"
+                "file there"
             ) from None
         return
     os.close(fd)
@@ -640,7 +640,7 @@ def _configure(connection: sqlite3.Connection, path: str) -> None:
             f"could not apply Durable's settings (WAL, synchronous=FULL, busy_timeout="
             f"{BUSY_TIMEOUT_MS}) to the SQLite database {path}: {exc}. The directory must be "
             "writable (WAL creates -wal/-shm files beside the database) and on a local file "
-            "system (B-SQL-1)"
+            "system"
         ) from exc
     expected = {
         "journal_mode": "wal",
@@ -653,7 +653,7 @@ def _configure(connection: sqlite3.Connection, path: str) -> None:
         raise DurableError(
             f"the SQLite database {path} refused Durable's settings: {found}. WAL needs a local "
             "file system with shared memory and no other connection holding the database in "
-            "another journal mode; the store does not start without them (B-SQL-1)"
+            "another journal mode; the store does not start without them"
         )
 
 
@@ -790,7 +790,7 @@ def _revision(text: object, location: str) -> int:
             return value
     raise CorruptRecordError(
         f"the revision column of {location} holds {text!r}; a stored revision is a decimal "
-        f"between 1 and {MAX_REVISION} without leading zeros. It was left untouched (E-1)"
+        f"between 1 and {MAX_REVISION} without leading zeros. It was left untouched"
     )
 
 

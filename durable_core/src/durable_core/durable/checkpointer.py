@@ -250,7 +250,7 @@ class DurableCheckpointer(Checkpointer):
                 raise CorruptRecordError(
                     f"scope {scope_id} holds graph {known.graph!r} at path {known.path!r}, but "
                     f"the Sub node's attempt now runs graph {graph.name!r} at path {path!r} "
-                    "(R-SCOPE-2)",
+                    "",
                     rule="R-SCOPE-2",
                 )
             return Scope(id=scope_id, graph=graph, path=path, parent=parent)
@@ -296,7 +296,7 @@ class DurableCheckpointer(Checkpointer):
             raise NodeFailedError(
                 f"node {where!r} of run {self._run_id!r} failed for good in an earlier process "
                 f"(its root attempt {attempt_id} is {stored.state.value}); a failed attempt is "
-                "never run again and no Retry budget is refilled (R-ATT-4). Start a new run id "
+                "never run again and no Retry budget is refilled. Start a new run id "
                 "to run the graph again.",
                 path=where,
             )

@@ -346,7 +346,7 @@ class Ledger:
         error = CheckpointError(
             f"saving {what} of run {run_id!r} failed ({type(exc).__name__}: {exc}); "
             f"the run stopped and the save may or may not have been written.{hint} "
-            "Fix the cause, then resume: the record is loaded again (R-RT-2)."
+            "Fix the cause, then resume: the record is loaded again."
         )
         error.__cause__ = exc
         self._error = error

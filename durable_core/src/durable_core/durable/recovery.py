@@ -76,7 +76,7 @@ def _decode_outputs(
         value = by_name.get(key.name)
         if value is None:
             raise CorruptRecordError(
-                f"{where}: the NodeRecord has no output {key.name!r} (R-NODE-1: the outputs "
+                f"{where}: the NodeRecord has no output {key.name!r} (the outputs "
                 "cover exactly the node's provides)",
                 rule="R-NODE-1",
             )
@@ -273,8 +273,8 @@ def decode_confirmed(
                     raise CorruptRecordError(
                         f"run {record.run_id!r}, scope {label!r}: node {node_id!r} is confirmed "
                         f"but its upstream node {source!r} (source of {key.name!r}) is not; a "
-                        "node is confirmed only after everything it read was (R-NODE-2). "
-                        "Durable does not repair records: keep this one as evidence (E-1).",
+                        "node is confirmed only after everything it read was. "
+                        "Durable does not repair records: keep this one as evidence.",
                         rule="R-NODE-2",
                     )
             where = f"run {record.run_id!r}, scope {label!r}, node {node_id!r}"

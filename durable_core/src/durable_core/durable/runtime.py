@@ -552,7 +552,7 @@ class Runtime:
             conflict = ConflictError(f"a record of run {run_id!r} already exists")
             raise CheckpointError(
                 f"run {run_id!r} already has a record: call resume to continue it, or "
-                "choose a new run id (R-RT-3). Nothing was saved."
+                "choose a new run id. Nothing was saved."
             ) from conflict
         root = new_id()
         record = RunRecord(
@@ -733,7 +733,7 @@ class Runtime:
             raise CorruptRecordError(
                 f"run {run_id!r} has record format {record.format}; this version of Durable "
                 f"reads formats 1 to {RECORD_FORMAT}. Use the Durable version that wrote it; "
-                "nothing was saved (R-REC-1).",
+                "nothing was saved.",
                 path="$.Format",
                 rule="R-REC-1",
             )
@@ -769,7 +769,7 @@ class Runtime:
             raise InputsMismatchError(
                 f"the inputs given to resume run {run_id!r} differ from those it was started "
                 "with (their fingerprints differ: a value, or the codec id/version of an input "
-                "type, changed). Resume needs the original inputs again (R-REC-3). Nothing was "
+                "type, changed). Resume needs the original inputs again. Nothing was "
                 "saved."
             )
         validate_record(record, definition=graph.describe_provides())
@@ -794,7 +794,7 @@ class Runtime:
         error = NodeFailedError(
             f"node {first_node!r}{others} of run {record.run_id!r} failed for good in an earlier "
             f"process (root attempt {first_attempt} is failed); nothing was run. A failed "
-            "attempt is never run again and no Retry budget is refilled (R-ATT-4): start a new "
+            "attempt is never run again and no Retry budget is refilled: start a new "
             "run id to run the graph again.",
             path=first_node,
         )

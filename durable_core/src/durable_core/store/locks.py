@@ -215,7 +215,7 @@ class RunLock:
                     raise DurableError(
                         f"the lock file {lock_path} was deleted or replaced {reopened} times "
                         "while being locked; something removes lock files in this directory. "
-                        "Stop it: lock files must stay (B-FILE-2)"
+                        "Stop it: lock files must stay"
                     )
                 continue
             if wait == 0:
@@ -223,7 +223,7 @@ class RunLock:
                     f"{what} is owned by another session, in this process or another one, "
                     f"which holds the OS lock on {lock_path}. Find that process and let it "
                     "close its session; never delete the lock file, that would create a "
-                    "second owner (R-STORE-1, E-1)"
+                    "second owner"
                 )
             if deadline is not None and time.monotonic() >= deadline:
                 raise AcquireTimeoutError(
