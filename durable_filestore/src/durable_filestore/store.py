@@ -220,8 +220,10 @@ def _read_run(record_path: str, journal_path: str) -> _Stored | None:
             continue
         apply_tree(tree, delta)
         live += len(entry) + _ENTRY.size
+    journal_size = len(journal)
+    del journal, entries  # applied: let them go before the record is encoded again
     complete = canonical_json(tree) if live else data
-    return _Stored(complete, _stat_key(st), len(journal), len(data), live, not (torn or stale))
+    return _Stored(complete, _stat_key(st), journal_size, len(data), live, not (torn or stale))
 
 
 def _write_all(fd: int, data: bytes) -> None:
@@ -508,18 +510,17 @@ class FileSession(BaseSession):
         self._known = self._read_state
         self._known_revision = revision
 
-    def _unchanged(self, expected_revision: int) -> bool:
-        """Whether the files are still what this session knows at ``expected_revision``."""
+    def _unchanged(self, expected_revision: int, st: os.stat_result) -> bool:
+        """Whether the files (``st``: the record file's ``lstat``) are still what this session
+        knows at ``expected_revision``."""
         known = self._known
         if known is None or self._known_revision != expected_revision:
             return False
-        st = _lstat(self._record_path)
         journal = _lstat(self._journal_path)
         if journal is not None and not stat.S_ISREG(journal.st_mode):
             raise _not_regular(self._journal_path, journal)
         return (
-            st is not None
-            and stat.S_ISREG(st.st_mode)
+            stat.S_ISREG(st.st_mode)
             and _stat_key(st) == known.record_key
             and (0 if journal is None else journal.st_size) == known.journal_size
         )
@@ -533,7 +534,8 @@ class FileSession(BaseSession):
         elif not stat.S_ISREG(st.st_mode):
             raise _not_regular(self._record_path, st)
         elif (
-            not self._unchanged(expected_revision) and self._checked_revision() != expected_revision
+            not self._unchanged(expected_revision, st)
+            and self._checked_revision() != expected_revision
         ):
             # Not what this session last read or wrote at that revision, and the record there
             # (decoded: a corrupt one raises and stays) is at another revision.

@@ -589,6 +589,7 @@ class SQLiteSession(BaseSession):
             row, deltas = self._rows()
             if row is not None and deltas:
                 data, head, _ = _fold(row[0], row[1], deltas, self._location)
+                del row, deltas  # the stored bytes are not needed now: a lower peak
                 decode_stored(self._run_id, data, self._location, head)
                 connection.execute(
                     f"UPDATE {_TABLE} SET revision = ?, record = ? WHERE run_id = ?",
