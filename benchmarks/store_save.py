@@ -13,10 +13,16 @@ It prints, per store: the median save, the mean save (folds included: a few save
 complete record when the deltas outgrow it), the session's close (which folds what is left), the
 median bare write, and ``ratio`` = median save / median bare write, worked out per round.
 
+``--no-flush`` leaves the disk's flush out of both sides, to show what the store adds on its
+own (CPU, statements, round trips), which a busy shared disk hides: the file and SQLite stores
+and their bare writes go to ``/dev/shm`` (tmpfs: ``fsync`` returns at once), and PostgreSQL
+commits with ``synchronous_commit=off`` (set through the DSN's ``options``).
+
 Run it with::
 
     uv run python benchmarks/store_save.py                      # file, SQLite, PostgreSQL
-    uv run python benchmarks/store_save.py --stores sqlite --nodes 10000 --repeat 1
+    uv run python benchmarks/store_save.py --no-flush           # the store's own work only
+    uv run python benchmarks/store_save.py --stores sqlite --nodes 2000 --repeat 3
 
 PostgreSQL: ``PULSE_POSTGRES_TEST_DSN`` when set, else a throwaway server with durable settings
 (see ``_support.py``).
@@ -34,6 +40,7 @@ from typing import Any
 
 from _support import chain, make_store, median, ms, postgres, sync_settings
 from floor import BARE, BARE_WHAT, FLOOR_STORES
+from psycopg.conninfo import make_conninfo
 
 from durable_core import EncodedRecord, MemoryStore, Runtime, record_from_json
 
@@ -109,7 +116,14 @@ def main() -> None:
     parser.add_argument("--stores", nargs="+", choices=FLOOR_STORES, default=list(FLOOR_STORES))
     parser.add_argument("--repeat", type=int, default=5, help="rounds per store (medians)")
     parser.add_argument("--dir", default=None, help="where to write (default: a temp dir)")
+    parser.add_argument(
+        "--no-flush",
+        action="store_true",
+        help="no disk flush on either side: /dev/shm, synchronous_commit=off",
+    )
     args = parser.parse_args()
+    if args.no_flush:
+        args.dir = "/dev/shm"
 
     saves = capture(args.nodes)
     changes = [delta if delta is not None else data for _, _, delta, data in saves]
@@ -126,6 +140,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory(dir=args.dir) as base, contextlib.ExitStack() as stack:
         dsn = stack.enter_context(postgres()) if "postgres" in args.stores else None
         if dsn is not None:
+            if args.no_flush:
+                dsn = make_conninfo(dsn, options="-c synchronous_commit=off")
             print(f"PostgreSQL server: {sync_settings(dsn)}", flush=True)
         for kind in args.stores:
             medians, means, worst, closes, bares, ratios = [], [], [], [], [], []
