@@ -106,11 +106,25 @@ def graph_of(config: RunConfig | None) -> Any:
         return None
 
 
+_LOCAL_BACKENDS = frozenset({"file", "sqlite", "memory"})
+"""Stores whose runs are owned on this host only (local files, this process)."""
+
+
 def busy(run_id: str, store: StoreConfig, exc: BusyError) -> BusyError:
-    """The BusyError a command reports: whose run it is and what to do."""
+    """The BusyError a command reports: who owns the run (``exc.owner``, where the store can
+    name it) and what to do. Only a store that can be shared between hosts mentions another
+    host."""
+    owner = exc.owner
+    who = owner.describe() if owner is not None else "another session"
+    what = "a 'durable run' or 'durable resume' still running"
+    if store.backend not in _LOCAL_BACKENDS and (owner is None or owner.host is None):
+        what += ", here or on another host"
+    what += ", or a program using the run through Durable's Python API"
     return BusyError(
-        f"run {run_id!r} in the {store.describe()} is busy: a running 'durable run' or "
-        f"'durable resume' (here or on another host) owns it. Details: {exc}"
+        f"run {run_id!r} in the {store.describe()} is busy: it is in use by {who} ({what}). "
+        f"Wait for it to finish, or run 'durable cancel {run_id}' (with the same store) to ask "
+        f"it to stop. Details: {exc}",
+        owner=owner,
     )
 
 
