@@ -143,6 +143,7 @@ def test_the_lock_file_names_the_owner_while_held(tmp_path):
     with RunLock.acquire(path):
         owner = owner_from_bytes(path.read_bytes())
         assert owner is not None and owner.pid == os.getpid() and owner.is_this_process
+    assert path.read_bytes() == b""  # emptied before the lock was let go
 
 
 # covers: E-1, R-STORE-1, B-MEM

@@ -314,11 +314,14 @@ class RunLock:
         return self._fd is not None and self._finalizer.alive
 
     def release(self) -> None:
-        """Release the lock and close the descriptor; the lock file stays. Idempotent."""
+        """Empty the lock file (the owner's note), release the lock and close the descriptor;
+        the lock file stays. Idempotent."""
         with self._mutex:
             fd, self._fd = self._fd, None
             if fd is None or not self._finalizer.alive:
                 return
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, 0)  # the owner's note goes with the ownership
             try:
                 filelock.unlock_descriptor(fd)
             except OSError:
