@@ -58,9 +58,11 @@ def _join(mount: str, name: str) -> str:
     return f"{mount}/{name}" if mount else name
 
 
+_ENCODE = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode
+
+
 def _short(payload: object) -> str:
-    text = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
-    return hashlib.sha256(text.encode("ascii")).hexdigest()[:PART_DIGITS]
+    return hashlib.sha256(_ENCODE(payload).encode("ascii")).hexdigest()[:PART_DIGITS]
 
 
 def _walk(description: Mapping[str, Any], mount: str, parts: dict[str, str]) -> None:
