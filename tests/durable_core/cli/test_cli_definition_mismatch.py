@@ -38,7 +38,7 @@ def refusal(ops) -> dict:
     result = ops.invoke("resume", ops.config, "--json")
     assert result.exit_code == ExitCode.CONFLICT, result.output
     assert "error (DefinitionMismatchError)" in result.stderr
-    assert "durable fork CONFIG ops-1 --new-run-id NEW" in result.stderr
+    assert f"durable fork {ops.config} ops-1 --new-run-id NEW" in result.stderr
     error = json.loads(result.stdout)
     assert error["type"] == "DefinitionMismatchError" and error["exit"] == ExitCode.CONFLICT
     return error
