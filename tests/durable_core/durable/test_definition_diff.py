@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from durable_scenarios import open_store, stored_bytes
 
-from durable_core import DefinitionMismatchError, Graph, In, Key, Out, Retry
+from durable_core import DefinitionMismatchError, Graph, In, Key, Out, Retry, Timeout
 from durable_core.durable import Runtime, create_fork
 from durable_core.durable.definition_diff import LIST_LIMIT, definition_parts
 from durable_core.plugins import make_plugin_manager
@@ -36,11 +36,13 @@ def build(
     b_fails: bool = True,
     b_body: str = "one",
     extra: int = 0,
+    inner_timeout: bool = False,
+    second_input: bool = False,
 ) -> Graph:
     """n -> a -> b (fails while ``b_fails``) ; a -> Sub "report" (render); options change one
     part of the definition each."""
     a_key = Key("a", a_type)
-    inner = Graph("report", inputs=[X])
+    inner = Graph("report", inputs=[X], aspects=[Timeout(30)] if inner_timeout else [])
 
     @inner.node("render", requires=[X], provides=[Y])
     def render(rc: Any) -> None:
@@ -52,7 +54,7 @@ def build(
         def check(rc: Any) -> None:
             pass
 
-    g = Graph("etl", inputs=[N])
+    g = Graph("etl", inputs=[N, Key("m", int)] if second_input else [N])
 
     @g.node("a", requires=[N], provides=[a_key])
     def a(rc: Any) -> None:
@@ -172,6 +174,16 @@ def test_a_change_inside_a_sub_graph_is_named_by_its_path(location):
     assert error.added == ("report/check",)
     assert error.changed == () and error.removed == ()
     assert "'report/check'" in str(error)
+
+
+def test_graph_inputs_and_graph_wide_aspects_are_named(location):
+    start(location, build())
+    error = refused(location, build(inner_timeout=True, second_input=True))
+    assert error.graphs == ("report",) and error.inputs == ("m",) and error.keys == ("m",)
+    assert (error.added, error.removed, error.changed) == ((), (), ())
+    text = str(error)
+    assert "graph inputs added or removed: 'm'" in text
+    assert "graph name or graph-wide aspects changed: the graph of Sub 'report'" in text
 
 
 def test_a_changed_key_type_is_named(location):

@@ -354,7 +354,9 @@ class Runtime:
             NotFoundError: no record for ``run_id``; nothing is created.
             BusyError: another session owns the run.
             VersionMismatchError, DefinitionMismatchError, InputsMismatchError: the record
-                belongs to another version, graph or inputs.
+                belongs to another version, graph or inputs. A DefinitionMismatchError names
+                the nodes added, removed and changed where the run log or this runtime kept
+                the started definition's parts (``.added``, ``.removed``, ``.changed``, …).
             CorruptRecordError: the record breaks a rule of the data model, a stored value is
                 damaged (digest mismatch), or its format is newer than this runtime's.
             CodecError: a value key's declared type has no codec (as :meth:`run`; checked
