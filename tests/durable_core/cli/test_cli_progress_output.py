@@ -122,7 +122,7 @@ def test_node_output_gets_lines_of_its_own(tmp_path):
     (tmp_path / "run.toml").write_text(textwrap.dedent(CONFIG))
     code, output = run_on_a_terminal(tmp_path)
     assert code == 0, output
-    assert "chatty-1: 0/2 nodes" in output  # the status line was on
+    assert "chatty-1: 0/" in output  # the status line was on
     shown = render(output)
     assert "hello from first" in shown, output
     assert "unfinished line from second" in shown, output
