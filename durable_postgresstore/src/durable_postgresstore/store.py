@@ -760,8 +760,10 @@ class PostgresSession(BaseSession):
 
     def _read(self) -> tuple[bytes, int | None] | None:
         def read(conn: psycopg.Connection[Any]) -> Any:
-            row = conn.execute(_SELECT, [self._row_key]).fetchone()
-            deltas = [] if row is None else conn.execute(_DELTAS, [self._row_key]).fetchall()
+            # Binary results: the record comes as its bytes, not as hex text twice its size.
+            key = [self._row_key]
+            row = conn.execute(_SELECT, key, binary=True).fetchone()
+            deltas = [] if row is None else conn.execute(_DELTAS, key, binary=True).fetchall()
             return row, deltas
 
         row, deltas = self._execute("loading", read)
