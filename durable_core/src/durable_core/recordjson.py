@@ -847,6 +847,7 @@ _SHAPE_OK = _build_shape_checks()
 
 # -- Encoding successive versions of one record ---------------------------------------------------
 
+
 def _canonical_dumps() -> Callable[[Any], str]:
     """``json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode``,
     without building a new C encoder on every call (the saves encode many small parts)."""
@@ -875,7 +876,6 @@ _DUMPS = _canonical_dumps()
 def _path_text(path: list[str]) -> str:
     """A delta path (a list of str keys) as canonical JSON."""
     return "[" + ",".join(map(_STR, path)) + "]"
-
 
 
 def _record_map_fields(cls: type) -> dict[str, type]:
