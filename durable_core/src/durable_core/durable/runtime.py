@@ -860,8 +860,9 @@ class Runtime:
         error = NodeFailedError(
             f"node {first_node!r}{others} of run {record.run_id!r} failed for good in an earlier "
             f"process (root attempt {first_attempt} is failed); nothing was run. A failed "
-            "attempt is never run again and no Retry budget is refilled: start a new "
-            "run id to run the graph again.",
+            "attempt is never run again and no Retry budget is refilled. After a fix, fork "
+            "the run into a new run id ('durable fork', or fork_run) to keep its confirmed "
+            "nodes, or start a new run id to run the graph again.",
             path=first_node,
         )
         ready: dict[str, Any] = {key.name: value for key, value in inputs.items()}
