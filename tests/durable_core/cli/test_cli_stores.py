@@ -338,7 +338,13 @@ def test_list_of_an_empty_store(runner, tmp_path):
 # covers: E-2, E-1
 @pytest.mark.parametrize(
     "command",
-    [["list"], ["inspect", "some-run"], ["prune", "--finished"], ["delete", "some-run"], ["delete", "--yes", "some-run"]],
+    [
+        ["list"],
+        ["inspect", "some-run"],
+        ["prune", "--finished"],
+        ["delete", "some-run"],
+        ["delete", "--yes", "some-run"],
+    ],
 )
 @pytest.mark.parametrize(
     "url", ["file://{tmp}/typo-dir", "sqlite://{tmp}/typo-dir/runs.sqlite", "sqlite://{tmp}/x.db"]
