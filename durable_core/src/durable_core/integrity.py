@@ -39,6 +39,7 @@ names, in declared order]}}`` for the root graph and every Sub graph."""
 
 _HEX32 = re.compile(r"[0-9a-f]{32}")
 _HEX64 = re.compile(r"[0-9a-f]{64}")
+_HEX32_RUN = re.compile(r"(?:[0-9a-f]{32})*")  # ids joined: each one is 32 lowercase hex
 
 _ADVICE = "Durable does not repair records: keep this one as evidence and find what wrote it."
 _ID = "16 random bytes in lowercase hex (32 characters)"
@@ -170,6 +171,39 @@ class _Check:
     # -- Attempts ----------------------------------------------------------------------------
 
     def check_attempts(self) -> None:
+        if not self.attempts_quick():
+            self.check_attempts_exactly()
+
+    def attempts_quick(self) -> bool:
+        """True when every attempt is a root attempt that passes :meth:`check_attempts_exactly`
+        (the usual record), found without building the groups; False: let it decide."""
+        attempts, scopes = self.attempts, self.scopes
+        if not _HEX32_RUN.fullmatch("".join(attempts)):
+            return False
+        seen: dict[str, set[str]] = {}  # scope id -> node ids with a root attempt in it
+        for aid, a in attempts.items():
+            node_id = a.node_id
+            if (
+                len(aid) != 32
+                or a.boundary
+                or a.index != 1
+                or a.limit != 1
+                or not node_id
+                or "/" in node_id
+            ):
+                return False
+            parent = a.parent
+            nodes = seen.get(parent)
+            if nodes is None:
+                if parent not in scopes:
+                    return False
+                nodes = seen[parent] = set()
+            elif node_id in nodes:
+                return False  # two root attempts of one node in one scope
+            nodes.add(node_id)
+        return True
+
+    def check_attempts_exactly(self) -> None:
         attempts, scopes = self.attempts, self.scopes
         groups: dict[tuple[str, str, str], list[str]] = {}
         for aid, a in attempts.items():
@@ -375,6 +409,53 @@ class _Check:
                 self.check_node(sid, scope, nid)
 
     def check_node(self, sid: str, scope: ScopeRecord, nid: str) -> None:
+        if not self.node_quick(sid, scope, nid):
+            self.check_node_exactly(sid, scope, nid)
+
+    def node_quick(self, sid: str, scope: ScopeRecord, nid: str) -> bool:
+        """True when the NodeRecord passes :meth:`check_node_exactly` (the usual one: its
+        outputs plain values in the order of the node's provides), found without building
+        paths or sets; False: let it decide."""
+        node = scope.nodes[nid]
+        if node.node_id != nid:
+            return False
+        a = self.attempts.get(node.attempt)
+        if (
+            a is None
+            or a.boundary
+            or a.node_id != nid
+            or a.parent != sid
+            or a.state is not AttemptState.CONFIRMED
+        ):
+            return False
+        outputs = node.outputs
+        if self.graphs is not None:
+            provided = self.graphs[scope.graph].get(nid)
+            if provided is None or len(provided) != len(outputs):
+                return False
+            for value, name in zip(outputs, provided, strict=True):
+                if value.name != name:
+                    return False
+        elif len({value.name for value in outputs}) != len(outputs):
+            return False
+        skipped = node.reason is NodeReason.SKIPPED
+        sha256 = hashlib.sha256
+        for value in outputs:
+            if value.stream is not None or not value.name:
+                return False
+            if value.state is ValueState.READY:
+                if (
+                    skipped
+                    or not value.type_id
+                    or not value.version
+                    or sha256(value.data).hexdigest() != value.digest
+                ):
+                    return False
+            elif value.state is not ValueState.SKIPPED or value.data or value.digest:
+                return False
+        return True
+
+    def check_node_exactly(self, sid: str, scope: ScopeRecord, nid: str) -> None:
         node = scope.nodes[nid]
         base = ("Scopes", (sid,), "Nodes", (nid,))
         if node.node_id != nid:
