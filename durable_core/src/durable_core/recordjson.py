@@ -755,7 +755,7 @@ def _build_quick_readers() -> Callable[[Any, list[int]], Any]:
 _QUICK_RUN = _build_quick_readers()
 
 
-def _QUICK_READ(tree: Any) -> r.RunRecord:  # noqa: N802 - named like the other generated passes
+def _QUICK_READ(tree: Any) -> r.RunRecord:
     """The quick reader of a parsed record (raises :class:`_Slow` for the exact reader)."""
     return _QUICK_RUN(tree, [0])  # type: ignore[no-any-return]
 
