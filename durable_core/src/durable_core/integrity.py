@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from durable_core._recordpath import corrupt, path_of
@@ -311,8 +311,11 @@ class _Check:
         """
         attempts, home, root_of = self.attempts, self.home, self.root_of
         good_scopes = {self.record.root_scope}
-        for start in attempts:
+        for start, first in attempts.items():
             if start in home:
+                continue
+            if not first.boundary and first.parent in good_scopes:  # a root attempt: one link
+                home[start], root_of[start] = first.parent, start
                 continue
             trail: list[tuple[bool, str]] = []  # (is_attempt, id)
             on_trail: set[tuple[bool, str]] = set()
@@ -405,55 +408,69 @@ class _Check:
                         (sid,),
                         "Path",
                     )
-            for nid in scope.nodes:
-                self.check_node(sid, scope, nid)
+            for nid in self.nodes_quick(sid, scope, scope.nodes):
+                self.check_node_exactly(sid, scope, nid)
 
-    def check_node(self, sid: str, scope: ScopeRecord, nid: str) -> None:
-        if not self.node_quick(sid, scope, nid):
-            self.check_node_exactly(sid, scope, nid)
+    def nodes_quick(self, sid: str, scope: ScopeRecord, nids: Iterable[str]) -> list[str]:
+        """Which of ``nids`` (NodeRecords of ``scope``) :meth:`check_node_exactly` must check.
 
-    def node_quick(self, sid: str, scope: ScopeRecord, nid: str) -> bool:
-        """True when the NodeRecord passes :meth:`check_node_exactly` (the usual one: its
-        outputs plain values in the order of the node's provides), found without building
-        paths or sets; False: let it decide."""
-        node = scope.nodes[nid]
-        if node.node_id != nid:
-            return False
-        a = self.attempts.get(node.attempt)
-        if (
-            a is None
-            or a.boundary
-            or a.node_id != nid
-            or a.parent != sid
-            or a.state is not AttemptState.CONFIRMED
-        ):
-            return False
-        outputs = node.outputs
-        if self.graphs is not None:
-            provided = self.graphs[scope.graph].get(nid)
-            if provided is None or len(provided) != len(outputs):
-                return False
-            for value, name in zip(outputs, provided, strict=True):
-                if value.name != name:
-                    return False
-        elif len({value.name for value in outputs}) != len(outputs):
-            return False
-        skipped = node.reason is NodeReason.SKIPPED
+        The others pass it for sure: each is the usual NodeRecord (its confirmed root attempt,
+        plain outputs in the order of the node's provides, every digest matching its bytes),
+        found without building paths or sets. A digest that matches is 64 lowercase hex digits,
+        so its format needs no check of its own.
+        """
+        attempts, nodes = self.attempts, scope.nodes
+        shapes = None if self.graphs is None else self.graphs[scope.graph]
+        confirmed, ready, skipped_value = (
+            AttemptState.CONFIRMED,
+            ValueState.READY,
+            ValueState.SKIPPED,
+        )
         sha256 = hashlib.sha256
-        for value in outputs:
-            if value.stream is not None or not value.name:
-                return False
-            if value.state is ValueState.READY:
-                if (
-                    skipped
-                    or not value.type_id
-                    or not value.version
-                    or sha256(value.data).hexdigest() != value.digest
-                ):
-                    return False
-            elif value.state is not ValueState.SKIPPED or value.data or value.digest:
-                return False
-        return True
+        exact: list[str] = []
+        for nid in nids:
+            node = nodes[nid]
+            a = attempts.get(node.attempt)
+            if (
+                node.node_id != nid
+                or a is None
+                or a.boundary
+                or a.node_id != nid
+                or a.parent != sid
+                or a.state is not confirmed
+            ):
+                exact.append(nid)
+                continue
+            outputs = node.outputs
+            if shapes is not None:
+                provided = shapes.get(nid)
+                if provided is None or len(provided) != len(outputs):
+                    exact.append(nid)
+                    continue
+                if [value.name for value in outputs] != list(provided):
+                    exact.append(nid)
+                    continue
+            elif len({value.name for value in outputs}) != len(outputs):
+                exact.append(nid)
+                continue
+            skipped = node.reason is NodeReason.SKIPPED
+            for value in outputs:
+                if value.stream is not None or not value.name:
+                    break
+                if value.state is ready:
+                    if (
+                        skipped
+                        or not value.type_id
+                        or not value.version
+                        or sha256(value.data).hexdigest() != value.digest
+                    ):
+                        break
+                elif value.state is not skipped_value or value.data or value.digest:
+                    break
+            else:
+                continue
+            exact.append(nid)
+        return exact
 
     def check_node_exactly(self, sid: str, scope: ScopeRecord, nid: str) -> None:
         node = scope.nodes[nid]
