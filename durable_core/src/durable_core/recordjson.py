@@ -716,14 +716,21 @@ def _build_quick_readers() -> Callable[[Any, list[int]], Any]:
     lines: list[str] = []
     for cls, spec in _SPECS.items():
         names[cls.__name__] = cls
-        keys = f"_keys_{cls.__name__}"
-        names[keys] = spec.keys
         hints = typing.get_type_hints(cls)
+        # No unknown key: every key present is a field read below. Without optional fields
+        # the object has exactly the required keys; with them, ``k`` counts down one per
+        # optional field present and ends at the number of required fields.
+        required = sum(1 for field in spec.fields if field.absent is None)
+        optional = len(spec.fields) - required
         lines.append(f"def _quick_{cls.__name__}(raw, n):")
-        lines.append(f"    if type(raw) is not dict or not raw.keys() <= {keys}: raise _Slow")
-        lines.append("    n[0] += len(raw)")
-        if any(field.absent is not None for field in spec.fields):
+        if optional:
+            lines.append("    if type(raw) is not dict: raise _Slow")
+            lines.append("    k = len(raw)")
+            lines.append("    n[0] += k")
             lines.append("    g = raw.get")
+        else:
+            lines.append(f"    if type(raw) is not dict or len(raw) != {required}: raise _Slow")
+            lines.append(f"    n[0] += {required}")
         lines.append("    try:")
         for index, field in enumerate(spec.fields):
             target = f"a{index}"
@@ -741,11 +748,14 @@ def _build_quick_readers() -> Callable[[Any, list[int]], Any]:
                 lines.append(f"        v = g({field.key!r}, M)")
                 lines.append(f"        if v is M: {target} = {absent}()")
                 lines.append("        else:")
+                lines.append("            k -= 1")
                 lines.extend(
                     "            " + line for line in statements(hints[field.attr], target)
                 )
         lines.append("    except KeyError:")
         lines.append("        raise _Slow from None")
+        if optional:
+            lines.append(f"    if k != {required}: raise _Slow")
         arguments = ", ".join(f"a{index}" for index in range(len(spec.fields)))
         lines.append(f"    return {cls.__name__}({arguments})")
     exec(compile("\n".join(lines), "<record quick readers>", "exec"), names)
