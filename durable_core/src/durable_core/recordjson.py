@@ -773,7 +773,7 @@ def _QUICK_READ(tree: Any) -> r.RunRecord:
 # JSON text that the quick path may parse without watching for duplicate keys: see
 # :func:`_read_plain`.
 _PLAIN = json.JSONDecoder(parse_constant=_NonFinite)
-_SPACE_BEFORE_COLON = re.compile(r'"[ \t\n\r]+:')
+_SPACE_BEFORE_COLON = re.compile(r'" +:')
 
 
 def _read_plain(text: str) -> r.RunRecord | None:
@@ -785,15 +785,14 @@ def _read_plain(text: str) -> r.RunRecord | None:
     once per key (and once more for every string that begins with ``:``). Parsing without a
     hook keeps one entry per key, so the keys the quick reader counts in the parsed objects
     equal that count exactly when there was no duplicate (and no string began with ``:``).
-    Anything else (a backslash, whitespace before a colon, a count that differs, text the quick
-    reader does not take) returns ``None``, and the exact path decides and names the problem.
+    Anything else (a backslash, a tab or line break, a space before a colon, a count that
+    differs, text the quick reader does not take) returns ``None``, and the exact path decides
+    and names the problem.
     """
-    if "\\" in text:
-        return None
-    if (" " in text or "\n" in text or "\r" in text or "\t" in text) and (
-        _SPACE_BEFORE_COLON.search(text) is not None
-    ):
-        return None
+    if "\\" in text or "\n" in text or "\r" in text or "\t" in text:
+        return None  # escapes, or whitespace that only a layout other than ours writes
+    if '" ' in text and _SPACE_BEFORE_COLON.search(text) is not None:
+        return None  # a space after a closing quote may stand before a colon
     try:
         tree = _PLAIN.decode(text)
     except (ValueError, RecursionError):
