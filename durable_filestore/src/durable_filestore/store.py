@@ -23,7 +23,6 @@ that was never confirmed.
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 import re
@@ -34,7 +33,7 @@ import zlib
 from typing import Any
 
 from durable_core.errors import CorruptRecordError, DurableError, NotFoundError
-from durable_core.recorddelta import apply_tree, canonical_json, read_delta
+from durable_core.recorddelta import apply_tree, canonical_json, load_tree, read_delta
 from durable_core.recordjson import record_from_json
 from durable_core.records import RunRecord
 from durable_core.store import (
@@ -205,7 +204,7 @@ def _read_run(record_path: str, journal_path: str) -> _Stored | None:
         return _Stored(data, _stat_key(st), 0, len(data), 0, True)
     entries, torn = _journal_entries(journal, journal_path)
     try:
-        tree = json.loads(data.decode("utf-8"))
+        tree = load_tree(data)
     except (UnicodeDecodeError, ValueError, RecursionError):
         tree = None
     if not isinstance(tree, dict):
