@@ -14,7 +14,7 @@ import sys
 import textwrap
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -685,6 +685,92 @@ def test_deltas_left_by_a_crash_are_read_and_folded_by_the_next_session(
         assert again.load() == saves[-1][0]
     assert connection.execute("SELECT count(*) FROM durable_deltas").fetchone() == (0,)
     other.close()
+    connection.close()
+
+
+def _lazy_delta_chain(count: int, calls: list[int]) -> list[tuple[RunRecord, EncodedRecord]]:
+    """Like :func:`_delta_chain`, the complete bytes made on demand (as the runtime does),
+    each call noted in ``calls`` by revision."""
+
+    def lazy(record: RunRecord) -> Callable[[], bytes]:
+        def data() -> bytes:
+            calls.append(record.revision)
+            return record_to_json(record)
+
+        return data
+
+    return [
+        (record, EncodedRecord(lazy(record), encoded.delta))
+        for record, encoded in _delta_chain(count)
+    ]
+
+
+def test_closing_writes_the_last_saved_bytes_without_reading_the_stored_record(
+    store: SQLiteStore, db_path: Path
+) -> None:
+    # covers: B-SQL-2, R-STORE-3
+    # The session wrote every delta: its last save's complete bytes are the fold's result, so
+    # closing writes them (one copy of the record) instead of reading, parsing and decoding
+    # what is stored: a lower peak of memory for a long run.
+    calls: list[int] = []
+    saves = _lazy_delta_chain(8, calls)
+    statements: list[str] = []
+    session = store.acquire("run")
+    for record, encoded in saves:
+        session.save(record, record.revision - 1, encoded)
+    assert calls == [1]  # the first save is whole; the others wrote only their delta
+    connection = raw(db_path)
+    assert connection.execute("SELECT count(*) FROM durable_deltas").fetchone() == (7,)
+    session._connection.set_trace_callback(statements.append)
+    session.close()
+    assert calls == [1, 8]  # the last save's bytes, asked for once, on close
+    assert not any("SELECT revision, record" in sql for sql in statements)
+    assert connection.execute("SELECT count(*) FROM durable_deltas").fetchone() == (0,)
+    assert connection.execute("SELECT revision, record FROM durable_runs").fetchone() == (
+        "8",
+        record_to_json(saves[-1][0]),
+    )
+    connection.close()
+
+
+def test_closing_folds_what_is_stored_when_the_last_saved_bytes_are_gone(
+    store: SQLiteStore, db_path: Path
+) -> None:
+    # covers: B-SQL-2, R-STORE-3
+    # The runtime's encoder gives the complete bytes only until its next change: when they
+    # are gone (or the session loaded since its last save), closing folds the stored chain.
+    saves = _delta_chain(6)
+    last, encoded = saves[-1]
+
+    def gone() -> bytes:
+        raise DurableError("the complete bytes of this revision are no longer available")
+
+    saves[-1] = (last, EncodedRecord(gone, encoded.delta))
+    with store.acquire("run") as session:
+        for record, each in saves:
+            session.save(record, record.revision - 1, each)
+    connection = raw(db_path)
+    assert connection.execute("SELECT count(*) FROM durable_deltas").fetchone() == (0,)
+    (blob,) = connection.execute("SELECT record FROM durable_runs").fetchone()
+    assert blob == record_to_json(last)
+    connection.close()
+
+
+def test_closing_after_a_load_folds_what_is_stored(store: SQLiteStore, db_path: Path) -> None:
+    # covers: B-SQL-2, R-STORE-2
+    # A load since the last save: what is stored is what gets folded, and checked.
+    calls: list[int] = []
+    saves = _lazy_delta_chain(6, calls)
+    with store.acquire("run") as session:
+        for record, encoded in saves:
+            session.save(record, record.revision - 1, encoded)
+        assert session.load() == saves[-1][0]
+        assert session._chain is not None and session._chain[2] == 5
+    assert calls == [1]
+    connection = raw(db_path)
+    assert connection.execute("SELECT count(*) FROM durable_deltas").fetchone() == (0,)
+    (blob,) = connection.execute("SELECT record FROM durable_runs").fetchone()
+    assert blob == record_to_json(saves[-1][0])
     connection.close()
 
 

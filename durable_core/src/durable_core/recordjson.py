@@ -1139,14 +1139,20 @@ class RecordEncoder:
 
     def _data(self, generation: int, record: r.RunRecord) -> Callable[[], bytes]:
         def data() -> bytes:
-            if generation != self._generation or self._root is None:
-                from durable_core.errors import DurableError
+            root = self._root
+            if generation == self._generation and root is not None:
+                text = root.text()
+                # Checked again: a change encoded meanwhile (another thread) may have been
+                # half applied to what was just read.
+                if generation == self._generation:
+                    return text.encode("utf-8")
+            from durable_core.errors import DurableError
 
-                raise DurableError(
-                    f"the complete bytes of revision {record.revision} are no longer available: "
-                    "a store must read EncodedRecord.data during save"
-                )
-            return self._root.text().encode("utf-8")
+            raise DurableError(
+                f"the complete bytes of revision {record.revision} are no longer available: "
+                "the encoder has encoded another change since; read EncodedRecord.data before "
+                "the next save"
+            )
 
         return data
 

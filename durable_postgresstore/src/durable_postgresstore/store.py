@@ -826,6 +826,18 @@ class PostgresSession(BaseSession):
         """Fold the run's deltas into its complete record, so that the run is at rest."""
         if self._chain is None or self._chain[1] == 0:
             return
+        # The usual case: this session wrote the deltas, and its last save's complete bytes
+        # are what they fold into. Writing them costs one copy of the record, where folding
+        # what is stored reads it, parses it into a tree and decodes the result once more.
+        # The statement writes them only while the stored head is that save's revision.
+        head = self._verified
+        data = self._saved_bytes(head)
+        if data is not None:
+            self._execute(
+                "folding",
+                lambda conn: conn.execute(_FOLD, [data, self._row_key, head]).fetchone(),
+            )
+            return
         stored = self._read()
         if stored is None:
             return

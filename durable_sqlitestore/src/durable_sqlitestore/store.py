@@ -583,9 +583,23 @@ class SQLiteSession(BaseSession):
         chain = self._chain
         if chain is None or chain[2] == 0:
             return
+        head = chain[0] + chain[2]
         connection = self._connection
         connection.execute("BEGIN IMMEDIATE")
         try:
+            # The usual case: this session wrote the deltas, and its last save's complete
+            # bytes are what they fold into. Writing them costs one copy of the record, where
+            # folding what is stored parses it into a tree and decodes the result once more.
+            data = self._saved_bytes(head)
+            if data is not None and self._head_is(head):
+                connection.execute(
+                    f"UPDATE {_TABLE} SET revision = ?, record = ? WHERE run_id = ?",
+                    (str(head), data, self._run_id),
+                )
+                connection.execute(f"DELETE FROM {_DELTAS} WHERE run_id = ?", (self._run_id,))
+                connection.execute("COMMIT")
+                return
+            del data
             row, deltas = self._rows()
             if row is not None and deltas:
                 data, head, _ = _fold(row[0], row[1], deltas, self._location)

@@ -239,6 +239,9 @@ class BaseSession:
         self._acquired_at = time.time()  # names the owner in a BusyError of this store
         # The revision this session last loaded or saved: the stored record is known good.
         self._verified = 0
+        # What this session's last save wrote (its revision is ``_verified``), or None: a store
+        # that folds deltas on close writes these complete bytes (see :meth:`_saved_bytes`).
+        self._saved: EncodedRecord | None = None
 
     @property
     def run_id(self) -> str:
@@ -264,6 +267,7 @@ class BaseSession:
             record = decode_stored(self._run_id, data, self._location, column)
             self._decoded(record.revision)
             self._verified = record.revision
+            self._saved = None
             return record
 
     def save(
@@ -303,9 +307,11 @@ class BaseSession:
                 current = self._checked_revision()
                 if current != expected_revision:
                     raise self._conflict(current, expected_revision)
+            self._saved = None
             if not self._write(record, expected_revision, encoded):
                 raise self._conflict(self._stored_revision(), expected_revision)
             self._verified = record.revision
+            self._saved = encoded
 
     def restore(self, record: RunRecord) -> None:
         """Write a copied record as the run's first record, keeping its revision
@@ -322,6 +328,7 @@ class BaseSession:
             if not isinstance(record, RunRecord):
                 raise TypeError(f"restore expects a RunRecord, found {type(record).__name__}")
             validate_save(self._run_id, record, record.revision - 1)
+            self._saved = None
             if self._checked_revision() != 0 or not self._write(
                 record, 0, EncodedRecord(record_to_json(record))
             ):
@@ -396,7 +403,10 @@ class BaseSession:
             if self._closed:
                 return
             self._closed = True
-            self._release(deadline)
+            try:
+                self._release(deadline)
+            finally:
+                self._saved = None  # the caller's encoder goes with the session
         finally:
             self._mutex.release()
             if self._closed:
@@ -454,6 +464,24 @@ class BaseSession:
         if parsed.base != expected_revision or parsed.revision != expected_revision + 1:
             return None
         return delta
+
+    def _saved_bytes(self, revision: int) -> bytes | None:
+        """The complete bytes this session's last save wrote, when that save wrote
+        ``revision``; ``None`` when this session did not save it or the bytes can no longer be
+        had (the caller's :class:`~durable_core.store.EncodedRecord` computes them on demand,
+        and its encoder may have moved on).
+
+        For a store that keeps deltas: folding them on close can write these bytes, equal to
+        the deltas applied to the stored record (the save wrote exactly that change), without
+        parsing the stored record. Called with the session's mutex held.
+        """
+        saved = self._saved
+        if saved is None or revision != self._verified:
+            return None
+        try:
+            return saved.data
+        except Exception:  # noqa: BLE001 - gone or unreadable: the store folds what is stored
+            return None
 
     def _decoded(self, revision: int) -> None:
         """Called when the bytes just returned by ``_read`` decoded as a good record."""
