@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import json
+from collections.abc import Callable
 
 import psycopg
 import pytest
@@ -303,3 +304,48 @@ def test_delta_saves_add_rows_fold_when_large_and_rest_as_one_record(store, admi
     assert admin.execute("SELECT count(*) FROM pulse_durable.deltas").fetchone() == (0,)
     (data,) = admin.execute("SELECT record FROM pulse_durable.runs").fetchone()
     assert bytes(data) == record_to_json(records[-1])  # at rest: the complete record
+
+
+# covers: B-PG-3, R-STORE-3
+def test_closing_writes_the_last_saved_bytes_and_folds_what_is_stored_without_them(store, admin):
+    from durable_core import DurableError, EncodedRecord
+    from durable_core.testing import record_delta, sample_record
+
+    records = [sample_record("c", n, marker=f"-{n}-" + "c" * 120) for n in range(1, 9)]
+    calls: list[int] = []
+
+    def lazy(current: RunRecord) -> Callable[[], bytes]:
+        def data() -> bytes:
+            calls.append(current.revision)
+            return record_to_json(current)
+
+        return data
+
+    def gone() -> bytes:
+        raise DurableError("the complete bytes are no longer available")
+
+    def deltas(session: PostgresSession, gone_at_the_end: bool) -> None:
+        session.save(records[0], 0)
+        for previous, current in itertools.pairwise(records):
+            last = current is records[-1]
+            made = gone if gone_at_the_end and last else lazy(current)
+            delta = record_delta(previous, current)
+            session.save(current, previous.revision, EncodedRecord(made, delta))
+
+    # The session wrote every delta: closing writes its last save's bytes, asked for once.
+    with store.acquire("c") as session:
+        deltas(session, gone_at_the_end=False)
+        assert calls == []  # every save after the first wrote only its delta
+        assert admin.execute("SELECT count(*) FROM pulse_durable.deltas").fetchone() == (7,)
+    assert calls == [8]
+    assert admin.execute("SELECT count(*) FROM pulse_durable.deltas").fetchone() == (0,)
+    (head, data) = admin.execute("SELECT revision, record FROM pulse_durable.runs").fetchone()
+    assert (int(head), bytes(data)) == (8, record_to_json(records[-1]))
+
+    # Bytes no longer available: closing folds the stored deltas (read, applied, checked).
+    admin.execute("DELETE FROM pulse_durable.runs")
+    with store.acquire("c") as session:
+        deltas(session, gone_at_the_end=True)
+    assert admin.execute("SELECT count(*) FROM pulse_durable.deltas").fetchone() == (0,)
+    (data,) = admin.execute("SELECT record FROM pulse_durable.runs").fetchone()
+    assert bytes(data) == record_to_json(records[-1])

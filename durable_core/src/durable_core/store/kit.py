@@ -480,7 +480,7 @@ class BaseSession:
             return None
         try:
             return saved.data
-        except Exception:  # noqa: BLE001 - gone or unreadable: the store folds what is stored
+        except Exception:  # gone or unreadable: the store folds what is stored instead
             return None
 
     def _decoded(self, revision: int) -> None:
