@@ -41,7 +41,10 @@ engine from what the record already holds:
   succeeded.
 
 Each change is reported to the runtime as a :class:`~durable_core.durable.events.RecoveryEvent`
-after the save that holds it.
+after the save that holds it. A restored node's ``NODE_RESTORED`` event is built only when
+someone listens (``listening``): a resume of many confirmed nodes with no observer and no
+``durable_recovery_event`` plugin makes no event per node; ``restored_count`` counts the
+restored nodes either way.
 """
 
 from __future__ import annotations
@@ -156,6 +159,13 @@ class DurableCheckpointer(Checkpointer):
             failed and saved failed with the next save.
         streams: what resume rebuilds for streams
             (:func:`~durable_core.durable.streamrecovery.plan_streams`); None for a new run.
+        managed: the committed state of processor nodes adopted from the record.
+        listening: whether anyone receives the events passed to ``emit``; when False, no
+            ``NODE_RESTORED`` event is built (the other events are, being few).
+
+    Attributes:
+        restored_count: how many nodes were restored from the record so far (Sub graphs'
+            nodes included).
     """
 
     def __init__(
@@ -167,8 +177,11 @@ class DurableCheckpointer(Checkpointer):
         propagated: Iterable[str] = (),
         streams: StreamPlan | None = None,
         managed: Mapping[tuple[str, str], Adopted] | None = None,
+        listening: bool = True,
     ) -> None:
         self._ledger = ledger
+        self._listening = listening
+        self.restored_count = 0
         self._plan = streams if streams is not None else StreamPlan()
         self._book = StreamBook(ledger, codecs)
         self._messages = MessageBook(ledger, codecs, managed or {}, self._book.encode)
@@ -273,10 +286,24 @@ class DurableCheckpointer(Checkpointer):
         outputs = self._restored.get((scope.id, node.id))
         if outputs is None:
             return None
-        node_record = self._known_scopes[scope.id].nodes[node.id]
+        attempt_id = self._known_scopes[scope.id].nodes[node.id].attempt
         outputs = self._restore_streams(node, outputs)
-        attempt = Attempt(id=node_record.attempt, scope=scope, node=node, restored=outputs)
-        self._event(EventKind.NODE_RESTORED, attempt)
+        attempt = Attempt(id=attempt_id, scope=scope, node=node, restored=outputs)
+        self.restored_count += 1
+        if self._listening:  # the fields _event would fill in, for a restored root attempt
+            self._emit(
+                RecoveryEvent(
+                    EventKind.NODE_RESTORED,
+                    self._run_id,
+                    scope.path,
+                    node.id,
+                    1,
+                    1,
+                    self._ledger.revision,
+                    attempt_id=attempt_id,
+                    scope_id=scope.id,
+                )
+            )
         return attempt
 
     async def begin_node(self, scope: Scope, node: Any) -> Attempt:
@@ -499,7 +526,9 @@ class DurableCheckpointer(Checkpointer):
         """Replace the stream descriptors of restored outputs by streams: a completed source
         with each group's unacked tail (its generation raised once, with the next save), or a
         read-only failed endpoint for a Sub alias of a failed source (S-3, S-4)."""
-        if not any(isinstance(v, StreamDescriptorRecord) for v in outputs.ready.values()):
+        if outputs.checked or not any(
+            isinstance(v, StreamDescriptorRecord) for v in outputs.ready.values()
+        ):  # checked: decoded values only, no stream descriptor (decode_confirmed)
             return outputs
         keys = {key.name: key for key in node.provides}
         ready = dict(outputs.ready)
