@@ -194,10 +194,34 @@ class DurableCheckpointer(Checkpointer):
         self._root_scope = record.root_scope
         self._known_scopes = dict(record.scopes)
         failed = frozenset(propagated)
-        # Attempts the record held when this process started, by (parent, node, boundary),
-        # as (id, state, index, limit); attempts implied failed count as failed.
+        # The attempts the record held when this process started (the ledger replaces an
+        # attempt it changes, so this copy of the map keeps them as they were); indexed by
+        # _history on first use: a resume that restores every node never needs it.
+        self._started_with = dict(record.attempts)
+        self._failed = failed
+        self._indexed: dict[tuple[str, str, str], list[tuple[str, AttemptRecord]]] | None = None
+        # Root attempts begun in this process and not saved yet, with the mutation saving them.
+        self._unsaved: dict[str, L.Mutation] = {}
+        # Retry tries begun or adopted in this process, by their node's root attempt id.
+        self._tries: dict[str, list[str]] = defaultdict(list)
+        for attempt_id in sorted(failed):
+
+            def fail(proposal: L.Proposal, attempt_id: str = attempt_id) -> None:
+                L.fail_attempt(proposal, attempt_id)
+
+            ledger.defer(fail)
+
+    # -- helpers ---------------------------------------------------------------------------
+
+    @property
+    def _history(self) -> dict[tuple[str, str, str], list[tuple[str, AttemptRecord]]]:
+        """The attempts the record held when this process started, by (parent, node,
+        boundary), in index order; attempts implied failed count as failed."""
+        if self._indexed is not None:
+            return self._indexed
+        failed = self._failed
         history: dict[tuple[str, str, str], list[tuple[str, AttemptRecord]]] = defaultdict(list)
-        for attempt_id, attempt in record.attempts.items():
+        for attempt_id, attempt in self._started_with.items():
             if attempt_id in failed:
                 attempt = AttemptRecord(
                     parent=attempt.parent,
@@ -211,20 +235,11 @@ class DurableCheckpointer(Checkpointer):
                 (attempt_id, attempt)
             )
         for tries in history.values():
-            tries.sort(key=lambda item: item[1].index)
-        self._history = history
-        # Root attempts begun in this process and not saved yet, with the mutation saving them.
-        self._unsaved: dict[str, L.Mutation] = {}
-        # Retry tries begun or adopted in this process, by their node's root attempt id.
-        self._tries: dict[str, list[str]] = defaultdict(list)
-        for attempt_id in sorted(failed):
-
-            def fail(proposal: L.Proposal, attempt_id: str = attempt_id) -> None:
-                L.fail_attempt(proposal, attempt_id)
-
-            ledger.defer(fail)
-
-    # -- helpers ---------------------------------------------------------------------------
+            if len(tries) > 1:
+                tries.sort(key=lambda item: item[1].index)
+        self._indexed = history
+        self._started_with = {}
+        return history
 
     def _take_unsaved(self, attempt: Attempt) -> L.Mutation:
         """The mutation that writes ``attempt``'s root attempt when it is not saved yet (a
