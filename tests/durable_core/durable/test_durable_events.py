@@ -203,3 +203,57 @@ def test_plugins_registered_between_runs_get_each_event_once(tmp_path: Path) -> 
     second.events.clear()
     assert runtime.run(graph, run_id="r3", version="v1", inputs={SEED: 2}).status == "completed"
     assert first.events == [] and second.events == observed
+
+
+def test_a_resume_nobody_listens_to_builds_no_event_per_restored_node(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # covers: R-NODE-1
+    # Without an observer or a durable_recovery_event plugin, restoring a node builds no
+    # event; the count of restored nodes is the same. With a listener, each restored node's
+    # event carries its attempt, scope and the committed revision.
+    import durable_core.durable.checkpointer as checkpointer_module
+
+    made: list[object] = []
+
+    def counting(*args: object, **kwargs: object) -> RecoveryEvent:
+        event = RecoveryEvent(*args, **kwargs)  # type: ignore[arg-type]
+        made.append(event.kind)
+        return event
+
+    monkeypatch.setattr(checkpointer_module, "RecoveryEvent", counting)
+    store = MemoryStore()
+    log = CallLog(tmp_path / "calls.log")
+    first = Runtime(store).run(retry3(log), run_id="r1", version="v1", inputs={SEED: 2})
+    assert first.status == "completed" and first.restored == 0
+    calls = log.calls()
+    made.clear()
+    unheard = make_plugin_manager(autoload=False, plugins=[])  # plugins, none listening
+    for runtime in (Runtime(store), Runtime(store, plugins=unheard)):
+        result = runtime.resume(retry3(log), run_id="r1", version="v1", inputs={SEED: 2})
+        assert result.status == "completed" and result.restored == 2
+        assert EventKind.NODE_RESTORED not in made
+    assert log.calls() == calls  # nothing ran again
+
+    observed: list[RecoveryEvent] = []
+    result = Runtime(store, observers=[observed.append]).resume(
+        retry3(log), run_id="r1", version="v1", inputs={SEED: 2}
+    )
+    assert result.restored == 2 and log.calls() == calls
+    record = load(store, "r1")
+    root = record.scopes[record.root_scope]
+    restored = [e for e in observed if e.kind is EventKind.NODE_RESTORED]
+    assert restored == [
+        RecoveryEvent(
+            kind=EventKind.NODE_RESTORED,
+            run_id="r1",
+            scope_path="",
+            node_id=node_id,
+            attempt_index=1,
+            attempt_limit=1,
+            revision=record.revision,
+            attempt_id=root.nodes[node_id].attempt,
+            scope_id=record.root_scope,
+        )
+        for node_id in ("prep", "flaky")
+    ]

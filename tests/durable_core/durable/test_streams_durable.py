@@ -707,3 +707,22 @@ def test_a_reader_confirmed_before_its_producer_failed_resumes_as_failed_for_goo
     assert first.status == "failed" and done == {"quick"}
     again = resume(store, g, count=1)
     assert again.status == "failed" and again.error.path == "tail"
+
+
+def test_decoded_values_are_marked_checked_and_stream_outputs_are_not() -> None:
+    # covers: S-1, R-VAL-3
+    # The engine skips its second type check only for outputs decode_confirmed decoded with a
+    # check of each declared type; a stream descriptor is not such a value.
+    from durable_core.codecs import Codecs
+    from durable_core.durable.recovery import decode_confirmed
+
+    store, calls = MemoryStore(), []
+    graph, _ = stream_graph(calls)
+    assert run(store, graph).status == "completed"
+    record = load(store, "r1")
+    restored = decode_confirmed(graph, record, Codecs.default())
+    marks = {node_id: outputs.checked for (_, node_id), outputs in restored.items()}
+    assert marks == {"tail": False, "load": True, "sum": True}
+    again = resume(store, graph)
+    assert again.status == "completed" and again.restored == 3
+    assert again[ACKED] == list(range(10)) and again[TOTAL] == 45

@@ -595,3 +595,67 @@ def test_a_failing_or_wrong_restore_node_stops_the_run(answer, error):
     assert result.status == "failed"
     assert isinstance(result.error, error)
     assert ran == []
+
+
+# covers: G-12, R-NODE-1
+def test_restored_outputs_marked_checked_skip_only_the_type_check():
+    # A checkpointer that decoded each value with a check of its key's type says so
+    # (checked=True): the engine does not check the types again. Unmarked outputs (any
+    # other checkpointer) are checked as before, and the cover of the provides always is.
+    ran = []
+    wrong = {"words": "not a list", "maybe": "x"}
+
+    def restored(checked, ready=wrong):
+        def answer(scope, node):
+            if node.id != "split":
+                return None
+            outputs = NodeOutputs(NodeReason.COMPLETED, ready, frozenset(), checked=checked)
+            return Attempt(id="a", scope=scope, node=node, restored=outputs)
+
+        return answer
+
+    unmarked = execute(wordcount(ran), {TEXT: "a"}, checkpointer=QuickRestore(restored(False)))
+    assert unmarked.status == "failed" and isinstance(unmarked.error, CorruptRecordError)
+    assert "key 'words' holds a str" in str(unmarked.error)
+
+    marked = execute(wordcount(ran), {TEXT: "a"}, checkpointer=QuickRestore(restored(True)))
+    assert marked.status == "completed"
+    assert marked[WORDS] == "not a list"  # taken as the checkpointer vouched for it
+
+    short = execute(
+        wordcount(ran), {TEXT: "a"}, checkpointer=QuickRestore(restored(True, {"words": ["a"]}))
+    )
+    assert short.status == "failed" and isinstance(short.error, CorruptRecordError)
+    assert "cover" in str(short.error)
+    assert ran == ["count", "report"]  # only the marked run went on past split
+    assert NodeOutputs(NodeReason.COMPLETED, wrong, checked=True) == NodeOutputs(
+        NodeReason.COMPLETED, wrong
+    )
+
+
+# covers: G-12
+@pytest.mark.parametrize("enabled", [True, False])
+def test_the_garbage_collector_is_paused_while_nodes_are_restored(enabled):
+    # Restoring many confirmed nodes allocates objects that all stay alive: the collector is
+    # paused around the loop (as record decoding does) and left as it was found.
+    import gc
+
+    seen = []
+
+    def answer(scope, node):
+        seen.append(gc.isenabled())
+        if node.id != "split":
+            return None
+        outputs = NodeOutputs(NodeReason.COMPLETED, {"words": ["x"]}, {"maybe"})
+        return Attempt(id="a", scope=scope, node=node, restored=outputs)
+
+    was = gc.isenabled()
+    (gc.enable if enabled else gc.disable)()
+    try:
+        result = execute(wordcount([]), {TEXT: "a b"}, checkpointer=QuickRestore(answer))
+        after = gc.isenabled()
+    finally:
+        (gc.enable if was else gc.disable)()
+    assert result.status == "completed" and result[N] == 1
+    assert seen == [False, False, False]
+    assert after is enabled

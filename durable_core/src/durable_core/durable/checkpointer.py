@@ -41,7 +41,10 @@ engine from what the record already holds:
   succeeded.
 
 Each change is reported to the runtime as a :class:`~durable_core.durable.events.RecoveryEvent`
-after the save that holds it.
+after the save that holds it. A restored node's ``NODE_RESTORED`` event is built only when
+someone listens (``listening``): a resume of many confirmed nodes with no observer and no
+``durable_recovery_event`` plugin makes no event per node; ``restored_count`` counts the
+restored nodes either way.
 """
 
 from __future__ import annotations
@@ -156,6 +159,13 @@ class DurableCheckpointer(Checkpointer):
             failed and saved failed with the next save.
         streams: what resume rebuilds for streams
             (:func:`~durable_core.durable.streamrecovery.plan_streams`); None for a new run.
+        managed: the committed state of processor nodes adopted from the record.
+        listening: whether anyone receives the events passed to ``emit``; when False, no
+            ``NODE_RESTORED`` event is built (the other events are, being few).
+
+    Attributes:
+        restored_count: how many nodes were restored from the record so far (Sub graphs'
+            nodes included).
     """
 
     def __init__(
@@ -167,8 +177,11 @@ class DurableCheckpointer(Checkpointer):
         propagated: Iterable[str] = (),
         streams: StreamPlan | None = None,
         managed: Mapping[tuple[str, str], Adopted] | None = None,
+        listening: bool = True,
     ) -> None:
         self._ledger = ledger
+        self._listening = listening
+        self.restored_count = 0
         self._plan = streams if streams is not None else StreamPlan()
         self._book = StreamBook(ledger, codecs)
         self._messages = MessageBook(ledger, codecs, managed or {}, self._book.encode)
@@ -181,10 +194,34 @@ class DurableCheckpointer(Checkpointer):
         self._root_scope = record.root_scope
         self._known_scopes = dict(record.scopes)
         failed = frozenset(propagated)
-        # Attempts the record held when this process started, by (parent, node, boundary),
-        # as (id, state, index, limit); attempts implied failed count as failed.
+        # The attempts the record held when this process started (the ledger replaces an
+        # attempt it changes, so this copy of the map keeps them as they were); indexed by
+        # _history on first use: a resume that restores every node never needs it.
+        self._started_with = dict(record.attempts)
+        self._failed = failed
+        self._indexed: dict[tuple[str, str, str], list[tuple[str, AttemptRecord]]] | None = None
+        # Root attempts begun in this process and not saved yet, with the mutation saving them.
+        self._unsaved: dict[str, L.Mutation] = {}
+        # Retry tries begun or adopted in this process, by their node's root attempt id.
+        self._tries: dict[str, list[str]] = defaultdict(list)
+        for attempt_id in sorted(failed):
+
+            def fail(proposal: L.Proposal, attempt_id: str = attempt_id) -> None:
+                L.fail_attempt(proposal, attempt_id)
+
+            ledger.defer(fail)
+
+    # -- helpers ---------------------------------------------------------------------------
+
+    @property
+    def _history(self) -> dict[tuple[str, str, str], list[tuple[str, AttemptRecord]]]:
+        """The attempts the record held when this process started, by (parent, node,
+        boundary), in index order; attempts implied failed count as failed."""
+        if self._indexed is not None:
+            return self._indexed
+        failed = self._failed
         history: dict[tuple[str, str, str], list[tuple[str, AttemptRecord]]] = defaultdict(list)
-        for attempt_id, attempt in record.attempts.items():
+        for attempt_id, attempt in self._started_with.items():
             if attempt_id in failed:
                 attempt = AttemptRecord(
                     parent=attempt.parent,
@@ -198,20 +235,11 @@ class DurableCheckpointer(Checkpointer):
                 (attempt_id, attempt)
             )
         for tries in history.values():
-            tries.sort(key=lambda item: item[1].index)
-        self._history = history
-        # Root attempts begun in this process and not saved yet, with the mutation saving them.
-        self._unsaved: dict[str, L.Mutation] = {}
-        # Retry tries begun or adopted in this process, by their node's root attempt id.
-        self._tries: dict[str, list[str]] = defaultdict(list)
-        for attempt_id in sorted(failed):
-
-            def fail(proposal: L.Proposal, attempt_id: str = attempt_id) -> None:
-                L.fail_attempt(proposal, attempt_id)
-
-            ledger.defer(fail)
-
-    # -- helpers ---------------------------------------------------------------------------
+            if len(tries) > 1:
+                tries.sort(key=lambda item: item[1].index)
+        self._indexed = history
+        self._started_with = {}
+        return history
 
     def _take_unsaved(self, attempt: Attempt) -> L.Mutation:
         """The mutation that writes ``attempt``'s root attempt when it is not saved yet (a
@@ -273,10 +301,24 @@ class DurableCheckpointer(Checkpointer):
         outputs = self._restored.get((scope.id, node.id))
         if outputs is None:
             return None
-        node_record = self._known_scopes[scope.id].nodes[node.id]
+        attempt_id = self._known_scopes[scope.id].nodes[node.id].attempt
         outputs = self._restore_streams(node, outputs)
-        attempt = Attempt(id=node_record.attempt, scope=scope, node=node, restored=outputs)
-        self._event(EventKind.NODE_RESTORED, attempt)
+        attempt = Attempt(id=attempt_id, scope=scope, node=node, restored=outputs)
+        self.restored_count += 1
+        if self._listening:  # the fields _event would fill in, for a restored root attempt
+            self._emit(
+                RecoveryEvent(
+                    EventKind.NODE_RESTORED,
+                    self._run_id,
+                    scope.path,
+                    node.id,
+                    1,
+                    1,
+                    self._ledger.revision,
+                    attempt_id=attempt_id,
+                    scope_id=scope.id,
+                )
+            )
         return attempt
 
     async def begin_node(self, scope: Scope, node: Any) -> Attempt:
@@ -499,7 +541,9 @@ class DurableCheckpointer(Checkpointer):
         """Replace the stream descriptors of restored outputs by streams: a completed source
         with each group's unacked tail (its generation raised once, with the next save), or a
         read-only failed endpoint for a Sub alias of a failed source (S-3, S-4)."""
-        if not any(isinstance(v, StreamDescriptorRecord) for v in outputs.ready.values()):
+        if outputs.checked or not any(
+            isinstance(v, StreamDescriptorRecord) for v in outputs.ready.values()
+        ):  # checked: decoded values only, no stream descriptor (decode_confirmed)
             return outputs
         keys = {key.name: key for key in node.provides}
         ready = dict(outputs.ready)

@@ -48,7 +48,8 @@ def decode_outputs(
         where: the run, scope and node, for messages.
 
     Returns:
-        The outputs: every ready value decoded, every skipped key listed.
+        The outputs: every ready value decoded, every skipped key listed; ``checked`` (each
+        value is an instance of its key's declared type) unless an output is a stream.
 
     Raises:
         CorruptRecordError: a digest does not match, or the outputs do not cover the provides.
@@ -94,11 +95,15 @@ def _decode_outputs(
             except CodecError as exc:
                 raise CodecError(f"{where()}: {exc}") from exc
             return NodeOutputs(
-                reason=node_record.reason, ready={key.name: decoded}, skipped=frozenset()
+                reason=node_record.reason,
+                ready={key.name: decoded},
+                skipped=frozenset(),
+                checked=True,  # the decoder checked the declared type
             )
     by_name = {v.name: v for v in outputs}
     ready: dict[str, Any] = {}
     skipped: set[str] = set()
+    streams = False
     for key in provides:
         value = by_name.get(key.name)
         if value is None:
@@ -123,6 +128,7 @@ def _decode_outputs(
                 )
             # The checkpointer rebuilds the stream from the descriptor (S-1).
             ready[key.name] = value.stream
+            streams = True
             continue
         try:
             ready[key.name] = decode(key, value)
@@ -132,7 +138,11 @@ def _decode_outputs(
             ) from exc
         except CodecError as exc:
             raise CodecError(f"{where()}: {exc}") from exc
-    return NodeOutputs(reason=node_record.reason, ready=ready, skipped=frozenset(skipped))
+    # Values decoded here were checked against their declared types; a stream descriptor is
+    # not a value yet, and the stream built from it is checked where it is published.
+    return NodeOutputs(
+        reason=node_record.reason, ready=ready, skipped=frozenset(skipped), checked=not streams
+    )
 
 
 class _StoredDecoders:
@@ -262,7 +272,8 @@ def decode_confirmed(
         codecs: the registry that decodes the values.
 
     Returns:
-        The decoded outputs by ``(scope id, node id)``.
+        The decoded outputs by ``(scope id, node id)``, ``checked`` as in
+        :func:`decode_outputs`.
 
     Raises:
         CorruptRecordError: a scope names a graph or node the definition does not have, a

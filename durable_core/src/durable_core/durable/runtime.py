@@ -909,22 +909,15 @@ class Runtime:
         streams: StreamPlan | None = None,
         managed: Mapping[tuple[str, str], Adopted] | None = None,
     ) -> DurableResult:
-        restored_count = 0
-
-        def emit(event: RecoveryEvent) -> None:
-            nonlocal restored_count
-            if event.kind is EventKind.NODE_RESTORED:
-                restored_count += 1
-            self._emit(event)
-
         checkpointer = DurableCheckpointer(
             ledger,
             self.codecs,
             restored,
-            emit,
+            self._emit,
             propagated=failures.propagated,
             streams=streams,
             managed=managed,
+            listening=self._listening(),
         )
         options: dict[str, Any] = {
             "checkpointer": checkpointer,
@@ -965,7 +958,7 @@ class Runtime:
             error=error,
             revision=ledger.revision,
             saves=ledger.saves,
-            restored=restored_count,
+            restored=checkpointer.restored_count,
             result=result,
         )
 
@@ -981,6 +974,11 @@ class Runtime:
                 else []
             )
         return self._hook_calls
+
+    def _listening(self) -> bool:
+        """Whether any observer or ``durable_recovery_event`` implementation receives events
+        (read as a run starts: without one, a resume builds no event per restored node)."""
+        return bool(self._observers) or (self._plugins is not None and bool(self._event_hooks()))
 
     def _emit(self, event: RecoveryEvent) -> None:
         for observer in self._observers:

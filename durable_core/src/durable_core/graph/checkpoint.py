@@ -80,7 +80,9 @@ the engine cancels every body, reports nothing as failed, and makes no further c
 call. A canceled attempt gets no call: it stays active and may be adopted by a later run. A method
 that returns the wrong handle type stops the run with ``TypeError``; restored outputs that do
 not cover exactly the node's provides, or hold a value of the wrong type, stop it with
-``CorruptRecordError`` (staged values likewise).
+``CorruptRecordError`` (staged values likewise). Restored outputs marked
+``NodeOutputs.checked`` (their values were decoded with a check of each key's declared type)
+skip the second type check; their cover of the provides is checked all the same.
 
 ``begin_node`` runs for every node at scope start and ``begin_try`` before a try waits for its
 inputs; an implementation may keep such new attempts in memory and save them with the first
@@ -205,11 +207,17 @@ class NodeOutputs:
         ready: ready values by key name; a stream key's value is its
             :class:`~durable_core.graph.Stream`.
         skipped: names of skipped keys.
+        checked: restored outputs only: True when the checkpointer has already checked that
+            every ready value is an instance of its key's declared type (it decoded each one
+            with that check, and none is a stream); the engine then does not check their types
+            again. It still checks that the outputs cover exactly the node's provides. Not
+            compared.
     """
 
     reason: NodeReason
     ready: Mapping[str, Any] = _EMPTY
     skipped: frozenset[str] = frozenset()
+    checked: bool = attrs.field(default=False, eq=False)
 
 
 @attrs.frozen(eq=False)

@@ -24,6 +24,7 @@ import logging
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from durable_core._nogc import nogc
 from durable_core.errors import (
     ConfigError,
     GraphError,
@@ -392,21 +393,7 @@ class _ScopeRun:
         self.unfinished = count
         if count == 0:
             self.done.set_result(None)
-        create_task = self.loop.create_task
-        self.node_runs = node_runs = [_NodeRun(self, i) for i in range(count)]
-        tasks = self.tasks
-        quick = not run.noop
-        for i in range(count):
-            nr = node_runs[i]
-            attempt = run.restore_node(self.handle, nr.node) if quick else None
-            if attempt is not None:
-                self._restore_now(nr, attempt)
-                tasks.append(None)
-                self.unfinished -= 1
-                continue
-            task = create_task(self.node_main(nr))
-            task.add_done_callback(self._task_done)
-            tasks.append(task)
+        self._start_nodes(count)
         if self.unfinished == 0 and not self.done.done():
             self.done.set_result(None)
         if self.parent is None and run.cancel_requested:
@@ -426,6 +413,29 @@ class _ScopeRun:
             status = RunStatus.COMPLETED
         await self._finish(status)
         return status
+
+    @nogc
+    def _start_nodes(self, count: int) -> None:
+        """Restore at once every node the checkpointer has confirmed outputs for, and start a
+        task for each other node. The cyclic garbage collector is paused meanwhile: a resume
+        of many confirmed nodes allocates several objects per node, all of them alive
+        afterwards, and each collection would walk everything the run holds."""
+        run = self.run
+        create_task = self.loop.create_task
+        self.node_runs = node_runs = [_NodeRun(self, i) for i in range(count)]
+        tasks = self.tasks
+        quick = not run.noop
+        for i in range(count):
+            nr = node_runs[i]
+            attempt = run.restore_node(self.handle, nr.node) if quick else None
+            if attempt is not None:
+                self._restore_now(nr, attempt)
+                tasks.append(None)
+                self.unfinished -= 1
+                continue
+            task = create_task(self.node_main(nr))
+            task.add_done_callback(self._task_done)
+            tasks.append(task)
 
     async def _finish(self, status: RunStatus) -> None:
         run = self.run
