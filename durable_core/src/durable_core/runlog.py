@@ -109,6 +109,10 @@ def scrub(text: str) -> str:
     return text
 
 
+_MAX_OPEN = 32
+"""Run logs a process keeps open at once (runs under way in one process)."""
+
+
 class RunLogWriter:
     """Appends events to run logs; one instance per process (the plugin's)."""
 
@@ -117,6 +121,11 @@ class RunLogWriter:
         self._started: dict[str, float] = {}
         self._folders: set[pathlib.Path] = set()
         self._definitions: set[tuple[pathlib.Path, str]] = set()
+        # Open append descriptors of the logs of runs under way, by path: a node's events cost
+        # one write each, not an open and a close. A run's descriptor is opened again when
+        # the run starts or resumes (its log may have been removed meanwhile) and closed
+        # when it finishes; at most _MAX_OPEN stay open, the oldest is closed first.
+        self._files: dict[pathlib.Path, int] = {}
 
     def write(self, event: Any) -> None:
         """Append one line for ``event`` (a :class:`~durable_core.durable.RecoveryEvent`)."""
@@ -155,11 +164,24 @@ class RunLogWriter:
             definition = getattr(event, "definition", None)
             if definition is not None and kind in ("run_started", "run_resumed"):
                 data += self._definition_line(path, line, kind, definition)
-            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            if kind in ("run_started", "run_resumed"):
+                self._close(path)
+            fd = self._files.get(path)
+            if fd is None:
+                fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+                if len(self._files) >= _MAX_OPEN:
+                    self._close(next(iter(self._files)))
+                self._files[path] = fd
             try:
                 os.write(fd, data)
             finally:
-                os.close(fd)
+                if kind == "run_finished":
+                    self._close(path)
+
+    def _close(self, path: pathlib.Path) -> None:
+        fd = self._files.pop(path, None)
+        if fd is not None:
+            os.close(fd)
 
     def _definition_line(
         self, path: pathlib.Path, line: dict[str, Any], kind: str, definition: Any

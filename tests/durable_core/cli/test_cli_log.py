@@ -87,3 +87,45 @@ def test_times_and_failures_describe_the_last_run_of_an_id(tmp_path, monkeypatch
         "duration_seconds": 3.0,
     }
     assert set(last_failures("r")) == {"new"}
+
+
+def test_a_run_keeps_its_log_open_until_it_finishes_and_reopens_it_on_resume(tmp_path, monkeypatch):
+    from durable_core.durable import EventKind, RecoveryEvent
+    from durable_core.runlog import RunLogWriter, read_log
+
+    monkeypatch.setenv("DURABLE_LOG_DIR", str(tmp_path))
+    writer = RunLogWriter()
+    path = log_path("job")
+
+    def event(kind, **fields):
+        writer.write(RecoveryEvent(kind=kind, run_id="job", **fields))
+
+    event(EventKind.RUN_STARTED, revision=1)
+    event(EventKind.NODE_CONFIRMED, node_id="a", revision=2)
+    assert path in writer._files  # one descriptor for the whole run, not one per line
+    path.unlink()  # removed while the run is under way (the process dies, say)
+    event(EventKind.RUN_RESUMED, revision=2)  # a resume opens the log again
+    event(EventKind.NODE_CONFIRMED, node_id="b", revision=3)
+    event(EventKind.RUN_FINISHED, revision=3, status="completed")
+    assert writer._files == {}  # a finished run's log is closed
+    assert [e["event"] for e in read_log("job")] == [
+        "run_resumed",
+        "node_confirmed",
+        "run_finished",
+    ]
+    event(EventKind.RUN_STARTED, revision=1)  # another run of the same id appends
+    assert [e["event"] for e in read_log("job")][-1] == "run_started"
+
+
+def test_a_process_keeps_a_bounded_number_of_logs_open(tmp_path, monkeypatch):
+    from durable_core.durable import EventKind, RecoveryEvent
+    from durable_core.runlog import _MAX_OPEN, RunLogWriter, read_log
+
+    monkeypatch.setenv("DURABLE_LOG_DIR", str(tmp_path))
+    writer = RunLogWriter()
+    for n in range(_MAX_OPEN + 8):
+        writer.write(RecoveryEvent(kind=EventKind.RUN_STARTED, run_id=f"run-{n}", revision=1))
+    assert len(writer._files) == _MAX_OPEN
+    assert log_path("run-0") not in writer._files  # the oldest went first
+    writer.write(RecoveryEvent(kind=EventKind.NODE_CONFIRMED, run_id="run-0", node_id="a"))
+    assert [e["event"] for e in read_log("run-0")] == ["run_started", "node_confirmed"]
