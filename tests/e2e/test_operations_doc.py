@@ -36,7 +36,7 @@ def test_the_operations_guide_works_as_written(example):
     assert "invoice = '3 items: 45.00'" in durable("run", "pricing.toml")
     table = durable("list", "pricing.toml").splitlines()
     row = table[1].split()
-    assert (row[:2], row[3:]) == (["order-1", "completed"], ["2", "3/3", "matches"])
+    assert (row[:2], row[3:6]) == (["order-1", "completed"], ["2", "3/3", "matches"])
     durable("inspect", "pricing.toml", "order-1")
     assert (
         durable("show", "pricing.toml", "order-1", "subtotal") == "subtotal = Money(cents=3750)\n"
