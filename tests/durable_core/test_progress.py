@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import sys
 import threading
 import time
 
@@ -80,3 +81,79 @@ def test_status_line_redraws_and_erases_itself():
     assert text.startswith("\rr: 0/2 nodes")
     assert "r: 1/2 nodes" in text
     assert text.endswith("\r")  # erased: the last write blanks the line
+
+
+def render(output: str) -> list[str]:
+    """What a terminal shows for ``output``: a carriage return moves to the start of the line,
+    later characters overwrite earlier ones; trailing blanks dropped."""
+    lines = []
+    for raw in output.replace("\r\n", "\n").split("\n"):
+        cells: list[str] = []
+        column = 0
+        for char in raw:
+            if char == "\r":
+                column = 0
+                continue
+            if column < len(cells):
+                cells[column] = char
+            else:
+                cells.append(char)
+            column += 1
+        lines.append("".join(cells).rstrip())
+    return lines
+
+
+def wait_for(condition, seconds: float = 5.0) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert condition()
+
+
+def test_printed_lines_never_glue_onto_the_status_line(monkeypatch):
+    """A node's ``print`` while the status is shown lands on a line of its own, and the
+    status comes back after it."""
+    terminal = io.StringIO()  # stdout, stderr and the status share one terminal
+    monkeypatch.setattr(sys, "stdout", terminal)
+    monkeypatch.setattr(sys, "stderr", terminal)
+    counter = ProgressCounter()
+    counter(ev(EventKind.RUN_STARTED, total_nodes=2))
+    line = StatusLine(counter, terminal, interval=0.01, label="r").start()
+    assert sys.stdout is not terminal and sys.stdout.isatty() is terminal.isatty()
+    wait_for(lambda: "0/2 nodes" in terminal.getvalue())
+    print("hello from a node")
+    print("to stderr too", file=sys.stderr)
+    counter(ev(EventKind.NODE_CONFIRMED))
+    wait_for(lambda: "1/2 nodes" in terminal.getvalue())
+    line.stop()
+    assert sys.stdout is terminal and sys.stderr is terminal  # put back
+    shown = render(terminal.getvalue())
+    assert "hello from a node" in shown and "to stderr too" in shown
+    assert shown[-1] == ""  # the status is erased at the end
+    print("after the run")
+    assert render(terminal.getvalue())[-2] == "after the run"
+
+
+def test_an_unfinished_printed_line_is_not_overwritten(monkeypatch):
+    terminal = io.StringIO()
+    monkeypatch.setattr(sys, "stdout", terminal)
+    monkeypatch.setattr(sys, "stderr", terminal)
+    counter = ProgressCounter()
+    line = StatusLine(counter, terminal, interval=0.01, label="r").start()
+    print("working", end="", flush=True)
+    drawn = terminal.getvalue()
+    time.sleep(0.1)  # ten redraw intervals: none may draw over the unfinished line
+    assert terminal.getvalue() == drawn
+    print(" … done")
+    line.stop()
+    assert "working … done" in render(terminal.getvalue())
+
+
+def test_a_long_status_is_cut_to_the_terminal_width(monkeypatch):
+    monkeypatch.setenv("COLUMNS", "20")
+    stream = io.StringIO()
+    counter = ProgressCounter()
+    line = StatusLine(counter, stream, label="a-very-long-run-id", redirect=False).start()
+    line.stop()
+    drawn = stream.getvalue().split("\r")[1]
+    assert drawn == "a-very-long-run-id:"  # 19 characters: never wraps

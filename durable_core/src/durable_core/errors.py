@@ -134,8 +134,63 @@ class DefinitionMismatchError(MismatchError):
     """The stored ``Definition`` fingerprint differs from the graph given to ``resume``.
 
     Raised before any node runs; nothing is saved. Resume with the graph the run was started
-    with, or start a new run id.
+    with, or continue under the new graph in a new run (``durable fork``).
+
+    The record holds only the whole definition's fingerprint. Where the fingerprints of the
+    definition's parts are known (the run log of the run on this machine, or the runtime that
+    started it), the attributes name what changed; otherwise they hold what the record itself
+    shows (nodes it confirmed that the graph no longer has, or whose outputs changed).
+
+    Args:
+        message: the full explanation.
+        added, removed, changed: node paths (``"load"``, ``"report/render"``).
+        keys: key paths whose declaration was added, removed or changed.
+        inputs: names of graph inputs added or removed (``"report/rows"`` inside a Sub).
+        graphs: mount paths of graphs whose name or graph-wide aspects changed (``""`` is
+            the root graph).
+        complete: True when the saved definition's parts were known, so the attributes list
+            every change; False when only the record was compared.
+
+    Attributes:
+        added: nodes of the graph the run's definition did not have.
+        removed: nodes of the run's definition the graph no longer has.
+        changed: nodes whose declaration changed (requires, provides, aspects, bindings).
+        keys, inputs, graphs, complete: as given.
     """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        added: tuple[str, ...] = (),
+        removed: tuple[str, ...] = (),
+        changed: tuple[str, ...] = (),
+        keys: tuple[str, ...] = (),
+        inputs: tuple[str, ...] = (),
+        graphs: tuple[str, ...] = (),
+        complete: bool = False,
+    ) -> None:
+        super().__init__(message)
+        self.added = tuple(added)
+        self.removed = tuple(removed)
+        self.changed = tuple(changed)
+        self.keys = tuple(keys)
+        self.inputs = tuple(inputs)
+        self.graphs = tuple(graphs)
+        self.complete = complete
+
+    @property
+    def details(self) -> dict[str, object]:
+        """The attributes as a JSON-ready dict (``durable ... --json`` prints it)."""
+        return {
+            "added": list(self.added),
+            "removed": list(self.removed),
+            "changed": list(self.changed),
+            "keys": list(self.keys),
+            "inputs": list(self.inputs),
+            "graphs": list(self.graphs),
+            "complete": self.complete,
+        }
 
 
 class VersionMismatchError(MismatchError):

@@ -2,15 +2,19 @@
 
 :class:`ProgressCounter` is a runtime observer: it counts nodes confirmed and restored, Retry
 tries and failed attempts. :class:`StatusLine` redraws one line on a terminal from a counter
-while a run executes (elapsed time included), and erases it when the run ends.
+while a run executes (elapsed time included), keeps other output of the process on lines of its
+own, and erases the status when the run ends.
 """
 
 from __future__ import annotations
 
+import os
+import shutil
+import sys
 import threading
 import time
-from collections.abc import Callable
-from typing import IO
+from collections.abc import Callable, Iterable
+from typing import IO, Any
 
 import attrs
 
@@ -136,49 +140,134 @@ def describe(snapshot: ProgressSnapshot) -> str:
 class StatusLine:
     """Redraws ``describe(counter.snapshot())`` on one terminal line until stopped.
 
+    While it runs, other output of the process goes through it: ``sys.stdout`` and
+    ``sys.stderr`` are replaced by streams that erase the status line before they write, so a
+    node's ``print`` lands on a line of its own, never glued after the status text. The status
+    is drawn again at the next redraw, and not while another writer has left a line unfinished
+    (``print(..., end="")``), so that line is never overwritten. ``stop`` puts the original
+    streams back. Output written below ``sys.stdout``/``sys.stderr`` (by a child process, such
+    as a ``process`` executor's worker, or straight to the file descriptors) is not seen.
+
     Args:
         counter: the counter to show.
-        stream: the terminal (a text stream).
+        stream: the terminal (a text stream); kept as it is, even if it is ``sys.stderr``.
         interval: seconds between redraws.
         label: text before the counts (for example the run id).
+        redirect: route ``sys.stdout`` and ``sys.stderr`` through the status line while it
+            runs (see above).
     """
 
     def __init__(
-        self, counter: ProgressCounter, stream: IO[str], interval: float = 0.2, label: str = ""
+        self,
+        counter: ProgressCounter,
+        stream: IO[str],
+        interval: float = 0.2,
+        label: str = "",
+        *,
+        redirect: bool = True,
     ) -> None:
         self._counter = counter
         self._stream = stream
         self._interval = interval
         self._label = label
+        self._redirect = redirect
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._width = 0
+        self._lock = threading.RLock()
+        self._width = 0  # characters of the status now on the terminal (0: none)
+        self._partial = False  # another writer left the cursor in the middle of a line
+        self._saved: tuple[Any, Any] | None = None
+
+    def _columns(self) -> int:
+        """The terminal's width in characters (80 when it says nothing)."""
+        try:
+            columns = os.get_terminal_size(self._stream.fileno()).columns
+        except (AttributeError, OSError, ValueError):
+            columns = 0
+        if columns <= 0:
+            columns = shutil.get_terminal_size((80, 24)).columns
+        return columns if columns > 0 else 80
 
     def _draw(self) -> None:
         text = describe(self._counter.snapshot())
         if self._label:
             text = f"{self._label}: {text}"
-        pad = max(self._width - len(text), 0)
-        self._width = len(text)
-        self._stream.write("\r" + text + " " * pad)
-        self._stream.flush()
+        # A line that wraps could not be redrawn in place with a carriage return.
+        text = text[: max(self._columns() - 1, 1)]
+        with self._lock:
+            if self._partial or self._stop.is_set():
+                return
+            pad = max(self._width - len(text), 0)
+            self._width = len(text)
+            self._stream.write("\r" + text + " " * pad)
+            self._stream.flush()
+
+    def _erase(self) -> None:
+        if self._width:
+            self._stream.write("\r" + " " * self._width + "\r")
+            self._stream.flush()
+            self._width = 0
+
+    def write_above(self, target: IO[str], text: str) -> None:
+        """Write ``text`` to ``target`` (a stream on the same terminal) without mixing it with
+        the status line: the status is erased first and drawn again at the next redraw."""
+        with self._lock:
+            self._erase()
+            target.write(text)
+            target.flush()
+            if text:
+                self._partial = not text.endswith("\n")
 
     def _loop(self) -> None:
         while not self._stop.wait(self._interval):
             self._draw()
 
     def start(self) -> StatusLine:
-        """Draw now and keep redrawing in a daemon thread."""
+        """Draw now and keep redrawing in a daemon thread (with ``redirect``, also route
+        ``sys.stdout`` and ``sys.stderr`` through the status line)."""
+        if self._redirect:
+            self._saved = (sys.stdout, sys.stderr)
+            sys.stdout = _StatusAware(sys.stdout, self)  # type: ignore[assignment]
+            sys.stderr = _StatusAware(sys.stderr, self)  # type: ignore[assignment]
         self._draw()
         self._thread = threading.Thread(target=self._loop, name="durable-progress", daemon=True)
         self._thread.start()
         return self
 
     def stop(self) -> None:
-        """Stop redrawing and erase the line. Idempotent."""
+        """Stop redrawing, erase the line and put back the original streams. Idempotent."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
             self._thread = None
-            self._stream.write("\r" + " " * self._width + "\r")
-            self._stream.flush()
+        with self._lock:
+            self._erase()
+        if self._saved is not None:
+            stdout, stderr = self._saved
+            self._saved = None
+            if isinstance(sys.stdout, _StatusAware) and sys.stdout.target is stdout:
+                sys.stdout = stdout
+            if isinstance(sys.stderr, _StatusAware) and sys.stderr.target is stderr:
+                sys.stderr = stderr
+
+
+class _StatusAware:
+    """A text stream that writes through :meth:`StatusLine.write_above`; everything else
+    (``fileno``, ``isatty``, ``encoding``, ``buffer`` …) is the wrapped stream's."""
+
+    def __init__(self, target: IO[str], status: StatusLine) -> None:
+        self.target = target
+        self._status = status
+
+    def write(self, text: str) -> int:
+        self._status.write_above(self.target, text)
+        return len(text)
+
+    def writelines(self, lines: Iterable[str]) -> None:
+        self.write("".join(lines))
+
+    def flush(self) -> None:
+        self.target.flush()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.target, name)

@@ -21,6 +21,16 @@ Each line is one JSON object::
 
 ``status`` is set on ``run_finished``; ``seconds`` (the attempt's duration in this process) on
 ``attempt_failed`` and ``node_confirmed`` when the attempt started in this process.
+
+A ``definition`` line keeps the fingerprints of the parts of the graph's definition (each node,
+key, graph input and graph; see :mod:`durable_core.durable.definition_diff`), so that when
+``resume`` is refused because the definition changed, the error can name what changed. It is
+written after ``run_started``, and after ``run_resumed`` when the log holds none for that
+definition yet (a fork, a log removed, a run started on another host)::
+
+    {"time": "…", "event": "definition", "run_id": "r", "revision": 1,
+     "definition": "<SHA-256 hex of the whole definition>",
+     "parts": {"graph:": "…", "node:load": "…", "key:rows": "…", "input:rows": "…"}}
 """
 
 from __future__ import annotations
@@ -48,6 +58,7 @@ __all__ = [
     "log_path",
     "log_times",
     "read_log",
+    "saved_definition",
     "scrub",
 ]
 
@@ -105,6 +116,7 @@ class RunLogWriter:
         self._lock = threading.Lock()
         self._started: dict[str, float] = {}
         self._folders: set[pathlib.Path] = set()
+        self._definitions: set[tuple[pathlib.Path, str]] = set()
 
     def write(self, event: Any) -> None:
         """Append one line for ``event`` (a :class:`~durable_core.durable.RecoveryEvent`)."""
@@ -140,11 +152,50 @@ class RunLogWriter:
                 path.parent.mkdir(parents=True, exist_ok=True)
                 self._folders.add(path.parent)
             data = (json.dumps(line, ensure_ascii=False) + "\n").encode("utf-8", "replace")
+            definition = getattr(event, "definition", None)
+            if definition is not None and kind in ("run_started", "run_resumed"):
+                data += self._definition_line(path, line, kind, definition)
             fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
             try:
                 os.write(fd, data)
             finally:
                 os.close(fd)
+
+    def _definition_line(
+        self, path: pathlib.Path, line: dict[str, Any], kind: str, definition: Any
+    ) -> bytes:
+        """The ``definition`` line to append after a run's start or resume (empty when the
+        log already holds this definition's parts)."""
+        fingerprint = definition.fingerprint
+        if (path, fingerprint) in self._definitions:
+            return b""
+        if kind != "run_started" and _holds_definition(path, fingerprint):
+            self._definitions.add((path, fingerprint))
+            return b""
+        self._definitions.add((path, fingerprint))
+        entry = {
+            "time": line["time"],
+            "event": "definition",
+            "run_id": line["run_id"],
+            "revision": line["revision"],
+            "definition": fingerprint,
+            "parts": definition.parts(),
+        }
+        return (json.dumps(entry, ensure_ascii=False) + "\n").encode("utf-8", "replace")
+
+
+def _definition_marker(fingerprint: str) -> bytes:
+    return f'"definition": "{fingerprint}"'.encode("ascii", "replace")
+
+
+def _holds_definition(path: pathlib.Path, fingerprint: str) -> bool:
+    """Whether the log at ``path`` has a ``definition`` line for ``fingerprint`` (a byte
+    search: no line is parsed)."""
+    try:
+        with open(path, "rb") as f:
+            return _definition_marker(fingerprint) in f.read()
+    except OSError:
+        return False
 
 
 _WRITER = RunLogWriter()
@@ -170,6 +221,36 @@ def read_log(run_id: str, directory: pathlib.Path | None = None) -> Iterator[dic
                 continue
             if isinstance(entry, dict):
                 yield entry
+
+
+def saved_definition(
+    run_id: str, fingerprint: str, directory: pathlib.Path | None = None
+) -> dict[str, str] | None:
+    """The parts' fingerprints of the definition ``fingerprint`` of ``run_id``, from the last
+    ``definition`` line of its log that has that whole fingerprint; None when the log has none
+    (or the run has no log on this machine)."""
+    marker = _definition_marker(fingerprint)
+    found: dict[str, str] | None = None
+    try:
+        with open(log_path(run_id, directory), "rb") as f:
+            for raw in f:
+                if marker not in raw:
+                    continue
+                try:
+                    entry = json.loads(raw)
+                except (json.JSONDecodeError, UnicodeDecodeError):
+                    continue
+                parts = entry.get("parts") if isinstance(entry, dict) else None
+                if (
+                    entry.get("event") == "definition"
+                    and entry.get("definition") == fingerprint
+                    and isinstance(parts, dict)
+                    and all(isinstance(v, str) for v in parts.values())
+                ):
+                    found = parts
+    except OSError:
+        return None
+    return found
 
 
 def last_failures(run_id: str) -> dict[str, dict[str, Any]]:

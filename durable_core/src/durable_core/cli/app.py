@@ -75,6 +75,9 @@ class DurableGroup(click.Group):
             code = exit_code_for(exc)
             if ctx.meta.get(JSON_META):
                 error = {"error": str(exc), "type": type(exc).__name__, "exit": int(code)}
+                details = getattr(exc, "details", None)
+                if isinstance(details, dict):  # what an error knows beyond its message
+                    error["details"] = details
                 click.echo(json.dumps(error))
             ctx.exit(code)
 

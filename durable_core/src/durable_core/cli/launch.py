@@ -20,6 +20,7 @@ from durable_core.errors import (
     CodecError,
     ConfigError,
     ConflictError,
+    DefinitionMismatchError,
     DurableError,
     NotFoundError,
 )
@@ -229,6 +230,8 @@ def launch(
                 ) from exc
             except BusyError as exc:
                 raise busy(config.run_id, config.store, exc) from exc
+            except DefinitionMismatchError as exc:
+                raise _with_config(exc, config_arg) from exc
     finally:
         if stop_watching is not None:
             stop_watching()
@@ -358,6 +361,21 @@ def _fork(
 
 def _count(n: int, noun: str) -> str:
     return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
+def _with_config(exc: DefinitionMismatchError, config_arg: str) -> DefinitionMismatchError:
+    """The same refusal, its fork command naming the configuration file given."""
+    message = str(exc).replace("durable fork CONFIG ", f"durable fork {shlex.quote(config_arg)} ")
+    return DefinitionMismatchError(
+        message,
+        added=exc.added,
+        removed=exc.removed,
+        changed=exc.changed,
+        keys=exc.keys,
+        inputs=exc.inputs,
+        graphs=exc.graphs,
+        complete=exc.complete,
+    )
 
 
 def _before_start(

@@ -13,6 +13,8 @@ import enum
 
 import attrs
 
+from durable_core.durable.definition_diff import DefinitionFingerprints
+
 __all__ = ["EventKind", "RecoveryEvent"]
 
 
@@ -62,6 +64,9 @@ class RecoveryEvent:
             record's ``RootScope`` for the root graph, a child scope's id (the Sub node's
             attempt id, R-SCOPE-2) inside a Sub. Two child runs of a Sub node retried by a
             ``Retry`` have the same ``scope_path`` and different ``scope_id``.
+        definition: for ``RUN_STARTED``/``RUN_RESUMED``: the graph's
+            :class:`~durable_core.durable.definition_diff.DefinitionFingerprints` (the whole
+            fingerprint, and its parts' computed when asked for); else None. Not compared.
     """
 
     kind: EventKind
@@ -76,3 +81,4 @@ class RecoveryEvent:
     attempt_id: str = ""
     error: str = ""
     scope_id: str = ""
+    definition: DefinitionFingerprints | None = attrs.field(default=None, eq=False, repr=False)

@@ -31,6 +31,11 @@ from durable_core._typeforms import (
 )
 from durable_core.codecs import Codecs
 from durable_core.durable.checkpointer import DurableCheckpointer, describe_error
+from durable_core.durable.definition_diff import (
+    DefinitionFingerprints,
+    RecentGraphs,
+    definition_mismatch,
+)
 from durable_core.durable.events import EventKind, RecoveryEvent
 from durable_core.durable.fingerprint import values_fingerprint
 from durable_core.durable.ledger import Ledger, new_id
@@ -43,7 +48,6 @@ from durable_core.errors import (
     ConfigError,
     ConflictError,
     CorruptRecordError,
-    DefinitionMismatchError,
     GraphError,
     InputsMismatchError,
     NodeFailedError,
@@ -236,6 +240,7 @@ class Runtime:
         self._graph_observers = tuple(graph_observers)
         self._plugins = plugins
         self.executor, self._owns_executor = resolve_executor(executor, plugins)
+        self._ran = RecentGraphs()  # explains a definition change without a run log
 
     # -- public API ------------------------------------------------------------------------
 
@@ -349,7 +354,9 @@ class Runtime:
             NotFoundError: no record for ``run_id``; nothing is created.
             BusyError: another session owns the run.
             VersionMismatchError, DefinitionMismatchError, InputsMismatchError: the record
-                belongs to another version, graph or inputs.
+                belongs to another version, graph or inputs. A DefinitionMismatchError names
+                the nodes added, removed and changed where the run log or this runtime kept
+                the started definition's parts (``.added``, ``.removed``, ``.changed``, …).
             CorruptRecordError: the record breaks a rule of the data model, a stored value is
                 damaged (digest mismatch), or its format is newer than this runtime's.
             CodecError: a value key's declared type has no codec (as :meth:`run`; checked
@@ -524,12 +531,14 @@ class Runtime:
                     await asyncio.to_thread(ledger.commit, lambda p: repair(p, repairs))
                 failures = propagate_failures(ledger.record)
                 kind = EventKind.RUN_RESUMED
+            self._ran.remember(run_id, graph)
             self._emit(
                 RecoveryEvent(
                     kind=kind,
                     run_id=run_id,
                     revision=ledger.revision,
                     total_nodes=count_nodes(graph),
+                    definition=DefinitionFingerprints(graph),
                 )
             )
             if failures.terminal:
@@ -752,12 +761,7 @@ class Runtime:
             )
         definition = graph.fingerprint()
         if record.definition != definition:
-            raise DefinitionMismatchError(
-                f"run {run_id!r} was started with another definition of graph {graph.name!r} "
-                f"(stored fingerprint {record.definition[:12]}…, current {definition[:12]}…): "
-                "a node, key, aspect or binding changed. Resume with the graph it was started "
-                "with, or start a new run id. Nothing was saved."
-            )
+            raise definition_mismatch(graph, record, self._ran.get(run_id))
         try:
             values = self._encode_inputs(graph, inputs)
         except CodecError as exc:

@@ -66,6 +66,9 @@ def format_entry(entry: dict[str, Any]) -> str:
         parts.append(f"{entry['seconds']:.3f} s")
     if "status" in entry:
         parts.append(str(entry["status"]))
+    if entry.get("event") == "definition":
+        nodes = sum(1 for name in entry.get("parts") or () if str(name).startswith("node:"))
+        parts.append(f"fingerprint {str(entry.get('definition', '?'))[:12]}…, {nodes} nodes")
     parts.append(f"rev {entry.get('revision', '?')}")
     line = "  ".join(parts)
     if "error" in entry:
