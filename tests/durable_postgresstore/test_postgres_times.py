@@ -116,6 +116,7 @@ def make_v3(admin) -> None:
     )
 
 
+# covers: B-PG-1
 def test_a_version_3_schema_gets_the_time_columns(make_store, admin):
     make_v3(admin)
     before = time.time()
@@ -144,6 +145,7 @@ def test_a_version_3_schema_gets_the_time_columns(make_store, admin):
     ]
 
 
+# covers: B-PG-1
 def test_an_altered_version_3_schema_is_refused_unchanged(make_store, admin):
     from durable_core import SchemaError
 

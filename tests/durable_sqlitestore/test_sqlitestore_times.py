@@ -133,6 +133,7 @@ def _old_database(path: Path, version: int) -> None:
 def test_an_older_database_is_upgraded_in_place_with_a_safe_saved_time(
     tmp_path: Path, version: int
 ) -> None:
+    # covers: B-SQL-1
     path = tmp_path / "durable.sqlite"
     _old_database(path, version)
     last_write = time.time() - 30 * 86400  # the database was last written a month ago
@@ -164,6 +165,7 @@ def test_an_older_database_is_upgraded_in_place_with_a_safe_saved_time(
 
 
 def test_an_altered_v2_database_is_refused_unchanged(tmp_path: Path) -> None:
+    # covers: B-SQL-1
     from durable_core import SchemaError
 
     path = tmp_path / "durable.sqlite"

@@ -113,7 +113,7 @@ def test_prune_deletes_finished_runs_only(ops, hold):
 
 
 def test_prune_older_than(ops, hold):
-    # covers: the store's save times on every store (file mtime, SQL saved_at columns)
+    # the store's own save times on every store: the file's mtime, the SQL saved_at columns
     for run_id in ("old", "new", "old-held"):
         assert ops.invoke("run", ops.config, "--run-id", run_id).exit_code == 0
     bad = ops.invoke("prune", ops.config, "--finished", "--older-than", "soon", "--yes")
