@@ -18,9 +18,15 @@ def _memory_store(**options: Any) -> Any:
     return memory_store_factory(**options)
 
 
+def _memory_url(url: str) -> dict[str, Any]:
+    from durable_core.config import memory_url_options
+
+    return memory_url_options(url)
+
+
 @hookimpl
 def durable_register_stores(register: Any) -> None:
-    register("memory", _memory_store)
+    register("memory", _memory_store, url_schemes=["memory"], from_url=_memory_url)
 
 
 @hookimpl

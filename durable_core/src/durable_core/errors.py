@@ -10,6 +10,11 @@ SPEC E-1).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from durable_core.store.owner import RunOwner
+
 __all__ = [
     "AcquireTimeoutError",
     "BusyError",
@@ -47,8 +52,27 @@ class BusyError(DurableError):
     """The run is owned by another session (R-STORE-1, E-1).
 
     Raised at once by ``Store.acquire``; Durable never waits for the owner to let go. Find the
-    process or host that holds the run; never delete lock files to get past it.
+    process or host that holds the run (the message names it where the store can know it);
+    never delete lock files to get past it.
+
+    Args:
+        message: the full explanation.
+        owner: who owns the run, where the store can know it.
+
+    Attributes:
+        owner: a :class:`~durable_core.store.owner.RunOwner` (``pid``, ``host``, ``since`` as
+            timezone-aware UTC, ``detail``), or ``None`` when the store could not name the
+            owner. The file and SQLite stores read it from the run's lock file, the
+            PostgreSQL store from ``pg_stat_activity``; the memory store's owner is this
+            process.
     """
+
+    def __init__(self, message: str, *, owner: RunOwner | None = None) -> None:
+        super().__init__(message)
+        self.owner = owner
+
+    def __reduce__(self) -> tuple[object, ...]:  # keep ``owner`` across processes (pickle)
+        return (type(self), self.args, {"owner": self.owner})
 
 
 class NotFoundError(DurableError, LookupError):

@@ -40,6 +40,14 @@ def durable_register_stores(register: StoreRegistry) -> None:
     ``register(name, factory)`` for each backend; ``factory(**options)`` builds the store from
     the options of a config's ``[store]`` table (everything but ``backend``). Registering a name
     twice raises :class:`~durable_core.errors.PluginError` naming both providers.
+
+    To be named by ``--store URL`` too, claim URL schemes:
+    ``register(name, factory, url_schemes=["mystore"], from_url=parse)``, where
+    ``parse(url) -> dict`` returns the factory's options for a ``mystore:…`` URL (raise
+    :class:`~durable_core.errors.ConfigError` for one it cannot read); without ``from_url`` the
+    options are ``{"url": url}``. A scheme claimed twice is a ``PluginError`` naming both
+    plugins. The built-in stores claim ``memory``, ``file``, ``sqlite``, ``postgres`` and
+    ``postgresql`` this way. The return value is ignored.
     """
 
 

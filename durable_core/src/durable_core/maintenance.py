@@ -13,7 +13,8 @@ They need two optional capabilities of a store's sessions (a store without them 
   record's own revision (a migrated run keeps its revisions).
 
 ``durable cancel`` needs :class:`CancelRequests`: a way to ask a run's owner, in another process
-(or on another host), to stop; the owner watches for it while it runs.
+(with a store shared between hosts, such as PostgreSQL, on another host), to stop; the owner
+watches for it while it runs.
 
 ``durable prune --older-than`` also needs :class:`SaveTimes` on the store: when each run was
 last saved; ``durable list``/``inspect`` show it, and :class:`CreateTimes` (when the run's first

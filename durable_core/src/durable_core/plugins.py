@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import importlib.metadata
 import os
-from collections.abc import Callable, Iterable
+import re
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import attrs
@@ -27,6 +28,7 @@ __all__ = [
     "ENTRY_POINT_GROUP",
     "KNOWN_EXECUTORS",
     "KNOWN_STORES",
+    "KNOWN_STORE_SCHEMES",
     "DurablePluginManager",
     "ExecutorRegistry",
     "PluginInfo",
@@ -44,6 +46,20 @@ KNOWN_STORES: dict[str, str] = {
     "postgres": "durable-postgresstore",
 }
 """Store names Durable's own distributions provide, and which distribution to install for each."""
+
+KNOWN_STORE_SCHEMES: dict[str, str] = {
+    "memory": "durable-core",
+    "file": "durable-filestore",
+    "sqlite": "durable-sqlitestore",
+    "postgres": "durable-postgresstore",
+    "postgresql": "durable-postgresstore",
+}
+"""``--store`` URL schemes Durable's own distributions claim, and which distribution to install."""
+
+# RFC 3986 scheme syntax, at least two characters (one letter is a Windows drive: C:\runs).
+_SCHEME = re.compile(r"[a-z][a-z0-9+.-]+")
+
+UrlParser = Callable[[str], Mapping[str, Any]]
 
 KNOWN_EXECUTORS: dict[str, str] = {
     "thread": "durable-core",
@@ -129,14 +145,79 @@ class _NameRegistry:
 
 
 class StoreRegistry(_NameRegistry):
-    """Store factories by name, filled through the ``durable_register_stores`` hook.
+    """Store factories by name, and the ``--store`` URL schemes each claims, filled through
+    the ``durable_register_stores`` hook.
 
-    Call an instance as ``register(name, factory)``.
+    Call an instance as ``register(name, factory, url_schemes=(), from_url=None)``:
+
+    - ``name``: the backend name a config's ``[store] backend`` gives;
+    - ``factory(**options)``: builds the store from a ``[store]`` table's other keys;
+    - ``url_schemes``: lowercase URL schemes (``"mystore"`` for ``mystore://…``; RFC 3986
+      syntax, two characters or more) that name this store in ``--store URL``;
+    - ``from_url(url) -> dict``: the factory's options for a URL of those schemes (the whole
+      URL is given, as typed). Raise :class:`~durable_core.errors.ConfigError` (or
+      ``ValueError``) for a URL it cannot read. Without it, the options are ``{"url": url}``.
+      Options are treated as a ``[store]`` table's: ``directory``/``path``/``*_path`` … resolve
+      against the current directory, ``x_env`` reads an environment variable.
+
+    Raises (when registering):
+        PluginError: the name or a scheme is already registered (both plugins are named), a
+            scheme is malformed, or ``from_url`` is given without schemes or is not callable.
     """
 
     kind = "store"
     example = "sqlite"
     known = KNOWN_STORES
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._schemes: dict[str, tuple[str, UrlParser | None]] = {}
+
+    def __call__(
+        self,
+        name: str,
+        factory: Callable[..., Any],
+        *,
+        url_schemes: Iterable[str] = (),
+        from_url: UrlParser | None = None,
+    ) -> None:
+        plugin = self._current_plugin
+        schemes = [url_schemes] if isinstance(url_schemes, str) else list(url_schemes)
+        for scheme in schemes:
+            if not isinstance(scheme, str) or not _SCHEME.fullmatch(scheme):
+                raise PluginError(
+                    f"plugin {plugin!r} registered store {name!r} with the URL scheme "
+                    f"{scheme!r}; a scheme is lowercase letters, digits, '+', '-' or '.', "
+                    "starts with a letter and has two characters or more (e.g. 'mystore')"
+                )
+            if scheme in self._schemes:
+                owner = self._schemes[scheme][0]
+                raise PluginError(
+                    f"the store URL scheme {scheme!r} is claimed twice: by store {owner!r} "
+                    f"(plugin {self._providers[owner]!r}) and by store {name!r} (plugin "
+                    f"{plugin!r}); uninstall one of them or block it with DURABLE_BLOCK_PLUGINS"
+                )
+        if from_url is not None and (not schemes or not callable(from_url)):
+            raise PluginError(
+                f"plugin {plugin!r} registered store {name!r} with from_url but "
+                + ("no url_schemes" if not schemes else "from_url is not callable")
+                + "; give url_schemes=[...] and a callable from_url(url) -> options"
+            )
+        super().__call__(name, factory)
+        for scheme in schemes:
+            self._schemes[scheme] = (name, from_url)
+
+    def schemes(self) -> list[str]:
+        """The registered URL schemes, sorted."""
+        return sorted(self._schemes)
+
+    def schemes_of(self, name: str) -> list[str]:
+        """The URL schemes store ``name`` claims, sorted."""
+        return sorted(s for s, (store, _) in self._schemes.items() if store == name)
+
+    def for_scheme(self, scheme: str) -> tuple[str, UrlParser | None] | None:
+        """``(store name, from_url)`` of the store that claims ``scheme``, or ``None``."""
+        return self._schemes.get(scheme.lower())
 
 
 class ExecutorRegistry(_NameRegistry):
@@ -159,6 +240,7 @@ class PluginInfo:
     distribution: str
     version: str
     stores: tuple[str, ...] = ()
+    url_schemes: tuple[str, ...] = ()
     executors: tuple[str, ...] = ()
     codecs: tuple[str, ...] = ()
     commands: tuple[str, ...] = ()
@@ -262,11 +344,13 @@ class DurablePluginManager(pluggy.PluginManager):
                     group = click.Group("probe")
                     call(cli=group)
                     commands.extend(sorted(group.commands))
+            own_stores = tuple(n for n in stores.names() if stores.provider(n) == plugin_name)
             infos[plugin_name] = PluginInfo(
                 name=plugin_name,
                 distribution=dist,
                 version=version,
-                stores=tuple(n for n in stores.names() if stores.provider(n) == plugin_name),
+                stores=own_stores,
+                url_schemes=tuple(s for n in own_stores for s in stores.schemes_of(n)),
                 executors=tuple(
                     n for n in executors.names() if executors.provider(n) == plugin_name
                 ),

@@ -1,6 +1,7 @@
 """Registers the ``file`` store backend with Durable (entry point group ``durable``).
 
-Options of a config's ``[store]`` table: ``directory`` (the checkpoint directory).
+Options of a config's ``[store]`` table: ``directory`` (the checkpoint directory). As a
+``--store`` URL: ``file:///abs/dir`` or ``file:rel/dir``.
 """
 
 from __future__ import annotations
@@ -16,6 +17,13 @@ def _factory(**options: Any) -> Any:
     return file_store_factory(**options)
 
 
+def _from_url(url: str) -> dict[str, Any]:
+    """``file:///abs/dir`` or ``file:rel/dir``: the store's directory."""
+    from durable_core.config import url_path
+
+    return {"directory": url_path(url)}
+
+
 @hookimpl
 def durable_register_stores(register: Any) -> None:
-    register("file", _factory)
+    register("file", _factory, url_schemes=["file"], from_url=_from_url)

@@ -10,7 +10,7 @@ table are the factory's keyword arguments::
     max_connections = 10
 
 ``dsn_env`` names an environment variable holding the DSN, so that no password sits in a
-configuration file.
+configuration file. As a ``--store`` URL, ``postgres://…`` or ``postgresql://…`` is the DSN.
 """
 
 from __future__ import annotations
@@ -74,6 +74,11 @@ def create_store(**options: Any) -> Any:
         raise ConfigError(f"invalid option for the postgres store: {exc}") from None
 
 
+def _from_url(url: str) -> dict[str, Any]:
+    """``postgres://…`` / ``postgresql://…``: the URL is the DSN."""
+    return {"dsn": url}
+
+
 @hookimpl
 def durable_register_stores(register: Any) -> None:
-    register("postgres", create_store)
+    register("postgres", create_store, url_schemes=["postgres", "postgresql"], from_url=_from_url)

@@ -48,8 +48,12 @@ from durable_core.store import (
     BaseSession,
     BaseStore,
     EncodedRecord,
+    RunOwner,
     RunSummary,
+    current_owner,
     decode_stored,
+    owner_from_tag,
+    owner_tag,
     sort_summaries,
     summary_of,
     validate_run_id,
@@ -139,8 +143,27 @@ _SET_TIMES = (
     "WHERE run_key = %s"
 )
 _LIST = f"SELECT run_id, revision, record, run_key FROM {SCHEMA}.runs"
-_LOCK = "SELECT pg_catalog.pg_try_advisory_lock(%s::bigint)"
-_UNLOCK = "SELECT pg_catalog.pg_advisory_unlock(%s::bigint)"
+# The lock and, only when it was granted, the owner's name in application_name: one round trip.
+# (A subquery with a volatile function is evaluated once, before the outer CASE.)
+_LOCK = (
+    "SELECT l.got, CASE WHEN l.got THEN pg_catalog.set_config('application_name', %s, false) "
+    "END FROM (SELECT pg_catalog.pg_try_advisory_lock(%s::bigint) AS got) AS l"
+)
+# The unlock, and the connection's own application_name back.
+_UNLOCK = (
+    "SELECT pg_catalog.pg_advisory_unlock(%s::bigint), "
+    "pg_catalog.set_config('application_name', (SELECT reset_val FROM pg_catalog.pg_settings "
+    "WHERE name = 'application_name'), false)"
+)
+# The server session holding a run's advisory lock, in this database (see keys.py).
+_OWNER = (
+    "SELECT a.pid, a.application_name, pg_catalog.host(a.client_addr), a.client_hostname "
+    "FROM pg_catalog.pg_locks AS l JOIN pg_catalog.pg_stat_activity AS a ON a.pid = l.pid "
+    "WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1 "
+    "AND l.database = (SELECT oid FROM pg_catalog.pg_database "
+    "WHERE datname = pg_catalog.current_database()) "
+    "AND ((l.classid::bigint << 32) | l.objid::bigint) = %s::bigint"
+)
 
 
 def _positive_seconds(name: str, value: object, *, allow_none: bool = False) -> float | None:
@@ -612,7 +635,8 @@ class PostgresStore(BaseStore):
             if not closed:
                 alarm = self._guard(link, None, deadline)
                 try:
-                    row = link.conn.execute(_LOCK, [key]).fetchone()
+                    tag = owner_tag(self._owner_base(), current_owner())
+                    row = link.conn.execute(_LOCK, [tag, key]).fetchone()
                     got = bool(row and row[0])
                 except psycopg.Error as exc:
                     error = exc
@@ -644,13 +668,59 @@ class PostgresStore(BaseStore):
                     # one decides.
                     continue
                 raise self._wrap(error, doing)
-            self._connections.give_back(link)
+            owner = self._owner_of(link, key, deadline)
+            if owner is None:
+                who = "another store, process or host, which the server could not name,"
+            else:
+                who = owner.describe() + ","
             raise BusyError(
-                f"run {run_id!r} is owned by another session: another store, process or host "
-                f"holds its PostgreSQL advisory lock (key {key}) on {self._dsn.describe()}. "
-                "Durable does not wait for the owner; find it in pg_locks "
-                "(see durable_postgresstore.keys) and let it finish or stop it"
+                f"run {run_id!r} is owned by another session: {who} holds its PostgreSQL "
+                f"advisory lock (key {key}) on {self._dsn.describe()}. Durable does not wait "
+                "for the owner; let it finish or stop it (pg_locks and pg_stat_activity show "
+                "it, see durable_postgresstore.keys)",
+                owner=owner,
             )
+
+    def _owner_base(self) -> str:
+        """The application_name the store's connections start with, to keep in the tag."""
+        return self._dsn.get("application_name") or self._application_name or "durable"
+
+    def _owner_of(self, link: Link, key: int, deadline: float) -> RunOwner | None:
+        """Who holds advisory lock ``key`` (pg_locks joined with pg_stat_activity), then give
+        ``link`` back; ``None`` when the server cannot tell in time.
+
+        The pid, host and time come from the owner's ``application_name`` (set when it took the
+        lock, see :func:`~durable_core.store.owner.owner_tag`); the backend pid and client
+        address go into ``detail``. Never raises: not naming the owner is no reason to fail.
+        """
+        alarm = self._guard(link, None, deadline)
+        row = None
+        failed = False
+        try:
+            row = link.conn.execute(_OWNER, [key]).fetchone()
+        except psycopg.Error:
+            failed = True
+        finally:
+            fired = alarm.cancel()
+        if failed or fired:
+            self._connections.discard(link)
+        else:
+            self._connections.give_back(link)
+        if row is None:
+            return None
+        backend_pid, application_name, client_addr, client_hostname = row
+        client = client_hostname or client_addr
+        detail = f"PostgreSQL backend pid {backend_pid}"
+        if client:
+            detail += f", client {client}"
+        elif backend_pid is not None:
+            detail += ", a local connection"
+        named = owner_from_tag(application_name)
+        if named is None:
+            if application_name:
+                detail += f", application_name {application_name!r}"
+            return RunOwner(detail=detail)
+        return RunOwner(pid=named.pid, host=named.host, since=named.since, detail=detail)
 
     def _unlock(self, session: PostgresSession, link: Link, deadline: float) -> None:
         """Unlock the session's run and hand its connection back (or destroy it)."""

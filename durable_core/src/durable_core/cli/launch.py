@@ -14,6 +14,7 @@ import click
 
 from durable_core.cli.exitcodes import ExitCode
 from durable_core.cli.targets import busy
+from durable_core.config._text import redact
 from durable_core.errors import (
     BusyError,
     CheckpointError,
@@ -74,18 +75,22 @@ class _Interrupt:
             signal.signal(signum, previous)
 
 
-def _resume_hint(config_arg: str, run_id_option: str | None) -> str:
-    return _command_hint("resume", config_arg, run_id_option)
+def _resume_hint(config_arg: str, run_id_option: str | None, store_url: str | None = None) -> str:
+    return _command_hint("resume", config_arg, run_id_option, store_url)
 
 
-def _run_hint(config_arg: str, run_id_option: str | None) -> str:
-    return _command_hint("run", config_arg, run_id_option)
+def _run_hint(config_arg: str, run_id_option: str | None, store_url: str | None = None) -> str:
+    return _command_hint("run", config_arg, run_id_option, store_url)
 
 
-def _command_hint(verb: str, config_arg: str, run_id_option: str | None) -> str:
+def _command_hint(
+    verb: str, config_arg: str, run_id_option: str | None, store_url: str | None = None
+) -> str:
     command = f"durable {verb} {shlex.quote(config_arg)}"
     if run_id_option is not None:
         command += f" --run-id {shlex.quote(run_id_option)}"
+    if store_url is not None:
+        command += f" --store {shlex.quote(redact(store_url))}"
     return command
 
 
@@ -140,6 +145,7 @@ def launch(
     max_running: int | None = None,
     fork_from: str | None = None,
     rerun: tuple[str, ...] = (),
+    store_url: str | None = None,
 ) -> None:
     """Run (or resume) the CONFIG's graph and report the result; exits 1 unless completed.
 
@@ -152,10 +158,11 @@ def launch(
         input_options: ``--input KEY=VALUE`` / ``KEY=@FILE`` overrides of ``[inputs]``.
         max_running: ``--max-running``, overriding ``[runtime] max_running``.
         fork_from: (``fork``) the run to fork into the run id; ``rerun``: nodes to run again.
+        store_url: ``--store URL``, replacing the config's ``[store]``.
     """
     import pathlib
 
-    from durable_core.config import load_config
+    from durable_core.config import load_config, parse_store_url
     from durable_core.config.inputs import parse_input_override
     from durable_core.durable import Runtime
     from durable_core.graph import CancelToken
@@ -168,7 +175,8 @@ def launch(
     overrides = dict(
         parse_input_override(text, graph, pathlib.Path.cwd()) for text in input_options
     )
-    config = config.with_overrides(inputs=overrides, max_running=max_running)
+    store_override = None if store_url is None else parse_store_url(store_url, pm=pm)
+    config = config.with_overrides(inputs=overrides, max_running=max_running, store=store_override)
     config.register_graph_module(pm)
     codecs = config.make_codecs(pm)
     inputs = config.resolve_inputs(graph)
@@ -225,8 +233,8 @@ def launch(
                 raise NotFoundError(
                     f"no record of run {config.run_id!r} in the {config.store.describe()}: "
                     f"check the store and the run id, or start it with "
-                    f"'{_run_hint(config_arg, run_id_option)}' (a missing record does not mean "
-                    f"the run finished)"
+                    f"'{_run_hint(config_arg, run_id_option, store_url)}' (a missing record "
+                    "does not mean the run finished)"
                 ) from exc
             except BusyError as exc:
                 raise busy(config.run_id, config.store, exc) from exc
@@ -280,7 +288,7 @@ def launch(
                 indent=2,
             )
         )
-    hint = _resume_hint(config_arg, run_id_option)
+    hint = _resume_hint(config_arg, run_id_option, store_url)
     if interrupted:
         if not as_json:
             click.echo(
@@ -310,12 +318,21 @@ def launch(
                 why = " on request ('durable cancel')" if cancel_requested else ""
                 click.echo(
                     f"canceled{why}: the record stays resumable. Continue it with: "
-                    f"{_resume_hint(config_arg, run_id_option)}",
+                    f"{_resume_hint(config_arg, run_id_option, store_url)}",
                     err=True,
                 )
+            where = (
+                shlex.quote(config_arg)
+                if store_url is None
+                else f"--store {shlex.quote(redact(store_url))}"
+            )
             click.echo(
-                f"inspect it with: durable inspect {shlex.quote(config_arg)}"
-                + (f" {shlex.quote(config.run_id)}" if run_id_option is not None else ""),
+                f"inspect it with: durable inspect {where}"
+                + (
+                    f" {shlex.quote(config.run_id)}"
+                    if run_id_option is not None or store_url is not None
+                    else ""
+                ),
                 err=True,
             )
     if status != "completed":

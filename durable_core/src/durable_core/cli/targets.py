@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import pathlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -20,6 +20,9 @@ from durable_core.config import (
     parse_store_url,
 )
 from durable_core.errors import BusyError, DurableError, NotFoundError
+
+if TYPE_CHECKING:
+    from durable_core.plugins import DurablePluginManager
 
 __all__ = [
     "busy",
@@ -40,16 +43,23 @@ def looks_like_config(arg: str) -> bool:
 
 
 def store_target(
-    args: tuple[str, ...], store_url: str | None, *, want_run_id: bool
+    args: tuple[str, ...],
+    store_url: str | None,
+    *,
+    want_run_id: bool,
+    pm: DurablePluginManager | None = None,
 ) -> tuple[StoreConfig, str | None, RunConfig | None]:
     """Decide (store, run id, config) from the positional arguments and ``--store``.
 
     With a run id: ``--store URL RUN_ID`` | ``CONFIG [RUN_ID]`` | ``RUN_ID`` (default store).
     Without: ``--store URL`` | ``CONFIG`` | nothing (default store).
 
+    ``pm`` is the plugin manager whose stores claim ``--store`` URL schemes (``None``: one is
+    built when a URL needs it).
+
     Raises:
         click.UsageError: the arguments do not fit one of these forms.
-        ConfigError: the config or the URL is invalid.
+        ConfigError: the config or the URL is invalid, or no installed store claims its scheme.
     """
     if store_url is not None:
         expected = 1 if want_run_id else 0
@@ -59,7 +69,7 @@ def store_target(
                 if want_run_id
                 else f"with --store URL, give no other argument (found {' '.join(args)})"
             )
-        return parse_store_url(store_url), (args[0] if args else None), None
+        return parse_store_url(store_url, pm=pm), (args[0] if args else None), None
     if not args:
         if want_run_id:
             raise click.UsageError("give a CONFIG file, a RUN_ID, or --store URL and a RUN_ID")
@@ -76,16 +86,16 @@ def store_target(
 
 
 def split_store_args(
-    args: tuple[str, ...], store_url: str | None
+    args: tuple[str, ...], store_url: str | None, pm: DurablePluginManager | None = None
 ) -> tuple[StoreConfig, RunConfig | None, tuple[str, ...]]:
     """``--store URL ARGS…`` | ``CONFIG ARGS…`` | ``ARGS…`` (the default store): the store,
     the config (or ``None``) and the remaining arguments.
 
     Raises:
-        ConfigError: the config or the URL is invalid.
+        ConfigError: the config or the URL is invalid, or no installed store claims its scheme.
     """
     if store_url is not None:
-        return parse_store_url(store_url), None, args
+        return parse_store_url(store_url, pm=pm), None, args
     if args and looks_like_config(args[0]):
         config = load_config(args[0])
         return config.store, config, args[1:]
@@ -106,11 +116,25 @@ def graph_of(config: RunConfig | None) -> Any:
         return None
 
 
+_LOCAL_BACKENDS = frozenset({"file", "sqlite", "memory"})
+"""Stores whose runs are owned on this host only (local files, this process)."""
+
+
 def busy(run_id: str, store: StoreConfig, exc: BusyError) -> BusyError:
-    """The BusyError a command reports: whose run it is and what to do."""
+    """The BusyError a command reports: who owns the run (``exc.owner``, where the store can
+    name it) and what to do. Only a store that can be shared between hosts mentions another
+    host."""
+    owner = exc.owner
+    who = owner.describe() if owner is not None else "another session"
+    what = "a 'durable run' or 'durable resume' still running"
+    if store.backend not in _LOCAL_BACKENDS and (owner is None or owner.host is None):
+        what += ", here or on another host"
+    what += ", or a program using the run through Durable's Python API"
     return BusyError(
-        f"run {run_id!r} in the {store.describe()} is busy: a running 'durable run' or "
-        f"'durable resume' (here or on another host) owns it. Details: {exc}"
+        f"run {run_id!r} in the {store.describe()} is busy: it is in use by {who} ({what}). "
+        f"Wait for it to finish, or run 'durable cancel {run_id}' (with the same store) to ask "
+        f"it to stop. Details: {exc}",
+        owner=owner,
     )
 
 

@@ -24,7 +24,9 @@ from durable_core.config.stores import (
     StoreConfig,
     default_store_config,
     default_store_directory,
+    memory_url_options,
     parse_store_url,
+    url_path,
 )
 
 __all__ = [
@@ -42,5 +44,7 @@ __all__ = [
     "default_store_directory",
     "load_config",
     "load_graph",
+    "memory_url_options",
     "parse_store_url",
+    "url_path",
 ]

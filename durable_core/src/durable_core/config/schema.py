@@ -103,16 +103,22 @@ class RunConfig:
         return attrs.evolve(self, run_id=run_id)
 
     def with_overrides(
-        self, inputs: Mapping[str, InputSource] | None = None, max_running: int | None = None
+        self,
+        inputs: Mapping[str, InputSource] | None = None,
+        max_running: int | None = None,
+        store: StoreConfig | None = None,
     ) -> RunConfig:
         """A copy with command-line overrides: ``inputs`` replace those entries of
         ``[inputs]`` (see :func:`~durable_core.config.inputs.parse_input_override`),
-        ``max_running`` replaces ``[runtime] max_running``; ``None`` keeps the file's.
+        ``max_running`` replaces ``[runtime] max_running``, ``store`` (``--store URL``) the
+        ``[store]`` table; ``None`` keeps the file's.
 
         Raises:
             ConfigError: ``max_running`` is less than 1.
         """
         out = self
+        if store is not None:
+            out = attrs.evolve(out, store=store)
         if inputs:
             out = attrs.evolve(out, inputs={**out.inputs, **inputs})
         if max_running is not None:

@@ -32,7 +32,9 @@ __all__ = [
     "StoreConfig",
     "default_store_config",
     "default_store_directory",
+    "memory_url_options",
     "parse_store_url",
+    "url_path",
 ]
 
 HOME_ENV = "DURABLE_HOME"
@@ -194,63 +196,121 @@ def default_store_config() -> StoreConfig:
     )
 
 
-def parse_store_url(url: str, base_dir: pathlib.Path | None = None) -> StoreConfig:
+def parse_store_url(
+    url: str, base_dir: pathlib.Path | None = None, pm: DurablePluginManager | None = None
+) -> StoreConfig:
     """Turn a store URL (``--store``) into a :class:`StoreConfig`.
 
-    Accepted forms:
+    The URL's scheme names the store: every store plugin may claim schemes when it registers
+    (``register(name, factory, url_schemes=[...], from_url=...)``, see
+    :class:`~durable_core.plugins.StoreRegistry`), and Durable's own stores claim theirs the
+    same way:
 
-    - ``file:///abs/dir`` or ``file:rel/dir`` — the file store in that directory; a URL
-      without a scheme (``./runs``) is read as a file store directory too;
+    - ``file:///abs/dir`` or ``file:rel/dir`` — the file store in that directory;
     - ``sqlite:///abs/runs.sqlite`` or ``sqlite:rel/runs.sqlite`` — the SQLite store;
     - ``postgres://…`` / ``postgresql://…`` — the PostgreSQL store, the URL is the DSN;
-    - ``memory:`` — a memory store (empty; useful only inside one process);
-    - ``default`` — the default file store (:func:`default_store_directory`).
+    - ``memory:`` — a memory store (empty; useful only inside one process).
+
+    Two forms have no scheme: ``default`` (the default file store,
+    :func:`default_store_directory`) and a plain path (``./runs``, ``/abs/dir``, ``C:\\runs``),
+    read as a file store directory.
 
     Args:
         url: the URL.
         base_dir: the folder relative paths resolve against (default: the current directory).
+        pm: the plugin manager whose stores claim the schemes; ``None`` builds one.
 
     Raises:
-        ConfigError: the URL's scheme is not one of the above, or a path is missing.
+        ConfigError: no installed store claims the URL's scheme (the message lists the known
+            schemes and which distribution or plugin to install), or the store cannot read the
+            URL (a path is missing, a remote host is given …).
+        PluginError: two plugins claim the same scheme or store name.
     """
     base = base_dir or pathlib.Path.cwd()
     origin = f"--store {redact(url)}"
     if url == "default":
         return default_store_config()
-    scheme, sep, rest = url.partition(":")
+    scheme, sep, _rest = url.partition(":")
     if not sep or len(scheme) == 1 or "/" in scheme or "\\" in scheme:
         # no scheme (or a Windows drive letter): a file store directory
         if not url:
             raise ConfigError("--store: empty URL; give file:///dir, sqlite:///db, postgres://…")
         return StoreConfig("file", {"directory": url}, base_dir=base, origin=origin)
     scheme = scheme.lower()
-    if scheme in ("postgres", "postgresql"):
-        return StoreConfig("postgres", {"dsn": url}, base_dir=base, origin=origin)
-    if scheme == "memory":
-        if rest.strip("/"):
-            raise ConfigError(f"{origin}: a memory store takes no location; write 'memory:'")
-        return StoreConfig("memory", {}, base_dir=base, origin=origin)
-    if scheme in ("file", "sqlite"):
-        path = _url_path(url, rest, origin)
-        option = "directory" if scheme == "file" else "path"
-        return StoreConfig(scheme, {option: path}, base_dir=base, origin=origin)
-    raise ConfigError(
-        f"{origin}: unknown store URL scheme {scheme!r}; use file:///dir, sqlite:///path.sqlite, "
-        f"postgres://user@host/db, memory: or default (see docs/cli.md, 'Store URLs')"
+    if pm is None:
+        from durable_core.plugins import make_plugin_manager
+
+        pm = make_plugin_manager()
+    registry = pm.stores()
+    found = registry.for_scheme(scheme)
+    if found is None:
+        raise ConfigError(f"{origin}: {_unknown_scheme(scheme, registry.schemes(), pm)}")
+    backend, from_url = found
+    try:
+        options = {"url": url} if from_url is None else from_url(url)
+    except ConfigError as exc:
+        raise ConfigError(f"{origin}: {exc}") from exc
+    except ValueError as exc:
+        if isinstance(exc, DurableError):
+            raise
+        raise ConfigError(f"{origin}: the {backend!r} store cannot read this URL: {exc}") from exc
+    if not isinstance(options, Mapping) or not all(isinstance(k, str) for k in options):
+        raise PluginError(
+            f"{origin}: the {backend!r} store's from_url returned {type(options).__name__}, "
+            f"not a mapping of option names to values (plugin {registry.provider(backend)!r})"
+        )
+    return StoreConfig(backend, dict(options), base_dir=base, origin=origin)
+
+
+def _unknown_scheme(scheme: str, schemes: list[str], pm: DurablePluginManager) -> str:
+    """What to say about a URL scheme no installed store claims."""
+    from durable_core.plugins import KNOWN_STORE_SCHEMES
+
+    known = ", ".join(f"{s}:" for s in schemes) or "none"
+    text = f"unknown store URL scheme {scheme!r}: no installed store claims it (known: {known}"
+    text += (
+        "; without a scheme, a path is a file store directory, and 'default' the default store)."
     )
+    if scheme in KNOWN_STORE_SCHEMES:
+        return f"{text} It comes with the distribution {KNOWN_STORE_SCHEMES[scheme]!r}: install it"
+    text += (
+        f" Install the store plugin that provides {scheme}: URLs (a distribution with an entry "
+        "point in the group 'durable'; 'durable plugins' lists what is installed)"
+    )
+    if pm.load_errors:
+        text += f"; these plugins failed to load: {', '.join(sorted(pm.load_errors))}"
+    return text + ". See docs/cli.md, 'Store URLs'"
 
 
-def _url_path(url: str, rest: str, origin: str) -> str:
+def url_path(url: str) -> str:
+    """The local path of a ``scheme:///abs/path`` or ``scheme:rel/path`` URL, percent-escapes
+    decoded (for stores on a local file system; their ``from_url``).
+
+    Raises:
+        ConfigError: the URL names a remote host, or has no path.
+    """
+    scheme, _, rest = url.partition(":")
     if rest.startswith("//"):
         parts = urllib.parse.urlsplit(url)
         if parts.netloc not in ("", "localhost"):
             raise ConfigError(
-                f"{origin}: a remote host ({parts.netloc!r}) is not supported; write "
-                f"{parts.scheme}:///absolute/path or {parts.scheme}:relative/path"
+                f"a remote host ({parts.netloc!r}) is not supported; write "
+                f"{scheme}:///absolute/path or {scheme}:relative/path"
             )
         path = urllib.parse.unquote(parts.path)
     else:
         path = urllib.parse.unquote(rest)
     if not path:
-        raise ConfigError(f"{origin}: the URL has no path")
+        raise ConfigError("the URL has no path")
     return path
+
+
+def memory_url_options(url: str) -> dict[str, Any]:
+    """The memory store's options for ``memory:`` (none).
+
+    Raises:
+        ConfigError: the URL gives a location (a memory store has none).
+    """
+    if url.partition(":")[2].strip("/"):
+        raise ConfigError("a memory store takes no location; write 'memory:'")
+    return {}

@@ -12,6 +12,8 @@ R-STORE-1…5). The package holds:
   records read back, factory options);
 - :mod:`~durable_core.store.locks`: per-run OS file locks and private directories, for stores
   on a local file system;
+- :mod:`~durable_core.store.owner`: :class:`RunOwner`, who owns a run as a ``BusyError``
+  names it, and how stores record it;
 - :mod:`~durable_core.store.memory`: :class:`MemoryStore` (B-MEM).
 
 The conformance kit in :mod:`durable_core.testing` proves a backend keeps the contract.
@@ -29,6 +31,14 @@ from durable_core.store.checks import (
 )
 from durable_core.store.kit import Acquiring, BaseSession, BaseStore
 from durable_core.store.memory import MemorySession, MemoryStore, memory_store_factory
+from durable_core.store.owner import (
+    RunOwner,
+    current_owner,
+    owner_from_bytes,
+    owner_from_tag,
+    owner_tag,
+    owner_to_bytes,
+)
 from durable_core.store.protocol import (
     MAX_REVISION,
     EncodedRecord,
@@ -48,13 +58,19 @@ __all__ = [
     "MemorySession",
     "MemoryStore",
     "RunLister",
+    "RunOwner",
     "RunSummary",
     "Session",
     "Store",
     "check_options",
     "check_path",
+    "current_owner",
     "decode_stored",
     "memory_store_factory",
+    "owner_from_bytes",
+    "owner_from_tag",
+    "owner_tag",
+    "owner_to_bytes",
     "sort_summaries",
     "summary_of",
     "validate_loaded",

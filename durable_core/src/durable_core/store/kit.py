@@ -35,6 +35,8 @@ import threading
 import time
 from typing import Any
 
+import attrs
+
 from durable_core.errors import (
     BusyError,
     ConflictError,
@@ -51,6 +53,7 @@ from durable_core.store.checks import (
     validate_save,
     validate_timeout,
 )
+from durable_core.store.owner import current_owner
 from durable_core.store.protocol import EncodedRecord
 
 __all__ = ["Acquiring", "BaseSession", "BaseStore"]
@@ -97,8 +100,8 @@ class BaseStore:
 
         Raises:
             BusyError: the run is owned or being acquired through this store object (at once,
-                before the medium is asked), or by another store or process (as the backend
-                finds it: at once).
+                before the medium is asked; ``owner`` is this process), or by another store or
+                process (as the backend finds it: at once; ``owner`` as the backend knows it).
             SessionClosedError: the store was closed, before or during the call.
             CorruptRecordError: ``run_id`` is not a valid run id.
             ValueError: ``timeout`` is negative or not a number.
@@ -113,10 +116,18 @@ class BaseStore:
             holder = self._runs.get(run_id)
             if holder is not None:
                 state = "being acquired" if isinstance(holder, Acquiring) else "owned"
+                owner = current_owner(getattr(holder, "_acquired_at", None))
+                since = ""
+                if isinstance(holder, Acquiring):
+                    owner = attrs.evolve(owner, since=None)
+                elif owner.since is not None:
+                    since = f" since {owner.since:%Y-%m-%d %H:%M:%S} UTC"
                 raise BusyError(
                     f"run {run_id!r} is already {state} by another session of this "
-                    f"{type(self).__name__}; Durable never waits for an owner. Close that "
-                    "session first, or let the code that runs it finish"
+                    f"{type(self).__name__} in this process (pid {owner.pid}){since}; Durable "
+                    "never waits for an owner. Close that session first, or let the code that "
+                    "runs it finish",
+                    owner=owner,
                 )
             self._runs[run_id] = pending
         try:
@@ -225,6 +236,7 @@ class BaseSession:
         self._location = location
         self._mutex = threading.Lock()
         self._closed = False
+        self._acquired_at = time.time()  # names the owner in a BusyError of this store
         # The revision this session last loaded or saved: the stored record is known good.
         self._verified = 0
 

@@ -11,6 +11,12 @@ open file descriptor of this process:
   the process exits in any way (the kernel closes the descriptor), including ``SIGKILL``.
 - The lock file is created with mode 0600 and is never deleted: deleting a lock file while it is
   held would let a second owner lock a new file of the same name (two exclusive domains).
+- While it holds the lock, the owner writes its pid, host name and the time it took the lock
+  (UTC) into the lock file, as one JSON line (:func:`~durable_core.store.owner.owner_to_bytes`);
+  an acquirer that finds the lock held reads it and names the owner in its
+  :class:`~durable_core.errors.BusyError` (``BusyError.owner``). The content is only a note:
+  ownership is the OS lock alone, and a lock file without a readable note (just taken, written
+  by an older Durable, unreadable) makes the owner unknown, not the run free.
 - A platform or file system without such a lock refuses to lock (:class:`DurableError`); Durable
   never runs a session unlocked.
 
@@ -34,6 +40,7 @@ import contextlib
 import errno
 import hashlib
 import os
+import socket
 import threading
 import time
 import weakref
@@ -42,6 +49,7 @@ import filelock
 
 from durable_core.errors import AcquireTimeoutError, BusyError, ConfigError, DurableError
 from durable_core.store.checks import validate_run_id
+from durable_core.store.owner import RunOwner, current_owner, owner_from_bytes, owner_to_bytes
 
 __all__ = [
     "RunLock",
@@ -69,6 +77,9 @@ _NO_LOCK_ERRNOS = frozenset(
 # How many times a lock file replaced between open and lock is re-opened before giving up.
 _REOPEN_ATTEMPTS = 5
 _POLL_SECONDS = 0.01
+# Reads of a held lock file's owner before it is called unknown, and the most bytes read.
+_OWNER_READS = 10
+_OWNER_MAX_BYTES = 4096
 
 
 def run_key(run_id: str) -> str:
@@ -133,6 +144,66 @@ def _try_lock(fd: int, path: str) -> bool:
         raise
 
 
+def _write_owner(fd: int) -> None:
+    """Name this process in the lock file it has just locked (best effort: a lock file that
+    cannot be written only leaves the owner unknown to others)."""
+    data = owner_to_bytes(current_owner())
+    # Emptied first, then written in one call: a reader sees nothing, a prefix without the
+    # final newline, or the whole owner; never a mix with the previous owner's bytes.
+    with contextlib.suppress(OSError):
+        os.ftruncate(fd, 0)
+        if hasattr(os, "pwrite"):
+            os.pwrite(fd, data, 0)
+        else:  # Windows
+            os.lseek(fd, 0, os.SEEK_SET)
+            os.write(fd, data)
+
+
+def _read_owner(fd: int) -> RunOwner | None:
+    """The owner named in a lock file another open holds, or ``None`` when unknown.
+
+    An owner that has just locked may not have written its name yet, and the content may still
+    name an earlier owner that died (its lock went with it): both are read again a few times,
+    for at most about 50 ms. On Windows the holder's byte-range lock may make the content
+    unreadable; the owner is then unknown.
+    """
+    owner = None
+    for attempt in range(_OWNER_READS):
+        if attempt:
+            time.sleep(_POLL_SECONDS / 2)
+        try:
+            if hasattr(os, "pread"):
+                data = os.pread(fd, _OWNER_MAX_BYTES, 0)
+            else:  # Windows
+                os.lseek(fd, 0, os.SEEK_SET)
+                data = os.read(fd, _OWNER_MAX_BYTES)
+        except OSError:
+            return None
+        owner = owner_from_bytes(data)
+        if owner is not None and _may_be_alive(owner):
+            return owner
+    return None
+
+
+def _may_be_alive(owner: RunOwner) -> bool:
+    """False only when the owner is a process of this host that no longer exists."""
+    if os.name != "posix" or owner.pid is None or owner.host != socket.gethostname():
+        return True
+    try:
+        os.kill(owner.pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # exists, owned by another user
+    return True
+
+
+def _owner_text(owner: RunOwner | None) -> str:
+    if owner is None:
+        return "an owner whose lock file names no live process (it may have just taken the run)"
+    return owner.describe()
+
+
 def _close_descriptor(fd: int) -> None:
     # Closing the descriptor releases the OS lock (flock / LockFileEx) held through it.
     with contextlib.suppress(OSError):
@@ -181,7 +252,8 @@ class RunLock:
 
         Raises:
             BusyError: ``wait`` is 0 and another open of the file holds the lock, in this
-                process or another one.
+                process or another one; its ``owner`` is what the lock file names (or
+                ``None``).
             AcquireTimeoutError: ``wait`` is positive and the lock stayed held that long.
             DurableError: the platform or file system offers no OS file lock; nothing runs
                 unlocked.
@@ -194,6 +266,7 @@ class RunLock:
         reopened = 0
         while True:
             fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | _O_NOFOLLOW | _O_BINARY, 0o600)
+            owner: RunOwner | None = None
             try:
                 locked = _try_lock(fd, lock_path)
                 if locked:
@@ -204,7 +277,10 @@ class RunLock:
                     except FileNotFoundError:
                         at_path = None
                     if at_path is not None and os.path.samestat(os.fstat(fd), at_path):
+                        _write_owner(fd)
                         return cls(lock_path, fd)
+                elif wait == 0:
+                    owner = _read_owner(fd)
             except BaseException:
                 os.close(fd)
                 raise
@@ -220,10 +296,10 @@ class RunLock:
                 continue
             if wait == 0:
                 raise BusyError(
-                    f"{what} is owned by another session, in this process or another one, "
-                    f"which holds the OS lock on {lock_path}. Find that process and let it "
-                    "close its session; never delete the lock file, that would create a "
-                    "second owner"
+                    f"{what} is owned by another session: {_owner_text(owner)}, which holds "
+                    f"the OS lock on {lock_path}. Let that process finish or close its "
+                    "session; never delete the lock file, that would create a second owner",
+                    owner=owner,
                 )
             if deadline is not None and time.monotonic() >= deadline:
                 raise AcquireTimeoutError(
@@ -238,11 +314,14 @@ class RunLock:
         return self._fd is not None and self._finalizer.alive
 
     def release(self) -> None:
-        """Release the lock and close the descriptor; the lock file stays. Idempotent."""
+        """Empty the lock file (the owner's note), release the lock and close the descriptor;
+        the lock file stays. Idempotent."""
         with self._mutex:
             fd, self._fd = self._fd, None
             if fd is None or not self._finalizer.alive:
                 return
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, 0)  # the owner's note goes with the ownership
             try:
                 filelock.unlock_descriptor(fd)
             except OSError:

@@ -28,7 +28,8 @@ def cancel_command(args: tuple[str, ...], store_url: str | None, as_json: bool) 
     from durable_core.maintenance import CancelRequests
     from durable_core.plugins import make_plugin_manager
 
-    store_config, config, rest = split_store_args(args, store_url)
+    pm = make_plugin_manager()
+    store_config, config, rest = split_store_args(args, store_url, pm)
     if not rest and config is not None:
         rest = (config.run_id,)
     if len(rest) != 1:
@@ -36,7 +37,7 @@ def cancel_command(args: tuple[str, ...], store_url: str | None, as_json: bool) 
     (run_id,) = rest
     where = store_config.describe()
     require_existing_store(store_config)
-    store = store_config.open(make_plugin_manager())
+    store = store_config.open(pm)
     try:
         if not isinstance(store, CancelRequests):
             raise ConfigError(f"the {where} cannot pass a stop request to a run's owner")

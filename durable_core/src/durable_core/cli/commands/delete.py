@@ -29,7 +29,8 @@ def delete_command(args: tuple[str, ...], store_url: str | None, yes: bool, as_j
     from durable_core.maintenance import delete_run, each
     from durable_core.plugins import make_plugin_manager
 
-    store_config, _, run_ids = split_store_args(args, store_url)
+    pm = make_plugin_manager()
+    store_config, _, run_ids = split_store_args(args, store_url, pm)
     if not run_ids:
         raise click.UsageError("give the RUN_ID of each run to delete")
     where = store_config.describe()
@@ -40,7 +41,7 @@ def delete_command(args: tuple[str, ...], store_url: str | None, yes: bool, as_j
             f"delete {len(run_ids)} run(s) from the {where}? This cannot be undone", abort=True
         )
     require_existing_store(store_config)
-    store = store_config.open(make_plugin_manager())
+    store = store_config.open(pm)
     deleted = []
     try:
         for run_id in each(run_ids):

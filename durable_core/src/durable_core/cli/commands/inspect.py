@@ -54,11 +54,12 @@ def inspect_command(
         if len(args) > 1 or (args and not looks_like_config(args[0])):
             raise click.UsageError("give the run id either as RUN_ID or as --run-id, not both")
         args = (*args, run_id_option)
-    store_config, run_id, config = store_target(args, store_url, want_run_id=True)
+    pm = make_plugin_manager()
+    store_config, run_id, config = store_target(args, store_url, want_run_id=True, pm=pm)
     assert run_id is not None
     graph = graph_of(config)
     require_existing_store(store_config)
-    store = store_config.open(make_plugin_manager())
+    store = store_config.open(pm)
     try:
         if peek:
             record = peek_record(store_config, store, run_id)

@@ -38,7 +38,8 @@ def list_command(args: tuple[str, ...], store_url: str | None, as_json: bool) ->
     from durable_core.plugins import make_plugin_manager
     from durable_core.store import RunLister
 
-    store_config, _, config = store_target(args, store_url, want_run_id=False)
+    pm = make_plugin_manager()
+    store_config, _, config = store_target(args, store_url, want_run_id=False, pm=pm)
     graph = graph_of(config)
     rows: list[dict[str, Any]] = []
     if store_url is None and config is None and not store_exists(store_config):
@@ -46,7 +47,7 @@ def list_command(args: tuple[str, ...], store_url: str | None, as_json: bool) ->
         _print_rows(rows, store_config.describe(), as_json, graph)
         return
     require_existing_store(store_config)
-    store = store_config.open(make_plugin_manager())
+    store = store_config.open(pm)
     try:
         if not isinstance(store, RunLister):
             raise ConfigError(

@@ -35,12 +35,12 @@ def migrate_command(
     from durable_core.runinfo import check_record
     from durable_core.store import RunLister
 
-    source_config = parse_store_url(source_url)
-    destination_config = parse_store_url(destination_url)
+    pm = make_plugin_manager()
+    source_config = parse_store_url(source_url, pm=pm)
+    destination_config = parse_store_url(destination_url, pm=pm)
     if source_config.describe() == destination_config.describe():
         raise ConfigError("--from and --to name the same store; nothing to migrate")
     require_existing_store(source_config)
-    pm = make_plugin_manager()
     source = source_config.open(pm)
     try:
         destination = destination_config.open(pm)

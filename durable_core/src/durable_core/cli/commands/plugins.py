@@ -27,6 +27,7 @@ def plugins_command(as_json: bool) -> None:
                         "distribution": i.distribution,
                         "version": i.version,
                         "stores": list(i.stores),
+                        "url_schemes": list(i.url_schemes),
                         "executors": list(i.executors),
                         "codecs": list(i.codecs),
                         "commands": list(i.commands),
@@ -45,6 +46,8 @@ def plugins_command(as_json: bool) -> None:
             continue
         if i.stores:
             click.echo(f"  stores: {', '.join(i.stores)}")
+        if i.url_schemes:
+            click.echo(f"  --store URL schemes: {', '.join(s + ':' for s in i.url_schemes)}")
         if i.executors:
             click.echo(f"  executors: {', '.join(i.executors)}")
         if i.codecs:

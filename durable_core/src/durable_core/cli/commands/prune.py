@@ -51,11 +51,12 @@ def prune_command(
     if not finished:
         raise click.UsageError("prune deletes only finished runs: give --finished")
     age = parse_age(older_than) if older_than is not None else None
-    store_config, _, config = store_target(args, store_url, want_run_id=False)
+    pm = make_plugin_manager()
+    store_config, _, config = store_target(args, store_url, want_run_id=False, pm=pm)
     graph = graph_of(config)
     where = store_config.describe()
     require_existing_store(store_config)
-    store = store_config.open(make_plugin_manager())
+    store = store_config.open(pm)
     chosen: list[dict[str, Any]] = []
     try:
         if not isinstance(store, RunLister):

@@ -25,12 +25,19 @@ __all__ = ["resume_command"]
     metavar="N",
     help="At most N node bodies at once (overrides [runtime] max_running).",
 )
+@click.option(
+    "--store",
+    "store_url",
+    metavar="URL",
+    help="The store, instead of the config's [store] (see 'Store URLs' in docs/cli.md).",
+)
 @json_option("Print the result as JSON.")
 def resume_command(
     config_arg: str,
     run_id: str | None,
     input_options: tuple[str, ...],
     max_running: int | None,
+    store_url: str | None,
     as_json: bool,
 ) -> None:
     """Continue a run of the CONFIG's graph from its record.
@@ -48,4 +55,5 @@ def resume_command(
         resume=True,
         input_options=input_options,
         max_running=max_running,
+        store_url=store_url,
     )

@@ -30,6 +30,12 @@ __all__ = ["run_command"]
     metavar="N",
     help="At most N node bodies at once (overrides [runtime] max_running).",
 )
+@click.option(
+    "--store",
+    "store_url",
+    metavar="URL",
+    help="The store, instead of the config's [store] (see 'Store URLs' in docs/cli.md).",
+)
 @json_option("Print the result as JSON.")
 def run_command(
     config_arg: str,
@@ -37,6 +43,7 @@ def run_command(
     resume_if_exists: bool,
     input_options: tuple[str, ...],
     max_running: int | None,
+    store_url: str | None,
     as_json: bool,
 ) -> None:
     """Start a new run of the CONFIG's graph and execute it.
@@ -56,4 +63,5 @@ def run_command(
         resume_if_exists=resume_if_exists,
         input_options=input_options,
         max_running=max_running,
+        store_url=store_url,
     )

@@ -31,11 +31,11 @@ def show_command(args: tuple[str, ...], store_url: str | None, as_json: bool) ->
     from durable_core.plugins import make_plugin_manager
     from durable_core.runinfo import check_record
 
-    store_config, config, rest = split_store_args(args, store_url)
+    pm = make_plugin_manager()
+    store_config, config, rest = split_store_args(args, store_url, pm)
     if len(rest) not in (2, 3):
         raise click.UsageError("give RUN_ID and NODE, and optionally one KEY of the node")
     run_id, node, key = rest[0], rest[1], (rest[2] if len(rest) == 3 else None)
-    pm = make_plugin_manager()
     if config is not None:
         config.load_graph()
         config.register_graph_module(pm)
