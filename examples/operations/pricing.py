@@ -1,7 +1,9 @@
 """A three-node pricing graph for docs/operations.md: it fails while the file ``broken`` exists
-next to this module, so that a run can fail for good and be continued by ``durable fork``."""
+next to this module, so that a run can fail for good and be continued by ``durable fork``; it
+waits while the file ``hold`` exists, so that a running run can be watched and canceled."""
 
 import pathlib
+import time
 
 import attrs
 
@@ -25,10 +27,16 @@ INVOICE = Key("invoice", str)
 graph = Graph("pricing", inputs=[QUANTITY, UNIT_CENTS])
 
 BROKEN = pathlib.Path(__file__).with_name("broken")
+HOLD = pathlib.Path(__file__).with_name("hold")
+HOLD_SECONDS = 600.0
+"""``subtotal`` waits at most this long for ``hold`` to go."""
 
 
 @graph.node("subtotal", requires=[QUANTITY, UNIT_CENTS], provides=[SUBTOTAL])
 def subtotal(rc):
+    deadline = time.monotonic() + HOLD_SECONDS
+    while HOLD.exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
     rc.set(SUBTOTAL, Money(rc.get(QUANTITY) * rc.get(UNIT_CENTS)))
 
 

@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 import pathlib
 import shutil
+import subprocess
 import sys
+import time
 
 import pytest
 from click.testing import CliRunner
@@ -73,13 +75,58 @@ def test_the_operations_guide_works_as_written(example):
     durable("log", "order-2b", "--follow")
     assert "revision" in durable("inspect", "pricing.toml", "order-1", "--peek")
     assert "nothing to cancel" in durable("cancel", "pricing.toml", "order-1")
+    # section 6: a running run, watched and canceled from another process
+    (example / "hold").touch()
+    owner = subprocess.Popen(
+        [sys.executable, "-m", "durable_core", "run", "pricing.toml", "--run-id", "order-3"],
+        cwd=example,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while runner.invoke(cli, ["inspect", "pricing.toml", "order-3", "--peek"]).exit_code:
+            assert time.monotonic() < deadline, "the run did not start"
+            time.sleep(0.1)
+        durable("inspect", "pricing.toml", "order-3", code=ExitCode.BUSY)
+        peeked = durable("inspect", "pricing.toml", "order-3", "--peek")
+        assert "incomplete (0 of 3 root nodes confirmed)" in peeked
+        assert "asked the owner of run 'order-3' to stop" in durable(
+            "cancel", "pricing.toml", "order-3"
+        )
+        # the owner polls for the request (a marker file next to the run locks) and removes it
+        # once seen; only then may the held node return, as in the guide (a person is slower)
+        while list((example / ".durable" / ".runlocks").glob("*.cancel")):
+            assert time.monotonic() < deadline + 60, "the owner did not see the request"
+            time.sleep(0.05)
+    finally:
+        (example / "hold").unlink()
+        out, err = owner.communicate(timeout=120)
+    assert owner.returncode == ExitCode.RUN_FAILED, err
+    assert "run 'order-3' canceled after" in out
+    assert "canceled on request ('durable cancel')" in err
+    assert "durable resume pricing.toml --run-id order-3" in err
+    assert "completed" in durable("resume", "pricing.toml", "--run-id", "order-3")
     assert "deleted run 'big-order'" in durable("delete", "pricing.toml", "big-order", "--yes")
     assert "would delete" in durable("prune", "pricing.toml", "--finished", "--dry-run")
     durable("prune", "pricing.toml", "--finished", "--yes")
     assert durable("list", "pricing.toml").startswith("no runs")
+    durable(
+        "prune",
+        "--store",
+        f"file://{example}/nowhere",
+        "--finished",
+        "--older-than",
+        "7d",
+        "--yes",
+        code=ExitCode.NOT_FOUND,
+    )
     durable("run", "pricing.toml")
     assert "copied run 'order-1'" in durable(
         "migrate", "--from", "sqlite:.durable/runs.sqlite", "--to", "file:.durable/runs"
     )
+    migrated = durable("list", "--store", "file:.durable/runs").splitlines()
+    assert migrated[1].split() == ["order-1", "settled", "4", "2", "3"]
     error = json.loads(durable("inspect", "pricing.toml", "nope", "--json", code=4))
     assert error["type"] == "NotFoundError" and error["exit"] == 4

@@ -254,11 +254,15 @@ def saved_definition(
 
 
 def last_failures(run_id: str) -> dict[str, dict[str, Any]]:
-    """Each node's last failed attempt in the log (by node path); empty without a log."""
+    """Each node's last failed attempt in the log (by node path) since the run's last
+    ``run_started`` (an earlier run of the same id, deleted since, does not count); empty
+    without a log."""
     failures: dict[str, dict[str, Any]] = {}
     try:
         for entry in read_log(run_id):
-            if entry.get("event") == "attempt_failed" and "node" in entry:
+            if entry.get("event") == "run_started":
+                failures.clear()
+            elif entry.get("event") == "attempt_failed" and "node" in entry:
                 failures[entry["node"]] = entry
             elif entry.get("event") == "node_confirmed" and "node" in entry:
                 failures.pop(entry["node"], None)
@@ -268,16 +272,17 @@ def last_failures(run_id: str) -> dict[str, dict[str, Any]]:
 
 
 def log_times(run_id: str) -> dict[str, Any]:
-    """When the run started (its first ``run_started``), its last event, and the time between,
-    from the run log: ``{"started": ISO time, "last_event": ISO time, "duration_seconds": …}``;
-    empty without a log."""
+    """When the run started (its last ``run_started``: an earlier run of the same id, deleted
+    since, does not count), its last event, and the time between, from the run log:
+    ``{"started": ISO time, "last_event": ISO time, "duration_seconds": …}``; empty without a
+    log."""
     first = last = None
     try:
         for entry in read_log(run_id):
             when = entry.get("time")
             if not isinstance(when, str):
                 continue
-            if first is None and entry.get("event") == "run_started":
+            if entry.get("event") == "run_started":
                 first = when
             last = when
     except FileNotFoundError:

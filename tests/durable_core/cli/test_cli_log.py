@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from durable_core.cli import ExitCode
-from durable_core.runlog import MAX_ERROR_CHARS, last_failures, log_path, scrub
+from durable_core.runlog import MAX_ERROR_CHARS, last_failures, log_path, log_times, scrub
 
 
 def test_log_shows_times_failures_and_durations(ops, tmp_path, monkeypatch):
@@ -65,3 +65,25 @@ def test_log_files_are_per_run_and_a_torn_line_is_skipped(tmp_path, monkeypatch)
     path = log_path("r")
     path.write_text('{"event": "attempt_failed", "node": "n", "error": "E"}\n{"event": "attempt_fa')
     assert last_failures("r") == {"n": {"event": "attempt_failed", "node": "n", "error": "E"}}
+
+
+def test_times_and_failures_describe_the_last_run_of_an_id(tmp_path, monkeypatch):
+    # A run deleted (or its store removed) and started again under the same id appends to the
+    # same log: what inspect shows must come from the new run only.
+    monkeypatch.setenv("DURABLE_LOG_DIR", str(tmp_path))
+    events = [
+        ("2026-01-01T10:00:00+00:00", "run_started", {}),
+        ("2026-01-01T10:00:01+00:00", "attempt_failed", {"node": "old", "error": "E1"}),
+        ("2026-01-01T10:00:02+00:00", "run_finished", {"status": "failed"}),
+        ("2026-01-02T08:00:00+00:00", "run_started", {}),
+        ("2026-01-02T08:00:03+00:00", "attempt_failed", {"node": "new", "error": "E2"}),
+    ]
+    log_path("r").write_text(
+        "".join(json.dumps({"time": t, "event": e, **more}) + "\n" for t, e, more in events)
+    )
+    assert log_times("r") == {
+        "started": "2026-01-02T08:00:00+00:00",
+        "last_event": "2026-01-02T08:00:03+00:00",
+        "duration_seconds": 3.0,
+    }
+    assert set(last_failures("r")) == {"new"}

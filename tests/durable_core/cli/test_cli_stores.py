@@ -339,15 +339,25 @@ def test_list_of_an_empty_store(runner, tmp_path):
 
 
 # covers: E-2, E-1
-@pytest.mark.parametrize("command", [["list"], ["inspect", "some-run"]])
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["list"],
+        ["inspect", "some-run"],
+        ["prune", "--finished"],
+        ["delete", "some-run"],
+        ["delete", "--yes", "some-run"],
+    ],
+)
 @pytest.mark.parametrize(
     "url", ["file://{tmp}/typo-dir", "sqlite://{tmp}/typo-dir/runs.sqlite", "sqlite://{tmp}/x.db"]
 )
-def test_inspect_and_list_never_create_a_missing_store(runner, tmp_path, command, url):
+def test_reading_and_removing_commands_never_create_a_missing_store(runner, tmp_path, command, url):
     before = sorted(tmp_path.iterdir())
     result = invoke(runner, command[0], "--store", url.format(tmp=tmp_path), *command[1:])
     assert result.exit_code == ExitCode.NOT_FOUND, result.output
-    assert "there is no" in result.stderr and "never create a store" in result.stderr
+    assert "there is no" in result.stderr and "never creates a store" in result.stderr
+    assert "inspect and list" not in result.stderr
     assert sorted(tmp_path.iterdir()) == before
 
 

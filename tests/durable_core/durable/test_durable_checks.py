@@ -416,6 +416,7 @@ def test_a_node_that_failed_for_good_is_reported_and_nothing_runs(store: Any, lo
     assert isinstance(again.error, NodeFailedError)
     assert again.error.path == "boom"
     assert "'boom'" in str(again.error) and "failed for good" in str(again.error)
+    assert "fork the run into a new run id ('durable fork', or fork_run)" in str(again.error)
     assert again.saves == 0
     assert again[NORM] == 1  # restored values of the root graph are in the result
     assert again[SEED] == first_result[SEED] == 1  # and the root inputs, as after run

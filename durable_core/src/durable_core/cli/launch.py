@@ -210,6 +210,7 @@ def launch(
                 "inputs": inputs,
                 "max_running": config.runtime.max_running,
                 "cancel": token,
+                "input_identity": config.input_identity(graph),
             }
             try:
                 try:
@@ -359,6 +360,7 @@ def _fork(
             version=options["version"],
             inputs=options["inputs"],
             rerun=rerun,
+            input_identity=options["input_identity"],
         )
     except ConflictError as exc:
         raise ConflictError(

@@ -159,8 +159,8 @@ def require_existing_store(store: StoreConfig) -> None:
     location = store.resolved_options().get(option)
     if isinstance(location, str) and not os.path.exists(location):
         raise NotFoundError(
-            f"there is no {store.backend} store at {location}: check the location (inspect "
-            "and list only read, they never create a store)"
+            f"there is no {store.backend} store at {location}: check the location (this "
+            "command works on runs that exist; it never creates a store)"
         )
 
 

@@ -7,12 +7,18 @@ receives.
 - a path: ``out_dir = { path = "report" }``, resolved against the configuration's folder.
 
 Every value is checked strictly against the key's declared type (no ``"5"`` for an ``int``).
+
+A path input's value is always the absolute path, but the run's input fingerprint holds the path
+relative to the configuration's folder when the path lies under that folder
+(:func:`input_identity`): the project folder can be moved or cloned elsewhere and its runs still
+resume. A path outside that folder is fingerprinted as the absolute path.
 """
 
 from __future__ import annotations
 
 import datetime
 import json
+import os
 import pathlib
 from collections.abc import Mapping
 from typing import Any, Literal
@@ -40,6 +46,7 @@ __all__ = [
     "InputSource",
     "LiteralInput",
     "PathInput",
+    "input_identity",
     "parse_input_override",
     "resolve_inputs",
 ]
@@ -125,6 +132,48 @@ def resolve_inputs(
         keys[name]: _resolve_input(source, keys[name].type, base_dir, f"{where} {name}")
         for name, source in inputs.items()
     }
+
+
+def input_identity(
+    inputs: Mapping[str, InputSource], graph: Any, base_dir: pathlib.Path
+) -> dict[Any, Any]:
+    """What stands for each path input in the run's input fingerprint (see
+    :meth:`~durable_core.durable.Runtime.run`, ``input_identity``).
+
+    A ``{ path = … }`` input (or a ``--input`` override of a ``Path`` key) whose absolute path
+    lies under ``base_dir`` is fingerprinted as its path relative to ``base_dir``, written with
+    ``/`` (``"data/prices.csv"``; ``"."`` for ``base_dir`` itself), so that moving or
+    re-cloning the folder keeps the fingerprint. The graph still receives the absolute path.
+    ``..`` segments are normalized first; symbolic links are not followed. Paths outside
+    ``base_dir``, literal values and file inputs are fingerprinted as their values are, and are
+    not in the result.
+
+    Args:
+        inputs: the inputs by key name, as written (already checked by
+            :func:`resolve_inputs`).
+        graph: the graph (``graph.inputs``: its root input keys).
+        base_dir: the configuration's folder.
+
+    Returns:
+        ``{key: relative path}`` (a ``str``, or a ``pathlib.Path`` for a ``Path`` key) for the
+        path inputs under ``base_dir``.
+    """
+    keys = {key.name: key for key in graph.inputs}
+    base = pathlib.Path(os.path.normpath(base_dir.absolute()))
+    out: dict[Any, Any] = {}
+    for name, source in inputs.items():
+        if not isinstance(source, PathInput) or name not in keys:
+            continue
+        resolved = pathlib.Path(os.path.normpath(resolve_path(source.path, base_dir)))
+        if not resolved.is_relative_to(base):
+            continue
+        relative = resolved.relative_to(base).as_posix()
+        key = keys[name]
+        if key.type is pathlib.Path or key.type is pathlib.PurePath:
+            out[key] = pathlib.Path(relative)
+        else:
+            out[key] = relative
+    return out
 
 
 def parse_input_override(text: str, graph: Any, base_dir: pathlib.Path) -> tuple[str, InputSource]:

@@ -26,6 +26,7 @@ from durable_core.config.inputs import (
     InputSource,
     LiteralInput,
     PathInput,
+    input_identity,
     resolve_inputs,
 )
 from durable_core.config.stores import StoreConfig, default_store_config
@@ -151,6 +152,13 @@ class RunConfig:
                 cannot be read, or a value does not have the key's type.
         """
         return resolve_inputs(self.inputs, graph, self.base_dir, f"{self.path}: [inputs]")
+
+    def input_identity(self, graph: Any) -> dict[Any, Any]:
+        """What stands for path inputs in the run's input fingerprint: their paths relative to
+        the configuration's folder, for those under it (see
+        :func:`~durable_core.config.inputs.input_identity`). Give it to the runtime as
+        ``input_identity``."""
+        return input_identity(self.inputs, graph, self.base_dir)
 
     def open_store(self, pm: DurablePluginManager | None = None) -> Any:
         """Open the configured store (see :meth:`StoreConfig.open`)."""

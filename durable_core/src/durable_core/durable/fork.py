@@ -26,7 +26,6 @@ from typing import Any
 
 import attrs
 
-from durable_core.durable.fingerprint import values_fingerprint
 from durable_core.durable.ledger import new_id
 from durable_core.durable.recovery import decode_confirmed
 from durable_core.errors import (
@@ -77,6 +76,7 @@ def create_fork(
     version: str,
     inputs: Mapping[Key[Any], Any],
     rerun: Iterable[str] = (),
+    input_identity: Mapping[Key[Any], Any] | None = None,
 ) -> ForkPlan:
     """Save the first record of ``new_run_id``, holding the old run's still-valid nodes.
 
@@ -90,6 +90,10 @@ def create_fork(
         version: the new run's business version.
         inputs: the root inputs; their fingerprint must equal the old run's.
         rerun: root node ids to run again (with everything downstream of them).
+        input_identity: stand-ins for inputs in the fingerprint, as for
+            :meth:`~durable_core.durable.Runtime.run`; the new record stores the fingerprint
+            with them, so forking a run started before path inputs were fingerprinted relative
+            to the configuration's folder gives a run that resumes from a moved folder.
 
     Returns:
         The :class:`ForkPlan`.
@@ -123,9 +127,9 @@ def create_fork(
     with store.acquire(run_id) as session:
         old = session.load()
     _check_source(old, run_id)
-    values = runtime._encode_inputs(graph, inputs)
-    fingerprint = values_fingerprint(values)
-    if fingerprint != old.inputs:
+    accepted = runtime.input_fingerprints(graph, inputs, input_identity)
+    fingerprint = accepted[0]
+    if old.inputs not in accepted:
         raise InputsMismatchError(
             f"the inputs differ from those run {run_id!r} was started with: a fork keeps the "
             "inputs (copied nodes were computed from them). Give the original inputs, or start "
@@ -190,6 +194,7 @@ def fork_run(
     rerun: Iterable[str] = (),
     max_running: int | None = None,
     cancel: CancelToken | None = None,
+    input_identity: Mapping[Key[Any], Any] | None = None,
 ) -> Any:
     """Fork ``run_id`` into ``new_run_id`` (:func:`create_fork`) and execute the new run.
 
@@ -208,6 +213,7 @@ def fork_run(
         version=version,
         inputs=inputs,
         rerun=rerun,
+        input_identity=input_identity,
     )
     return runtime.resume(
         graph,
@@ -216,6 +222,7 @@ def fork_run(
         inputs=inputs,
         max_running=max_running,
         cancel=cancel,
+        input_identity=input_identity,
     )
 
 

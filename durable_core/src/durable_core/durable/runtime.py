@@ -254,6 +254,7 @@ class Runtime:
         max_running: int | None = None,
         timeout: float | None = None,
         cancel: CancelToken | None = None,
+        input_identity: Mapping[Key[Any], Any] | None = None,
     ) -> DurableResult:
         """Start a new run of ``graph`` and execute it (R-RT-3).
 
@@ -283,6 +284,12 @@ class Runtime:
                 returns ``status == "canceled"`` and the record stays resumable. Without one,
                 Ctrl-C raises ``KeyboardInterrupt`` once the running bodies have ended (a plain
                 body first finishes its current call); the record stays resumable as well.
+            input_identity: for some root input keys, a value of the key's type that stands
+                for the input in the record's input fingerprint instead of the value the graph
+                receives (see :meth:`input_fingerprints`). The run configuration uses it for
+                ``{ path = … }`` inputs: the graph gets the absolute path, the fingerprint
+                holds the path relative to the configuration's folder. ``resume`` accepts the
+                fingerprint with these stand-ins or without them.
 
         Returns:
             The :class:`DurableResult`; a node's failure is ``status == "failed"`` with a
@@ -318,6 +325,7 @@ class Runtime:
                 max_running=max_running,
                 timeout=timeout,
                 cancel=cancel,
+                input_identity=input_identity,
             )
         )
 
@@ -331,6 +339,7 @@ class Runtime:
         max_running: int | None = None,
         timeout: float | None = None,
         cancel: CancelToken | None = None,
+        input_identity: Mapping[Key[Any], Any] | None = None,
     ) -> DurableResult:
         """Continue an existing run of ``graph`` from its record.
 
@@ -376,6 +385,7 @@ class Runtime:
                 max_running=max_running,
                 timeout=timeout,
                 cancel=cancel,
+                input_identity=input_identity,
             )
         )
 
@@ -389,6 +399,7 @@ class Runtime:
         max_running: int | None = None,
         timeout: float | None = None,
         cancel: CancelToken | None = None,
+        input_identity: Mapping[Key[Any], Any] | None = None,
     ) -> DurableResult:
         """Start ``run_id`` when it has no record, else continue it: one call for a scheduler.
 
@@ -414,6 +425,7 @@ class Runtime:
                 max_running=max_running,
                 timeout=timeout,
                 cancel=cancel,
+                input_identity=input_identity,
             )
         )
 
@@ -427,6 +439,7 @@ class Runtime:
         max_running: int | None = None,
         timeout: float | None = None,
         cancel: CancelToken | None = None,
+        input_identity: Mapping[Key[Any], Any] | None = None,
     ) -> DurableResult:
         """The ``async`` form of :meth:`run_or_resume` (same arguments, errors and result)."""
         options: dict[str, Any] = {
@@ -436,6 +449,7 @@ class Runtime:
             "max_running": max_running,
             "timeout": timeout,
             "cancel": cancel,
+            "input_identity": input_identity,
         }
         try:
             return await self.run_async(graph, **options)
@@ -463,10 +477,11 @@ class Runtime:
         max_running: int | None = None,
         timeout: float | None = None,
         cancel: CancelToken | None = None,
+        input_identity: Mapping[Key[Any], Any] | None = None,
     ) -> DurableResult:
         """The ``async`` form of :meth:`run` (same arguments, errors and result)."""
         return await self._run_or_resume(
-            True, graph, run_id, version, inputs, max_running, timeout, cancel
+            True, graph, run_id, version, inputs, max_running, timeout, cancel, input_identity
         )
 
     async def resume_async(
@@ -479,10 +494,11 @@ class Runtime:
         max_running: int | None = None,
         timeout: float | None = None,
         cancel: CancelToken | None = None,
+        input_identity: Mapping[Key[Any], Any] | None = None,
     ) -> DurableResult:
         """The ``async`` form of :meth:`resume` (same arguments, errors and result)."""
         return await self._run_or_resume(
-            False, graph, run_id, version, inputs, max_running, timeout, cancel
+            False, graph, run_id, version, inputs, max_running, timeout, cancel, input_identity
         )
 
     async def _run_or_resume(
@@ -495,6 +511,7 @@ class Runtime:
         max_running: int | None,
         timeout: float | None,
         cancel: CancelToken | None,
+        input_identity: Mapping[Key[Any], Any] | None = None,
     ) -> DurableResult:
         """The one body of ``run`` (``new``) and ``resume``: check, acquire, start or load,
         execute; then wait for a save still in flight and close the session in a worker
@@ -503,7 +520,7 @@ class Runtime:
         fingerprint = ""
         if new:
             try:
-                fingerprint = values_fingerprint(self._encode_inputs(graph, inputs))
+                fingerprint = self.input_fingerprints(graph, inputs, input_identity)[0]
             except CodecError as exc:
                 raise CheckpointError(f"run {run_id!r}: {exc}. Nothing was saved.") from exc
         session = await self._acquire(run_id, timeout)
@@ -518,7 +535,9 @@ class Runtime:
                 kind = EventKind.RUN_STARTED
             else:
                 record = await asyncio.to_thread(session.load)
-                restored = self._check_record(graph, record, run_id, version, inputs)
+                restored = self._check_record(
+                    graph, record, run_id, version, inputs, input_identity
+                )
                 streams = plan_streams(graph, record, self.codecs)
                 managed = adopt_managed(
                     graph, record, self.codecs, propagate_failures(record).propagated
@@ -669,6 +688,49 @@ class Runtime:
                 served[type_name(tp)] = "its values' classes have codecs"
         return served
 
+    def input_fingerprints(
+        self,
+        graph: Graph,
+        inputs: Mapping[Key[Any], Any],
+        input_identity: Mapping[Key[Any], Any] | None = None,
+    ) -> tuple[str, ...]:
+        """The input fingerprints of ``inputs``: the one a new run stores first, then any other
+        one ``resume`` also accepts (R-REC-2 ``Inputs``, R-REC-3).
+
+        ``input_identity`` gives, for some root input keys, a value that stands for the input
+        in the fingerprint instead of the value the graph receives: the run configuration
+        gives a path input under the configuration's folder as its path relative to that
+        folder, so that the project folder can be moved or cloned elsewhere and its runs still
+        resume. The fingerprint of the values as given is accepted as well (a run started
+        without ``input_identity``, as every run was before it existed).
+
+        Args:
+            graph: the graph whose root inputs these are.
+            inputs: a value for every root input, by key.
+            input_identity: stand-in values by key (each key one of ``inputs``, each value of
+                the key's type), or None.
+
+        Returns:
+            One fingerprint (no stand-ins), or two: with the stand-ins, then without.
+
+        Raises:
+            GraphError: as :meth:`_encode_inputs`, for the inputs or the stand-ins; or a
+                stand-in's key is not one of ``inputs``.
+            CodecError: a value or stand-in cannot be encoded.
+        """
+        plain = values_fingerprint(self._encode_inputs(graph, inputs))
+        if not input_identity:
+            return (plain,)
+        extra = [key for key in input_identity if key not in inputs]
+        if extra:
+            raise GraphError(
+                f"input_identity names {sorted(getattr(k, 'name', repr(k)) for k in extra)}, "
+                f"which are not among the inputs given to graph {graph.name!r}. Nothing was "
+                "saved."
+            )
+        stand_ins = {**inputs, **input_identity}
+        return (values_fingerprint(self._encode_inputs(graph, stand_ins)), plain)
+
     def _encode_inputs(self, graph: Graph, inputs: Mapping[Key[Any], Any]) -> list[ValueRecord]:
         """Check the root inputs, then encode each (R-REC-2 ``Inputs``).
 
@@ -737,6 +799,7 @@ class Runtime:
         run_id: str,
         version: str,
         inputs: Mapping[Key[Any], Any],
+        input_identity: Mapping[Key[Any], Any] | None = None,
     ) -> dict[tuple[str, str], NodeOutputs]:
         if not 1 <= record.format <= RECORD_FORMAT:
             raise CorruptRecordError(
@@ -763,18 +826,21 @@ class Runtime:
         if record.definition != definition:
             raise definition_mismatch(graph, record, self._ran.get(run_id))
         try:
-            values = self._encode_inputs(graph, inputs)
+            accepted = self.input_fingerprints(graph, inputs, input_identity)
         except CodecError as exc:
             raise InputsMismatchError(
                 f"resume of run {run_id!r}: {exc}; such an input cannot be the one the run was "
                 "started with. Nothing was saved."
             ) from exc
-        if values_fingerprint(values) != record.inputs:
+        if record.inputs not in accepted:
             raise InputsMismatchError(
                 f"the inputs given to resume run {run_id!r} differ from those it was started "
                 "with (their fingerprints differ: a value, or the codec id/version of an input "
-                "type, changed). Resume needs the original inputs again. Nothing was "
-                "saved."
+                "type, changed). Resume needs the original inputs again. A { path = ... } "
+                "input of a run configuration counts by its path relative to the "
+                "configuration's folder; a run started before that rule counts it by its "
+                "absolute path: resume such a run from its original folder, or fork it there. "
+                "Nothing was saved."
             )
         validate_record(record, definition=graph.describe_provides())
         return decode_confirmed(graph, record, self.codecs)
@@ -798,8 +864,9 @@ class Runtime:
         error = NodeFailedError(
             f"node {first_node!r}{others} of run {record.run_id!r} failed for good in an earlier "
             f"process (root attempt {first_attempt} is failed); nothing was run. A failed "
-            "attempt is never run again and no Retry budget is refilled: start a new "
-            "run id to run the graph again.",
+            "attempt is never run again and no Retry budget is refilled. After a fix, fork "
+            "the run into a new run id ('durable fork', or fork_run) to keep its confirmed "
+            "nodes, or start a new run id to run the graph again.",
             path=first_node,
         )
         ready: dict[str, Any] = {key.name: value for key, value in inputs.items()}

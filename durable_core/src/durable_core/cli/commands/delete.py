@@ -34,13 +34,13 @@ def delete_command(args: tuple[str, ...], store_url: str | None, yes: bool, as_j
     if not run_ids:
         raise click.UsageError("give the RUN_ID of each run to delete")
     where = store_config.describe()
+    require_existing_store(store_config)
     if not yes:
         if not sys.stdin.isatty():
             raise click.UsageError("give --yes to delete without a prompt")
         click.confirm(
             f"delete {len(run_ids)} run(s) from the {where}? This cannot be undone", abort=True
         )
-    require_existing_store(store_config)
     store = store_config.open(pm)
     deleted = []
     try:
