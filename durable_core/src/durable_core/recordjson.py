@@ -847,7 +847,35 @@ _SHAPE_OK = _build_shape_checks()
 
 # -- Encoding successive versions of one record ---------------------------------------------------
 
-_DUMPS = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode
+
+def _canonical_dumps() -> Callable[[Any], str]:
+    """``json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode``,
+    without building a new C encoder on every call (the saves encode many small parts)."""
+    plain = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is None:  # pragma: no cover - CPython always has the C encoder
+        return plain.encode
+    # No circular check (markers None): the writers build trees, never cycles.
+    tree = make(None, plain.default, _STR, None, ":", ",", True, False, True)
+
+    def dumps(value: Any) -> str:
+        kind = type(value)
+        if kind is str:
+            return _STR(value)
+        if kind is int:
+            return int.__repr__(value)
+        return "".join(tree(value, 0))
+
+    return dumps
+
+
+_STR: Callable[[str], str] = json.encoder.encode_basestring  # type: ignore[attr-defined]
+_DUMPS = _canonical_dumps()
+
+
+def _path_text(path: list[str]) -> str:
+    """A delta path (a list of str keys) as canonical JSON."""
+    return "[" + ",".join(map(_STR, path)) + "]"
 
 
 def _record_map_fields(cls: type) -> dict[str, type]:
@@ -873,7 +901,7 @@ _FIELDS_BY_ATTR = {cls: {f.attr: f for f in spec.fields} for cls, spec in _SPECS
 
 
 def _key_prefix(key: str) -> str:
-    return _DUMPS(key) + ":"
+    return _STR(key) + ":"
 
 
 class _Parts:
@@ -1032,9 +1060,9 @@ class RecordEncoder:
             self._apply(r.RunRecord, self._root, record, change, [], sets, unsets)
             delta = (
                 f'{{"Base":{base},"Revision":{record.revision},"Set":['
-                + ",".join(f"[{_DUMPS(path)},{text}]" for path, text in sets)
+                + ",".join(f"[{_path_text(path)},{text}]" for path, text in sets)
                 + '],"Unset":['
-                + ",".join(map(_DUMPS, unsets))
+                + ",".join(map(_path_text, unsets))
                 + "]}"
             ).encode("utf-8")
         except Exception:

@@ -181,3 +181,25 @@ def test_an_observer_or_a_hook_that_raises_never_fails_the_run(
     assert len(seen) == len(recorder.events) == Broken.calls > 5
     assert "observer bug" in caplog.text and "the dashboard is down" in caplog.text
     assert "'broken'" in caplog.text
+
+
+def test_plugins_registered_between_runs_get_each_event_once(tmp_path: Path) -> None:
+    # The runtime keeps the hook's callers between events; a change of plugins is seen.
+    first, second = Recorder(), Recorder()
+    plugins = make_plugin_manager(autoload=False, plugins=[("first", first)])
+    observed: list[RecoveryEvent] = []
+    runtime = Runtime(MemoryStore(), observers=[observed.append], plugins=plugins)
+    graph = retry3(CallLog(tmp_path / "calls.log"))
+    assert runtime.run(graph, run_id="r1", version="v1", inputs={SEED: 2}).status == "completed"
+    assert first.events == observed
+    plugins.register(second, name="second")
+    observed.clear()
+    first.events.clear()
+    assert runtime.run(graph, run_id="r2", version="v1", inputs={SEED: 2}).status == "completed"
+    assert first.events == observed and second.events == observed
+    plugins.unregister(name="first")
+    observed.clear()
+    first.events.clear()
+    second.events.clear()
+    assert runtime.run(graph, run_id="r3", version="v1", inputs={SEED: 2}).status == "completed"
+    assert first.events == [] and second.events == observed

@@ -31,6 +31,7 @@ from durable_core import (
     Runtime,
 )
 from durable_core.durable.messages import container_id
+from durable_core.recorddelta import read_delta
 
 
 @attrs.frozen
@@ -374,3 +375,46 @@ def test_a_per_message_budget_survives_a_real_crash_in_the_middle_of_a_try(tmp_p
     assert [i for m, i in calls if m == "m7"] == ["1", "2", "2", "3"]
     for n in range(1, 11):  # the messages committed before the crash were not processed again
         assert sum(1 for m, _ in calls if m == f"m{n}") == (4 if n == 7 else 1), calls
+
+
+class _DeltaStore:
+    """A MemoryStore whose sessions note the delta of every save."""
+
+    def __init__(self) -> None:
+        self.inner = MemoryStore()
+        self.deltas: list[bytes | None] = []
+
+    def acquire(self, run_id: str, timeout: float | None = None) -> Any:
+        session = self.inner.acquire(run_id, timeout)
+        deltas = self.deltas
+        save = session.save
+
+        def noting(record: RunRecord, expected_revision: int, encoded: Any = None) -> None:
+            deltas.append(None if encoded is None else encoded.delta)
+            save(record, expected_revision, encoded)
+
+        session.save = noting
+        return session
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+# covers: S-8, R-ATT-1
+@pytest.mark.parametrize("commit_every", [1, 8])
+def test_a_processor_root_attempt_is_written_with_its_first_transaction(
+    commit_every: int, tmp_path: Path
+) -> None:
+    store = _DeltaStore()
+    result = run(store, Plan(CallLog(tmp_path / "log")), count=12, commit_every=commit_every)
+    assert result.status == "completed", result.error
+    record = load(store.inner, "r")
+    root = record.scopes[record.root_scope].nodes["sum"].attempt
+    deltas = [read_delta(d) for d in store.deltas if d is not None]
+    first = next(d for d in deltas if ("Attempts", root) in {path for path, _ in d.set})
+    # Not a save of its own: the same save holds the processor's first transaction (or the
+    # opening of its output stream, when that comes first).
+    assert any(
+        path[0] in ("Managed", "Messages") or (path[0] == "Streams" and value["NodeID"] == "sum")
+        for path, value in first.set
+    ), first

@@ -33,6 +33,8 @@ engine from what the record already holds:
 - processor nodes (``open_processor``, ``begin_message``, ``fail_message``,
   ``commit_messages``) go to the run's :class:`~durable_core.durable.messages.MessageBook`:
   each message transaction is one save; the final one is saved with the node's confirmation.
+  The processor's root attempt costs no save of its own: it is written with the first of
+  these saves (or with a failed try, or an ack of its input).
 - ``commit_node``: the outputs are encoded (codec id, version, data, digest) and the root attempt
   is confirmed together with the complete NodeRecord in one save (R-ATT-2, R-NODE-1), with the
   Retry tries that led to the success; the engine publishes the outputs only after that save
@@ -448,13 +450,6 @@ class DurableCheckpointer(Checkpointer):
     ) -> Mapping[str, Any]:
         return share_values(self._codecs, self._ledger.record, scope, attempt, ready)
 
-    async def _save_root(self, attempt: Attempt) -> None:
-        """Save ``attempt``'s root attempt now when it is not saved yet: a processor's message
-        attempts name it, so it must be in the record first."""
-        root = self._take_unsaved(attempt)
-        if root is not _nothing:
-            await self._ledger.commit_async(root)
-
     async def open_stream(self, attempt: Attempt, key: Any, stream: Stream) -> None:
         # The writer entry names the root attempt: a root not saved yet is written with it.
         await self._book.open_stream(attempt, key, stream, before=self._take_unsaved(attempt))
@@ -465,17 +460,22 @@ class DurableCheckpointer(Checkpointer):
     async def open_processor(
         self, attempt: Attempt, processor: Processor[Any], input: Stream | None
     ) -> Managed | None:
-        await self._save_root(attempt)
+        # Its root attempt is written with its first save that names it (a message
+        # transaction, a failed try, an ack of its input, or its confirmation): no save here.
         return self._messages.open_processor(attempt, processor, input)
 
     async def begin_message(self, attempt: Attempt, message: MessageAttempt) -> MessageAttempt:
         return self._messages.begin_message(attempt, message)
 
     async def fail_message(self, message: MessageAttempt, error: BaseException) -> None:
-        await self._messages.fail_message(message, error)
+        await self._messages.fail_message(
+            message, error, lambda: self._take_unsaved(message.attempt)
+        )
 
     async def commit_messages(self, attempt: Attempt, commit: MessageCommit) -> Any:
-        return await self._messages.commit_messages(attempt, commit)
+        return await self._messages.commit_messages(
+            attempt, commit, lambda: self._take_unsaved(attempt)
+        )
 
     async def send_element(
         self, attempt: Attempt, key: Any, stream: Stream, sequence: int, element: Any

@@ -31,7 +31,7 @@ import asyncio
 import random
 import secrets
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from durable_core.codecs import Codecs
@@ -152,14 +152,29 @@ class MessageBook:
             index = max(index, len(failed) + 1)
         return _evolve(message, f"{self._random.getrandbits(128):032x}", index, limit, entry)
 
-    async def fail_message(self, message: MessageAttempt, error: BaseException) -> None:
-        """Save the try failed (its budget stays spent after a restart)."""
+    async def fail_message(
+        self,
+        message: MessageAttempt,
+        error: BaseException,
+        root: Callable[[], L.Mutation] | None = None,
+    ) -> None:
+        """Save the try failed (its budget stays spent after a restart).
+
+        Args:
+            message: the failed try.
+            error: what it raised.
+            root: called once, when a save is made: the mutation writing the processor's root
+                attempt if it is not saved yet (applied first in the same save).
+        """
         if not message.id or message.index > message.limit:
             return
         record = _message_record(message, AttemptState.FAILED)
         mid = message.id
+        before = root() if root is not None else None
 
         def fail(proposal: L.Proposal) -> None:
+            if before is not None:
+                before(proposal)
             proposal.record.messages[mid] = record
 
         await self._ledger.commit_async(fail)
@@ -173,7 +188,10 @@ class MessageBook:
             self._outputs[attempt.id][key.name] = stream
 
     async def commit_messages(
-        self, attempt: Attempt, commit: MessageCommit
+        self,
+        attempt: Attempt,
+        commit: MessageCommit,
+        root: Callable[[], L.Mutation] | None = None,
     ) -> asyncio.Future[None] | None:
         """Save one message transaction (or batch) in one CAS; hold the final one for the
         node's confirmation and return a future that succeeds with it.
@@ -181,6 +199,8 @@ class MessageBook:
         Args:
             attempt: the processor's root attempt.
             commit: what the engine commits.
+            root: as for :meth:`fail_message` (not called for the final transaction: the
+                confirmation writes the root attempt).
 
         Raises:
             CodecError: the state, a value or a sent element cannot be encoded (nothing is
@@ -194,6 +214,14 @@ class MessageBook:
             future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
             self._final[attempt.id] = (mutation, future)
             return future
+        before = root() if root is not None else None
+        if before is not None:
+            transaction = mutation
+
+            def mutation(proposal: L.Proposal) -> None:
+                before(proposal)  # the root attempt first: the message attempts name it
+                transaction(proposal)
+
         await self._ledger.commit_async(mutation)
         return None
 

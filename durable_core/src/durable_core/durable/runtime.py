@@ -239,6 +239,8 @@ class Runtime:
         self._observers = list(observers)
         self._graph_observers = tuple(graph_observers)
         self._plugins = plugins
+        self._hooked: tuple[Any, ...] = ()
+        self._hook_calls: list[tuple[str, Callable[..., Any]]] = []
         self.executor, self._owns_executor = resolve_executor(executor, plugins)
         self._ran = RecentGraphs()  # explains a definition change without a run log
 
@@ -967,6 +969,19 @@ class Runtime:
             result=result,
         )
 
+    def _event_hooks(self) -> list[tuple[str, Callable[..., Any]]]:
+        """The callers of the ``durable_recovery_event`` implementations, built again only
+        when the implementations changed (events come several times per node)."""
+        impls = tuple(self._plugins.hook.durable_recovery_event.get_hookimpls())
+        if impls != self._hooked:
+            self._hooked = impls
+            self._hook_calls = (
+                each_implementation(self._plugins, "durable_recovery_event", reverse=True)
+                if impls
+                else []
+            )
+        return self._hook_calls
+
     def _emit(self, event: RecoveryEvent) -> None:
         for observer in self._observers:
             try:
@@ -975,9 +990,7 @@ class Runtime:
                 log.exception("recovery event observer %r raised; the run goes on", observer)
         if self._plugins is None:
             return
-        for plugin_name, call in each_implementation(
-            self._plugins, "durable_recovery_event", reverse=True
-        ):
+        for plugin_name, call in self._event_hooks():
             try:
                 call(event=event)
             except Exception:

@@ -18,9 +18,7 @@ process pool, a Dask cluster: :mod:`durable_core.graph.remote`), holding their s
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import contextlib
-import contextvars
 import inspect
 import logging
 from collections.abc import Callable, Iterable, Mapping
@@ -34,6 +32,7 @@ from durable_core.errors import (
 )
 from durable_core.executors.base import Executor
 from durable_core.graph.aspects import Aspect
+from durable_core.graph.bodythreads import BodyThreads
 from durable_core.graph.cancel import CancelToken
 from durable_core.graph.checkpoint import Attempt, Checkpointer, NodeOutputs, Scope, Values
 from durable_core.graph.context import RunContext, SkipNode
@@ -75,8 +74,8 @@ class _Run(CheckpointCalls):
         self.observers = tuple(observers)
         self.max_running = max_running
         self.sem = asyncio.Semaphore(max_running)
-        self.pool: concurrent.futures.ThreadPoolExecutor | None = None
-        self.jobs: set[concurrent.futures.Future[Any]] = set()
+        self.threads: BodyThreads | None = None
+        self.jobs: set[asyncio.Future[Any]] = set()
         self.idle: asyncio.Future[None] | None = None
         self.cancel_requested = False
         self.root: _ScopeRun | None = None
@@ -115,29 +114,33 @@ class _Run(CheckpointCalls):
         """Run ``body(*args)`` in a worker thread, holding a ``max_running`` slot; return what
         it returned."""
         await self.sem.acquire()
+        waiter: asyncio.Future[Any] = self.loop.create_future()
+
+        def done(returned: Any, error: BaseException | None) -> None:
+            # On the loop, once the thread returned: the slot is free again even when the
+            # node stopped waiting (a plain body cannot be interrupted: a Timeout or a
+            # canceled run leaves it its slot and worker until then).
+            self._release_job(waiter)
+            if waiter.done():
+                return
+            if error is None:
+                waiter.set_result(returned)
+            elif isinstance(error, StopIteration):  # a future cannot carry it: as a coroutine
+                waiter.set_exception(RuntimeError(f"{type(error).__name__}: {error}"))
+            else:
+                waiter.set_exception(error)
+
         try:
             started()
-            pool = self.pool
-            if pool is None:
-                pool = self.pool = concurrent.futures.ThreadPoolExecutor(
-                    max_workers=self.max_running, thread_name_prefix="durable-node"
-                )
-            job = pool.submit(contextvars.copy_context().run, body, *args)
+            threads = self.threads
+            if threads is None:
+                threads = self.threads = BodyThreads(self.loop, self.max_running)
+            threads.submit(body, args, done)
         except BaseException:
             self.sem.release()
             raise
-        self.jobs.add(job)
-        try:
-            returned = await asyncio.wrap_future(job)
-        except asyncio.CancelledError:
-            # A plain body cannot be interrupted (a Timeout, a canceled run): it keeps its slot
-            # and worker until its thread returns.
-            job.add_done_callback(self._job_done)
-            raise
-        except BaseException:
-            self._release_job(job)
-            raise
-        self._release_job(job)
+        self.jobs.add(waiter)
+        returned = await waiter
         if inspect.isawaitable(returned):
             if inspect.iscoroutine(returned):
                 returned.close()
@@ -148,11 +151,7 @@ class _Run(CheckpointCalls):
             )
         return returned
 
-    def _job_done(self, job: concurrent.futures.Future[Any]) -> None:
-        with contextlib.suppress(RuntimeError):  # a closed loop has nothing left to release
-            self.loop.call_soon_threadsafe(self._release_job, job)
-
-    def _release_job(self, job: concurrent.futures.Future[Any]) -> None:
+    def _release_job(self, job: asyncio.Future[Any]) -> None:
         if job not in self.jobs:
             return
         self.jobs.discard(job)
@@ -161,13 +160,13 @@ class _Run(CheckpointCalls):
             self.idle.set_result(None)
 
     async def wait_threads(self) -> None:
-        """Wait until no plain body is running in a worker thread; then drop the pool."""
+        """Wait until no plain body is running in a worker thread; then let the threads go."""
         while self.jobs:
             self.idle = self.loop.create_future()
             await settle(self.idle)
-        if self.pool is not None:
-            self.pool.shutdown(wait=False)
-            self.pool = None
+        if self.threads is not None:
+            self.threads.shutdown()
+            self.threads = None
 
 
 class _NodeRun:

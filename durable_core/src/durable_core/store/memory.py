@@ -64,6 +64,10 @@ class MemoryStore(BaseStore):
 class MemorySession(BaseSession):
     """A session of :class:`MemoryStore`."""
 
+    quick_saves = True
+    """A save touches no medium and never blocks for long: the runtime may call it on its
+    event loop instead of handing it to a thread."""
+
     def __init__(self, store: MemoryStore, run_id: str) -> None:
         super().__init__(store, run_id, f"memory:{run_id}")
         self._memory = store
