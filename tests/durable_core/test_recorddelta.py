@@ -183,3 +183,16 @@ def test_encoded_record_computes_its_bytes_once_and_only_when_asked() -> None:
     assert calls == [1]
     assert EncodedRecord(b"xyz").data == b"xyz"
     assert EncodedRecord(b"xyz").delta is None
+
+
+def test_a_key_written_twice_is_refused_in_the_complete_record_and_in_a_delta() -> None:
+    # covers: R-REC-4, R-STORE-2
+    # json.loads alone keeps the last of two equal keys: the fold must refuse them instead
+    with pytest.raises(CorruptRecordError, match="appears twice"):
+        apply_delta(b'{"Revision":1,"Streams":{},"Streams":{}}', encode_delta(1, 2))
+    twice = b'{"Base":1,"Base":1,"Revision":2,"Set":[],"Unset":[]}'
+    with pytest.raises(CorruptRecordError, match="appears twice"):
+        read_delta(twice)
+    nested = b'{"Base":1,"Revision":2,"Set":[[["a"],{"x":1,"x":2}]],"Unset":[]}'
+    with pytest.raises(CorruptRecordError, match="appears twice"):
+        apply_delta(canonical_json({"Revision": 1, "a": {}}), nested)

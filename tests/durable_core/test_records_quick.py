@@ -92,3 +92,69 @@ def test_what_the_quick_reader_refuses_the_exact_reader_names(change: Any) -> No
     with pytest.raises(CorruptRecordError) as caught:
         recordjson.record_from_json(json.dumps(tree).encode())
     assert caught.value.path is not None
+
+
+# -- The plain parse: duplicate keys found by counting them against the text -----------------
+
+
+def _write(tree: Any, duplicate_at: int, counter: list[int], spaced: bool) -> str:
+    """Canonical JSON text of ``tree``; the ``duplicate_at``-th object (in writing order) writes
+    its first key twice (with the same value), ``spaced`` puts a space before every colon."""
+    if isinstance(tree, dict):
+        index = counter[0]
+        counter[0] += 1
+        colon = " :" if spaced else ":"
+        items = [
+            json.dumps(k, ensure_ascii=False) + colon + _write(v, duplicate_at, counter, spaced)
+            for k, v in sorted(tree.items())
+        ]
+        if index == duplicate_at and items:
+            items.insert(0, items[0])
+        return "{" + ",".join(items) + "}"
+    if isinstance(tree, list):
+        return "[" + ",".join(_write(v, duplicate_at, counter, spaced) for v in tree) + "]"
+    return json.dumps(tree, ensure_ascii=False)
+
+
+@settings(max_examples=200, deadline=None)
+@given(records, st.integers(0, 10_000), st.booleans())
+def test_a_key_written_twice_in_any_object_is_refused(record: Any, position: int, spaced: bool):
+    # covers: R-REC-4
+    tree = json.loads(recordjson.record_to_json(record))
+    objects = [0]
+    _write(tree, -1, objects, False)
+    candidates = [i for i in range(objects[0])]
+    text = _write(tree, candidates[position % len(candidates)], [0], spaced)
+    if text == _write(tree, -1, [0], spaced):
+        return  # that object is empty: nothing to write twice
+    with pytest.raises(CorruptRecordError) as caught:
+        recordjson.record_from_json(text.encode())
+    assert caught.value.rule == "R-REC-4"
+    assert "twice" in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    "name", [":", ":x", '":', " :", "a:b", "{", "}", "[", ",", "é:", "\\", '"', "x\n"]
+)
+def test_strings_that_look_like_keys_are_read_exactly(name: str) -> None:
+    # covers: R-REC-4
+    record = load_format2()
+    record.version = name
+    node = next(iter(record.scopes[record.root_scope].nodes.values()))
+    node.outputs[0].name = name
+    data = recordjson.record_to_json(record)
+    assert recordjson.record_from_json(data) == record
+    assert recordjson.record_from_json(json.dumps(json.loads(data), indent=1).encode()) == record
+
+
+def test_a_duplicate_key_is_found_when_another_key_has_a_space_before_its_colon() -> None:
+    # covers: R-REC-4
+    # One key written twice adds a '":', a space before another key's colon hides one: the
+    # count alone would match, so whitespace before a colon sends the text to the exact path.
+    data = recordjson.record_to_json(load_format2())
+    assert b'"Name":"rows"' in data and b'"RunID":' in data
+    data = data.replace(b'"Name":"rows"', b'"Name":"rows","Name":"rows"', 1)
+    data = data.replace(b'"RunID":', b'"RunID" :', 1)
+    with pytest.raises(CorruptRecordError) as caught:
+        recordjson.record_from_json(data)
+    assert "twice" in str(caught.value)

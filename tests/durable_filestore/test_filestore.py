@@ -733,3 +733,25 @@ def test_a_damaged_journal_is_corrupt_and_kept(store: FileStore, directory: Path
     assert journal.read_bytes() == bytes(data)
     (listed,) = store.list_runs()
     assert listed.error is not None and "checksum" in listed.error
+
+
+def test_a_key_written_twice_in_the_record_is_corrupt_while_its_journal_waits(
+    store: FileStore, directory: Path
+) -> None:
+    # covers: R-REC-4, R-STORE-2, E-1
+    journal = directory / f"{sha('run')}.journal"
+    record_file = directory / f"{sha('run')}.json"
+    _saved_then_abandoned(store, 5)
+    assert journal.exists()
+    data = record_file.read_bytes()
+    # the same key twice, with the same value: a plain parse would keep one and fold the
+    # journal over it as if the record were sound
+    start = data.index(b'"RootScope":')
+    pair = data[start : data.index(b",", start) + 1]
+    doubled = data.replace(pair, pair + pair, 1)
+    assert doubled.count(b'"RootScope":') == 2
+    record_file.write_bytes(doubled)
+    journal_bytes = journal.read_bytes()
+    with store.acquire("run") as again, pytest.raises(CorruptRecordError):
+        again.load()
+    assert record_file.read_bytes() == doubled and journal.read_bytes() == journal_bytes

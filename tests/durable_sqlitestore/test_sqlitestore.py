@@ -652,6 +652,33 @@ def test_a_save_with_a_delta_writes_only_the_delta_and_folds_when_they_outgrow_t
     connection.close()
 
 
+def test_a_delta_save_does_not_read_the_runs_row(store: SQLiteStore, db_path: Path) -> None:
+    # covers: B-SQL-2, R-STORE-3
+    # Finding a row of the WITHOUT ROWID table reads its whole record: a delta save that
+    # looked at it would cost as much as the run is large. Only the first delta after a
+    # complete record, and the saves that fold, may touch durable_runs.
+    saves = _delta_chain(40)
+    statements: list[str] = []
+    with store.acquire("run") as session:
+        session._connection.set_trace_callback(statements.append)
+        touched = []
+        for record, encoded in saves:
+            statements.clear()
+            chain = session._chain
+            session.save(record, record.revision - 1, encoded)
+            after_whole = chain is None or chain[2] == 0
+            folded = session._chain is not None and session._chain[2] == 0
+            if not (after_whole or folded):
+                touched.append(any("durable_runs" in sql for sql in statements))
+        session._connection.set_trace_callback(None)
+        assert session.load() == saves[-1][0]
+        # CAS still holds: a second save from a revision that has one is refused
+        with pytest.raises(ConflictError):
+            session.save(saves[-1][0], saves[-1][0].revision - 1, saves[-1][1])
+    assert len(touched) > 20
+    assert not any(touched)
+
+
 def test_deltas_left_by_a_crash_are_read_and_folded_by_the_next_session(
     store: SQLiteStore, db_path: Path
 ) -> None:

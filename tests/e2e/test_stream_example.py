@@ -28,7 +28,7 @@ import uuid
 
 import pytest
 
-from durable_core import NotFoundError
+from durable_core import BusyError, NotFoundError
 from durable_core.records import RunRecord
 
 EXAMPLE = pathlib.Path(__file__).resolve().parents[2] / "examples" / "stdlib_stream"
@@ -113,11 +113,23 @@ def read_trace(trace: pathlib.Path) -> list[str]:
 
 
 def load(store, run_id: str) -> RunRecord | None:
-    try:
-        with store.acquire(run_id) as session:
-            return session.load()
-    except NotFoundError:
-        return None
+    """The run's record once the killed owner's lock is gone.
+
+    A file or SQLite lock goes with the killed process; a PostgreSQL advisory lock goes when the
+    server notices that the client's connection closed, a moment later: wait for it (at most
+    30 s), as an operator resuming after a crash would.
+    """
+    deadline = time.monotonic() + 30.0
+    while True:
+        try:
+            with store.acquire(run_id) as session:
+                return session.load()
+        except NotFoundError:
+            return None
+        except BusyError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
 
 
 def acked_front(record: RunRecord | None) -> int:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from durable_core._recordpath import corrupt, path_of
@@ -39,6 +39,7 @@ names, in declared order]}}`` for the root graph and every Sub graph."""
 
 _HEX32 = re.compile(r"[0-9a-f]{32}")
 _HEX64 = re.compile(r"[0-9a-f]{64}")
+_HEX32_RUN = re.compile(r"(?:[0-9a-f]{32})*")  # ids joined: each one is 32 lowercase hex
 
 _ADVICE = "Durable does not repair records: keep this one as evidence and find what wrote it."
 _ID = "16 random bytes in lowercase hex (32 characters)"
@@ -170,6 +171,39 @@ class _Check:
     # -- Attempts ----------------------------------------------------------------------------
 
     def check_attempts(self) -> None:
+        if not self.attempts_quick():
+            self.check_attempts_exactly()
+
+    def attempts_quick(self) -> bool:
+        """True when every attempt is a root attempt that passes :meth:`check_attempts_exactly`
+        (the usual record), found without building the groups; False: let it decide."""
+        attempts, scopes = self.attempts, self.scopes
+        if not _HEX32_RUN.fullmatch("".join(attempts)):
+            return False
+        seen: dict[str, set[str]] = {}  # scope id -> node ids with a root attempt in it
+        for aid, a in attempts.items():
+            node_id = a.node_id
+            if (
+                len(aid) != 32
+                or a.boundary
+                or a.index != 1
+                or a.limit != 1
+                or not node_id
+                or "/" in node_id
+            ):
+                return False
+            parent = a.parent
+            nodes = seen.get(parent)
+            if nodes is None:
+                if parent not in scopes:
+                    return False
+                nodes = seen[parent] = set()
+            elif node_id in nodes:
+                return False  # two root attempts of one node in one scope
+            nodes.add(node_id)
+        return True
+
+    def check_attempts_exactly(self) -> None:
         attempts, scopes = self.attempts, self.scopes
         groups: dict[tuple[str, str, str], list[str]] = {}
         for aid, a in attempts.items():
@@ -277,8 +311,11 @@ class _Check:
         """
         attempts, home, root_of = self.attempts, self.home, self.root_of
         good_scopes = {self.record.root_scope}
-        for start in attempts:
+        for start, first in attempts.items():
             if start in home:
+                continue
+            if not first.boundary and first.parent in good_scopes:  # a root attempt: one link
+                home[start], root_of[start] = first.parent, start
                 continue
             trail: list[tuple[bool, str]] = []  # (is_attempt, id)
             on_trail: set[tuple[bool, str]] = set()
@@ -371,10 +408,71 @@ class _Check:
                         (sid,),
                         "Path",
                     )
-            for nid in scope.nodes:
-                self.check_node(sid, scope, nid)
+            for nid in self.nodes_quick(sid, scope, scope.nodes):
+                self.check_node_exactly(sid, scope, nid)
 
-    def check_node(self, sid: str, scope: ScopeRecord, nid: str) -> None:
+    def nodes_quick(self, sid: str, scope: ScopeRecord, nids: Iterable[str]) -> list[str]:
+        """Which of ``nids`` (NodeRecords of ``scope``) :meth:`check_node_exactly` must check.
+
+        The others pass it for sure: each is the usual NodeRecord (its confirmed root attempt,
+        plain outputs in the order of the node's provides, every digest matching its bytes),
+        found without building paths or sets. A digest that matches is 64 lowercase hex digits,
+        so its format needs no check of its own.
+        """
+        attempts, nodes = self.attempts, scope.nodes
+        shapes = None if self.graphs is None else self.graphs[scope.graph]
+        confirmed, ready, skipped_value = (
+            AttemptState.CONFIRMED,
+            ValueState.READY,
+            ValueState.SKIPPED,
+        )
+        sha256 = hashlib.sha256
+        exact: list[str] = []
+        for nid in nids:
+            node = nodes[nid]
+            a = attempts.get(node.attempt)
+            if (
+                node.node_id != nid
+                or a is None
+                or a.boundary
+                or a.node_id != nid
+                or a.parent != sid
+                or a.state is not confirmed
+            ):
+                exact.append(nid)
+                continue
+            outputs = node.outputs
+            if shapes is not None:
+                provided = shapes.get(nid)
+                if provided is None or len(provided) != len(outputs):
+                    exact.append(nid)
+                    continue
+                if [value.name for value in outputs] != list(provided):
+                    exact.append(nid)
+                    continue
+            elif len({value.name for value in outputs}) != len(outputs):
+                exact.append(nid)
+                continue
+            skipped = node.reason is NodeReason.SKIPPED
+            for value in outputs:
+                if value.stream is not None or not value.name:
+                    break
+                if value.state is ready:
+                    if (
+                        skipped
+                        or not value.type_id
+                        or not value.version
+                        or sha256(value.data).hexdigest() != value.digest
+                    ):
+                        break
+                elif value.state is not skipped_value or value.data or value.digest:
+                    break
+            else:
+                continue
+            exact.append(nid)
+        return exact
+
+    def check_node_exactly(self, sid: str, scope: ScopeRecord, nid: str) -> None:
         node = scope.nodes[nid]
         base = ("Scopes", (sid,), "Nodes", (nid,))
         if node.node_id != nid:

@@ -153,6 +153,33 @@ def _path(value: Any, where: str) -> tuple[str, ...]:
     return tuple(value)
 
 
+class _DuplicateKeyError(ValueError):
+    pass
+
+
+def _unique_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    tree = dict(pairs)
+    if len(tree) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise _DuplicateKeyError(f"the key {key!r:.200} appears twice in one object")
+            seen.add(key)
+    return tree
+
+
+def load_tree(data: bytes | bytearray | memoryview) -> Any:
+    """Parse stored JSON bytes (a complete record or a delta) into a tree, refusing an object
+    that holds the same key twice (``json.loads`` would keep the last one silently, R-REC-4).
+
+    Raises:
+        UnicodeDecodeError: the bytes are not UTF-8.
+        ValueError: the bytes are not JSON, or an object holds a key twice.
+        RecursionError: the JSON nests too deeply.
+    """
+    return json.loads(bytes(data).decode("utf-8"), object_pairs_hook=_unique_pairs)
+
+
 def read_delta(data: bytes | bytearray | memoryview) -> Delta:
     """Decode and check the shape of one delta.
 
@@ -168,7 +195,7 @@ def read_delta(data: bytes | bytearray | memoryview) -> Delta:
             and ``Unset`` (a list of paths), every path a non-empty list of strings.
     """
     try:
-        tree = json.loads(bytes(data).decode("utf-8"))
+        tree = load_tree(data)
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise _bad(f"its bytes are not UTF-8 JSON ({type(exc).__name__}: {exc})") from None
     if not isinstance(tree, dict):
@@ -251,7 +278,7 @@ def apply_delta(complete: bytes | bytearray | memoryview, *deltas: bytes) -> byt
             chain is broken (see :func:`apply_tree`).
     """
     try:
-        tree = json.loads(bytes(complete).decode("utf-8"))
+        tree = load_tree(complete)
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise CorruptRecordError(
             f"the complete record that deltas follow is not UTF-8 JSON ({type(exc).__name__}: "

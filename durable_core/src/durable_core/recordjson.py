@@ -588,7 +588,13 @@ def record_from_json(data: bytes | bytearray | memoryview) -> r.RunRecord:
         # invalid byte into a lone surrogate, which the string checks below report.
         invalid_utf8 = exc
         text = raw_bytes.decode("utf-8", "surrogateescape")
-    surrogates = invalid_utf8 is not None or _SURROGATE_ESCAPE.search(text) is not None
+    surrogates = invalid_utf8 is not None or (
+        "\\" in text and _SURROGATE_ESCAPE.search(text) is not None
+    )
+    if not surrogates:
+        quick = _read_plain(text)
+        if quick is not None:
+            return quick
     try:
         tree = json.loads(text, object_pairs_hook=_object_pairs, parse_constant=_NonFinite)
     except RecursionError:
@@ -611,7 +617,7 @@ def record_from_json(data: bytes | bytearray | memoryview) -> r.RunRecord:
         _read_format(_Reader(False, None), tree["Format"], None, "Format")
     if not surrogates:
         try:
-            return _QUICK_READ(tree)  # type: ignore[no-any-return]
+            return _QUICK_READ(tree)  # the hook marked any object with a duplicate key
         except _Slow:
             pass  # the exact reader below decides, and names the path of a problem
     record = _READ_RUN(_Reader(surrogates, invalid_utf8), tree, None, None)
@@ -638,14 +644,15 @@ def _quick_bytes(raw: Any) -> bytes:
     return data
 
 
-def _build_quick_readers() -> Callable[[Any], Any]:
-    """Generate one ``_quick_<Class>(raw)`` per record class from the field table.
+def _build_quick_readers() -> Callable[[Any, list[int]], Any]:
+    """Generate one ``_quick_<Class>(raw, n)`` per record class from the field table.
 
     For text without surrogate escapes and of valid UTF-8 (every record Durable writes), each
     builds exactly the object the exact reader builds, or raises :class:`_Slow` at the first
     thing it does not handle (a wrong type, an unknown or missing field, a duplicate key,
     non-canonical base64, …): the exact reader then reads the whole record again and names
-    the problem.
+    the problem. Each adds the number of keys of every JSON object it reads (its own and its
+    maps') to ``n[0]``, which is how :func:`record_from_json` knows no key occurred twice.
     """
     names: dict[str, Any] = {
         "_Slow": _Slow,
@@ -663,7 +670,7 @@ def _build_quick_readers() -> Callable[[Any], Any]:
     def item_expression(tp: Any) -> str:
         """An expression reading ``x`` as ``tp`` (objects only: scalars in lists do not occur)."""
         if isinstance(tp, type) and tp in _SPECS:
-            return f"_quick_{tp.__name__}(x)"
+            return f"_quick_{tp.__name__}(x, n)"
         raise TypeError(f"record list or map item type {tp!r} has no quick reader")
 
     def statements(tp: Any, target: str) -> list[str]:
@@ -684,7 +691,7 @@ def _build_quick_readers() -> Callable[[Any], Any]:
                 f"if {target} is None: raise _Slow",
             ]
         if isinstance(tp, type) and tp in _SPECS:
-            return [f"{target} = _quick_{tp.__name__}(v)"]
+            return [f"{target} = _quick_{tp.__name__}(v, n)"]
         origin, args = typing.get_origin(tp), typing.get_args(tp)
         if origin is list:
             return [
@@ -695,8 +702,9 @@ def _build_quick_readers() -> Callable[[Any], Any]:
         if origin is dict and args[0] is str:
             return [
                 "if v is None: " + f"{target} = {{}}",
-                f"elif type(v) is dict: {target} = "
-                f"{{k: {item_expression(args[1])} for k, x in v.items()}}",
+                "elif type(v) is dict:",
+                "    n[0] += len(v)",
+                f"    {target} = {{k: {item_expression(args[1])} for k, x in v.items()}}",
                 "else: raise _Slow",
             ]
         if origin in (types.UnionType, typing.Union) and len(args) == 2 and type(None) in args:
@@ -708,40 +716,98 @@ def _build_quick_readers() -> Callable[[Any], Any]:
     lines: list[str] = []
     for cls, spec in _SPECS.items():
         names[cls.__name__] = cls
-        keys = f"_keys_{cls.__name__}"
-        names[keys] = spec.keys
         hints = typing.get_type_hints(cls)
-        lines.append(f"def _quick_{cls.__name__}(raw):")
-        lines.append(f"    if type(raw) is not dict or not raw.keys() <= {keys}: raise _Slow")
-        lines.append("    g = raw.get")
+        # No unknown key: every key present is a field read below. Without optional fields
+        # the object has exactly the required keys; with them, ``k`` counts down one per
+        # optional field present and ends at the number of required fields.
+        required = sum(1 for field in spec.fields if field.absent is None)
+        optional = len(spec.fields) - required
+        lines.append(f"def _quick_{cls.__name__}(raw, n):")
+        if optional:
+            lines.append("    if type(raw) is not dict: raise _Slow")
+            lines.append("    k = len(raw)")
+            lines.append("    n[0] += k")
+            lines.append("    g = raw.get")
+        else:
+            lines.append(f"    if type(raw) is not dict or len(raw) != {required}: raise _Slow")
+            lines.append(f"    n[0] += {required}")
+        lines.append("    try:")
         for index, field in enumerate(spec.fields):
             target = f"a{index}"
-            lines.append(f"    v = g({field.key!r}, M)")
-            if field.absent is None:
-                lines.append("    if v is M: raise _Slow")
+            if field.absent is None:  # required: a missing key is a KeyError
+                lines.append(f"        v = raw[{field.key!r}]")
                 body = (
                     [special[(cls, field.attr)], f"{target} = v"]
-                    if (
-                        cls,
-                        field.attr,
-                    )
-                    in special
+                    if (cls, field.attr) in special
                     else statements(hints[field.attr], target)
                 )
-                lines.extend("    " + line for line in body)
+                lines.extend("        " + line for line in body)
             else:
                 absent = f"_absent_{cls.__name__}_{index}"
                 names[absent] = field.absent
-                lines.append(f"    if v is M: {target} = {absent}()")
-                lines.append("    else:")
-                lines.extend("        " + line for line in statements(hints[field.attr], target))
+                lines.append(f"        v = g({field.key!r}, M)")
+                lines.append(f"        if v is M: {target} = {absent}()")
+                lines.append("        else:")
+                lines.append("            k -= 1")
+                lines.extend(
+                    "            " + line for line in statements(hints[field.attr], target)
+                )
+        lines.append("    except KeyError:")
+        lines.append("        raise _Slow from None")
+        if optional:
+            lines.append(f"    if k != {required}: raise _Slow")
         arguments = ", ".join(f"a{index}" for index in range(len(spec.fields)))
         lines.append(f"    return {cls.__name__}({arguments})")
     exec(compile("\n".join(lines), "<record quick readers>", "exec"), names)
     return names["_quick_RunRecord"]  # type: ignore[no-any-return]
 
 
-_QUICK_READ = _build_quick_readers()
+_QUICK_RUN = _build_quick_readers()
+
+
+def _QUICK_READ(tree: Any) -> r.RunRecord:
+    """The quick reader of a parsed record (raises :class:`_Slow` for the exact reader)."""
+    return _QUICK_RUN(tree, [0])  # type: ignore[no-any-return]
+
+
+# JSON text that the quick path may parse without watching for duplicate keys: see
+# :func:`_read_plain`.
+_PLAIN = json.JSONDecoder(parse_constant=_NonFinite)
+_SPACE_BEFORE_COLON = re.compile(r'" +:')
+
+
+def _read_plain(text: str) -> r.RunRecord | None:
+    """The record in ``text`` read on the quick path, or ``None`` when the exact path must read it.
+
+    The quick path parses with the C parser alone (no Python call per object) and proves
+    afterwards that no object held a key twice: in text without a backslash every ``"`` opens or
+    closes a string, so when no key is followed by whitespace before its colon, ``'":'`` occurs
+    once per key (and once more for every string that begins with ``:``). Parsing without a
+    hook keeps one entry per key, so the keys the quick reader counts in the parsed objects
+    equal that count exactly when there was no duplicate (and no string began with ``:``).
+    Anything else (a backslash, a tab or line break, a space before a colon, a count that
+    differs, text the quick reader does not take) returns ``None``, and the exact path decides
+    and names the problem.
+    """
+    if "\\" in text or "\n" in text or "\r" in text or "\t" in text:
+        return None  # escapes, or whitespace that only a layout other than ours writes
+    if '" ' in text and _SPACE_BEFORE_COLON.search(text) is not None:
+        return None  # a space after a closing quote may stand before a colon
+    try:
+        tree = _PLAIN.decode(text)
+    except (ValueError, RecursionError):
+        return None  # the exact path parses again and says what is wrong
+    if isinstance(tree, dict) and "Format" in tree:
+        # Before anything else: a newer format may hold fields this runtime does not know.
+        _read_format(_Reader(False, None), tree["Format"], None, "Format")
+    keys = [0]
+    try:
+        record = _QUICK_RUN(tree, keys)
+    except _Slow:
+        return None
+    if keys[0] != text.count('":'):
+        return None
+    return record  # type: ignore[no-any-return]
 
 
 def check_shape(record: r.RunRecord) -> None:

@@ -23,7 +23,6 @@ that was never confirmed.
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 import re
@@ -34,7 +33,7 @@ import zlib
 from typing import Any
 
 from durable_core.errors import CorruptRecordError, DurableError, NotFoundError
-from durable_core.recorddelta import apply_tree, canonical_json, read_delta
+from durable_core.recorddelta import apply_tree, canonical_json, load_tree, read_delta
 from durable_core.recordjson import record_from_json
 from durable_core.records import RunRecord
 from durable_core.store import (
@@ -205,7 +204,7 @@ def _read_run(record_path: str, journal_path: str) -> _Stored | None:
         return _Stored(data, _stat_key(st), 0, len(data), 0, True)
     entries, torn = _journal_entries(journal, journal_path)
     try:
-        tree = json.loads(data.decode("utf-8"))
+        tree = load_tree(data)
     except (UnicodeDecodeError, ValueError, RecursionError):
         tree = None
     if not isinstance(tree, dict):
@@ -220,8 +219,10 @@ def _read_run(record_path: str, journal_path: str) -> _Stored | None:
             continue
         apply_tree(tree, delta)
         live += len(entry) + _ENTRY.size
+    journal_size = len(journal)
+    del journal, entries  # applied: let them go before the record is encoded again
     complete = canonical_json(tree) if live else data
-    return _Stored(complete, _stat_key(st), len(journal), len(data), live, not (torn or stale))
+    return _Stored(complete, _stat_key(st), journal_size, len(data), live, not (torn or stale))
 
 
 def _write_all(fd: int, data: bytes) -> None:
@@ -523,18 +524,17 @@ class FileSession(BaseSession):
         self._known = self._read_state
         self._known_revision = revision
 
-    def _unchanged(self, expected_revision: int) -> bool:
-        """Whether the files are still what this session knows at ``expected_revision``."""
+    def _unchanged(self, expected_revision: int, st: os.stat_result) -> bool:
+        """Whether the files (``st``: the record file's ``lstat``) are still what this session
+        knows at ``expected_revision``."""
         known = self._known
         if known is None or self._known_revision != expected_revision:
             return False
-        st = _lstat(self._record_path)
         journal = _lstat(self._journal_path)
         if journal is not None and not stat.S_ISREG(journal.st_mode):
             raise _not_regular(self._journal_path, journal)
         return (
-            st is not None
-            and stat.S_ISREG(st.st_mode)
+            stat.S_ISREG(st.st_mode)
             and _stat_key(st) == known.record_key
             and (0 if journal is None else journal.st_size) == known.journal_size
         )
@@ -548,7 +548,8 @@ class FileSession(BaseSession):
         elif not stat.S_ISREG(st.st_mode):
             raise _not_regular(self._record_path, st)
         elif (
-            not self._unchanged(expected_revision) and self._checked_revision() != expected_revision
+            not self._unchanged(expected_revision, st)
+            and self._checked_revision() != expected_revision
         ):
             # Not what this session last read or wrote at that revision, and the record there
             # (decoded: a corrupt one raises and stays) is at another revision.

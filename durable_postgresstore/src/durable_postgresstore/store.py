@@ -99,16 +99,17 @@ FOLD_RATIO = 1.0
 CLOSE_TIMEOUT = 5.0
 """Seconds ``PostgresStore.close`` waits at most for unlocking and closing (B-PG-2)."""
 
-# Rows are found by run_key = sha256(run_id), which the table's CHECK keeps true.
+# Rows are found by run_key = sha256(run_id), which the table's CHECK keeps true. Bytes go as
+# binary parameters (%b): a record of megabytes is sent as it is, not as hex text.
 _SELECT = f"SELECT revision, record FROM {SCHEMA}.runs WHERE run_key = %s"
 _INSERT = (
     f"INSERT INTO {SCHEMA}.runs (run_id, revision, format, record, run_key, created_at, saved_at) "
-    "VALUES (%s, %s::numeric, %s, %s, %s, now(), now()) ON CONFLICT (run_key) DO NOTHING"
+    "VALUES (%b, %s::numeric, %s, %b, %b, now(), now()) ON CONFLICT (run_key) DO NOTHING"
 )
 # A whole save: the complete record, and the deltas it makes obsolete gone, in one statement.
 _UPDATE = (
-    f"WITH cas AS (UPDATE {SCHEMA}.runs SET revision = %s::numeric, format = %s, record = %s, "
-    "saved_at = now() WHERE run_key = %s AND revision = %s::numeric RETURNING run_key), "
+    f"WITH cas AS (UPDATE {SCHEMA}.runs SET revision = %s::numeric, format = %s, record = %b, "
+    "saved_at = now() WHERE run_key = %b AND revision = %s::numeric RETURNING run_key), "
     f"gone AS (DELETE FROM {SCHEMA}.deltas WHERE run_key IN (SELECT run_key FROM cas)) "
     "SELECT count(*) FROM cas"
 )
@@ -116,9 +117,9 @@ _UPDATE = (
 # delta is added, in one statement.
 _APPEND = (
     f"WITH cas AS (UPDATE {SCHEMA}.runs SET revision = %s::numeric, saved_at = now() "
-    "WHERE run_key = %s AND revision = %s::numeric RETURNING run_key) "
+    "WHERE run_key = %b AND revision = %s::numeric RETURNING run_key) "
     f"INSERT INTO {SCHEMA}.deltas (run_key, base, delta) "
-    "SELECT run_key, %s::numeric, %s FROM cas"
+    "SELECT run_key, %s::numeric, %b FROM cas"
 )
 # Deleting a run: its row and its deltas, in one statement.
 _DELETE = (
@@ -131,7 +132,7 @@ _DELTAS = f"SELECT base, delta FROM {SCHEMA}.deltas WHERE run_key = %s ORDER BY 
 _ALL_DELTAS = f"SELECT run_key, base, delta FROM {SCHEMA}.deltas ORDER BY run_key, base"
 # Fold on close: the complete record at the head revision; the deltas gone.
 _FOLD = (
-    f"WITH upd AS (UPDATE {SCHEMA}.runs SET record = %s WHERE run_key = %s "
+    f"WITH upd AS (UPDATE {SCHEMA}.runs SET record = %b WHERE run_key = %b "
     "AND revision = %s::numeric RETURNING run_key), "
     f"gone AS (DELETE FROM {SCHEMA}.deltas WHERE run_key IN (SELECT run_key FROM upd)) "
     "SELECT count(*) FROM upd"
@@ -774,6 +775,7 @@ class PostgresSession(BaseSession):
         # this session, or None when it does not know what is stored.
         self._chain: tuple[int, int, int] | None = None
         self._read_chain: tuple[int, int, int] | None = None
+        self._cursor: psycopg.Cursor[Any] | None = None
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else "lost" if self._lost else "open"
@@ -835,8 +837,10 @@ class PostgresSession(BaseSession):
 
     def _read(self) -> tuple[bytes, int | None] | None:
         def read(conn: psycopg.Connection[Any]) -> Any:
-            row = conn.execute(_SELECT, [self._row_key]).fetchone()
-            deltas = [] if row is None else conn.execute(_DELTAS, [self._row_key]).fetchall()
+            # Binary results: the record comes as its bytes, not as hex text twice its size.
+            key = [self._row_key]
+            row = conn.execute(_SELECT, key, binary=True).fetchone()
+            deltas = [] if row is None else conn.execute(_DELTAS, key, binary=True).fetchall()
             return row, deltas
 
         row, deltas = self._execute("loading", read)
@@ -867,15 +871,19 @@ class PostgresSession(BaseSession):
         data = encoded.data if delta is None else b""
 
         def cas(conn: psycopg.Connection[Any]) -> bool:
+            # The session's own cursor: one object less to make per save.
+            cur = self._cursor
+            if cur is None or cur.connection is not conn:
+                cur = self._cursor = conn.cursor()
             if expected_revision == 0:
-                cur = conn.execute(_INSERT, [self._row_id, revision, fmt, data, self._row_key])
+                cur.execute(_INSERT, [self._row_id, revision, fmt, data, self._row_key])
                 return cur.rowcount == 1
             if delta is not None:
-                cur = conn.execute(
+                cur.execute(
                     _APPEND, [revision, self._row_key, expected_revision, expected_revision, delta]
                 )
                 return cur.rowcount == 1
-            row = conn.execute(
+            row = cur.execute(
                 _UPDATE, [revision, fmt, data, self._row_key, expected_revision]
             ).fetchone()
             return bool(row and row[0] == 1)

@@ -26,7 +26,11 @@ file was written before the upgrade: a time no earlier than their real last save
 dedicated to Durable: any other table, column, index, view or trigger is refused.
 
 A save writes only its delta (one short row) when it has one, in the same ``BEGIN IMMEDIATE``
-transaction as the revision compare-and-swap. When the deltas saved since the complete record
+transaction as the revision compare-and-swap: one ``INSERT`` that adds the delta only when the
+delta leading to the expected revision is there (the primary key refuses a second save from the
+same revision). Such a save never looks up the run's row in ``durable_runs``: in a ``WITHOUT
+ROWID`` table, finding a row compares keys on the whole row, so it reads the complete record
+(megabytes for a long run). When the deltas saved since the complete record
 add up to more than that record's size (:data:`FOLD_RATIO`), the save writes the complete record
 instead and deletes the deltas, in the same transaction: the cost per save stays proportional to
 its change, amortized. Closing a session folds the remaining deltas, so that at rest every run
@@ -577,15 +581,13 @@ class SQLiteSession(BaseSession):
                 "Nothing was written: the stored record is unchanged"
             ) from exc
         try:
-            if not self._head_is(expected_revision):
+            if delta is not None:
+                if not self._append(delta, expected_revision):
+                    connection.execute("ROLLBACK")
+                    return False
+            elif not self._head_is(expected_revision):
                 connection.execute("ROLLBACK")
                 return False
-            if delta is not None:
-                connection.execute(
-                    f"INSERT INTO {_DELTAS} (run_id, base, delta, saved_at) "
-                    f"VALUES (?, ?, ?, {NOW})",
-                    (self._run_id, str(expected_revision), delta),
-                )
             elif expected_revision == 0:
                 connection.execute(
                     f"INSERT INTO {_TABLE} (run_id, revision, record, created_at, saved_at) "
@@ -630,20 +632,56 @@ class SQLiteSession(BaseSession):
             self._chain = (chain[0], chain[1], chain[2] + 1, chain[3] + len(delta))
         return True
 
+    def _append(self, delta: bytes, expected_revision: int) -> bool:
+        """Insert ``delta`` as the save from ``expected_revision`` if that is the stored head
+        (inside the save's transaction); ``False`` (nothing written) when it is not.
+
+        The usual case is one statement on the small rows of ``durable_deltas``: the delta
+        goes in when the delta leading to ``expected_revision`` is there, and the primary key
+        ``(run_id, base)`` refuses a second save from the same revision. The run's row in
+        ``durable_runs`` is read only when no delta leads to ``expected_revision`` (the first
+        delta after a complete record): finding a row of a ``WITHOUT ROWID`` table reads its
+        whole record, which would make every save cost as much as the run is large.
+        """
+        connection = self._connection
+        base = str(expected_revision)
+        inserted = connection.execute(
+            f"INSERT OR IGNORE INTO {_DELTAS} (run_id, base, delta, saved_at) "
+            f"SELECT ?1, ?2, ?3, {NOW} "
+            f"WHERE EXISTS (SELECT 1 FROM {_DELTAS} WHERE run_id = ?1 AND base = ?4)",
+            (self._run_id, base, delta, str(expected_revision - 1)),
+        ).rowcount
+        if inserted == 1:
+            return True
+        if not self._head_is(expected_revision):
+            return False
+        connection.execute(
+            f"INSERT INTO {_DELTAS} (run_id, base, delta, saved_at) VALUES (?, ?, ?, {NOW})",
+            (self._run_id, base, delta),
+        )
+        return True
+
     def _head_is(self, revision: int) -> bool:
         """Whether ``revision`` is the stored head (inside the save's transaction)."""
-        row = self._connection.execute(
+        connection = self._connection
+        if revision > 0:
+            found = {
+                base
+                for (base,) in connection.execute(
+                    f"SELECT base FROM {_DELTAS} WHERE run_id = ? AND base IN (?, ?)",
+                    (self._run_id, str(revision - 1), str(revision)),
+                )
+            }
+            if str(revision) in found:
+                return False  # a save from this revision exists already
+            if str(revision - 1) in found:
+                return True  # the delta to this revision is the last one
+        row = connection.execute(
             f"SELECT revision FROM {_TABLE} WHERE run_id = ?", (self._run_id,)
         ).fetchone()
         if revision == 0 or row is None:
             return revision == 0 and row is None
-        deltas = f"SELECT 1 FROM {_DELTAS} WHERE run_id = ? AND base = ?"
-        if self._connection.execute(deltas, (self._run_id, str(revision))).fetchone():
-            return False  # a save from this revision exists already
-        return row[0] == str(revision) or (
-            self._connection.execute(deltas, (self._run_id, str(revision - 1))).fetchone()
-            is not None
-        )
+        return bool(row[0] == str(revision))
 
     def _fold_on_close(self) -> None:
         """Fold the stored deltas into the complete record, so that the run is at rest."""
@@ -656,6 +694,7 @@ class SQLiteSession(BaseSession):
             row, deltas = self._rows()
             if row is not None and deltas:
                 data, head, _ = _fold(row[0], row[1], deltas, self._location)
+                del row, deltas  # the stored bytes are not needed now: a lower peak
                 decode_stored(self._run_id, data, self._location, head)
                 connection.execute(  # a fold is no save: the last delta's time stays
                     f"UPDATE {_TABLE} SET revision = ?1, record = ?2, saved_at = coalesce("

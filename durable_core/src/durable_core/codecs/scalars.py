@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import binascii
 import math
+import re
 from typing import Any
 
 from durable_core._typeforms import (
@@ -30,6 +31,14 @@ from durable_core.codecs.jsoncodec import (
 # Scalar codecs offer ``fast_to_json``/``fast_from_json`` for whole sequences: one pass that
 # either accepts every item as its own JSON form or returns None, after which the container
 # goes item by item to name the exact offender.
+
+
+# Stored bytes in the one spelling ``encode`` writes, decoded without the JSON parser (a resume
+# decodes every stored value). Anything else takes the strict parser, which gives the same
+# value for these spellings and names the problem in the others.
+_PLAIN_INT = re.compile(rb"-?(?:0|[1-9][0-9]{0,3999})")  # within int()'s digit limit
+_PLAIN_STR = re.compile(rb'"[^"\\\x00-\x1f]*"')  # no escape, no control character
+_CONSTANTS = {b"true": True, b"false": False}
 
 
 def _all_of_type(items: Any, tp: type) -> bool:
@@ -64,6 +73,10 @@ class _BoolCodec(JSONCodec):
     def to_json(self, value: bool) -> bool:
         return value
 
+    def decode(self, data: bytes) -> Any:
+        value = _CONSTANTS.get(data) if type(data) is bytes else None
+        return super().decode(data) if value is None else value
+
     def from_json(self, obj: Any) -> bool:
         return obj
 
@@ -80,6 +93,11 @@ class _IntCodec(JSONCodec):
 
     def to_json(self, value: int) -> int:
         return value
+
+    def decode(self, data: bytes) -> Any:
+        if type(data) is bytes and _PLAIN_INT.fullmatch(data) is not None:
+            return int(data)
+        return super().decode(data)
 
     def from_json(self, obj: Any) -> int:
         return obj
@@ -148,6 +166,14 @@ class _StrCodec(JSONCodec):
     def from_json(self, obj: Any) -> str:
         check_text(obj, "the JSON string")
         return obj
+
+    def decode(self, data: bytes) -> Any:
+        if type(data) is bytes and _PLAIN_STR.fullmatch(data) is not None:
+            try:  # valid UTF-8 never holds a lone surrogate
+                return data[1:-1].decode("utf-8")
+            except UnicodeDecodeError:
+                pass  # the strict parser names the byte
+        return super().decode(data)
 
 
 class _BytesCodec(JSONCodec):

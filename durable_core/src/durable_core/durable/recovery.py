@@ -63,20 +63,47 @@ def decode_outputs(
             key.type, value.type_id, value.version, value.data, value.digest, name=key.name
         )
 
-    return _decode_outputs(decode, provides, node_record, where)
+    return _decode_outputs(decode, provides, node_record, lambda: where)
 
 
 def _decode_outputs(
-    decode: Callable[[Any, Any], Any], provides: Iterable[Any], node_record: Any, where: str
+    decode: Callable[[Any, Any], Any],
+    provides: Iterable[Any],
+    node_record: Any,
+    where: Callable[[], str],
 ) -> NodeOutputs:
-    by_name = {v.name: v for v in node_record.outputs}
+    """Decode ``node_record``'s outputs; ``where()`` names the node in a message (built only
+    when one is raised)."""
+    outputs = node_record.outputs
+    if len(outputs) == 1 and type(provides) is tuple and len(provides) == 1:
+        # One plain output where one is provided (the usual node): the same checks as below,
+        # without the map by name.
+        key, value = provides[0], outputs[0]
+        if (
+            value.name == key.name
+            and value.state is ValueState.READY
+            and value.stream is None
+            and not key.stream
+        ):
+            try:
+                decoded = decode(key, value)
+            except CorruptRecordError as exc:
+                raise CorruptRecordError(
+                    f"{where()}: {exc}", path=exc.path, rule=exc.rule or "R-VAL-3"
+                ) from exc
+            except CodecError as exc:
+                raise CodecError(f"{where()}: {exc}") from exc
+            return NodeOutputs(
+                reason=node_record.reason, ready={key.name: decoded}, skipped=frozenset()
+            )
+    by_name = {v.name: v for v in outputs}
     ready: dict[str, Any] = {}
     skipped: set[str] = set()
     for key in provides:
         value = by_name.get(key.name)
         if value is None:
             raise CorruptRecordError(
-                f"{where}: the NodeRecord has no output {key.name!r} (the outputs "
+                f"{where()}: the NodeRecord has no output {key.name!r} (the outputs "
                 "cover exactly the node's provides)",
                 rule="R-NODE-1",
             )
@@ -86,7 +113,7 @@ def _decode_outputs(
         if value.stream is not None or key.stream:
             if value.stream is None or not key.stream:
                 raise CorruptRecordError(
-                    f"{where}: output {key.name!r} is "
+                    f"{where()}: output {key.name!r} is "
                     + (
                         "a stream key without a stream descriptor"
                         if value.stream is None
@@ -101,10 +128,10 @@ def _decode_outputs(
             ready[key.name] = decode(key, value)
         except CorruptRecordError as exc:
             raise CorruptRecordError(
-                f"{where}: {exc}", path=exc.path, rule=exc.rule or "R-VAL-3"
+                f"{where()}: {exc}", path=exc.path, rule=exc.rule or "R-VAL-3"
             ) from exc
         except CodecError as exc:
-            raise CodecError(f"{where}: {exc}") from exc
+            raise CodecError(f"{where()}: {exc}") from exc
     return NodeOutputs(reason=node_record.reason, ready=ready, skipped=frozenset(skipped))
 
 
@@ -277,9 +304,13 @@ def decode_confirmed(
                         "Durable does not repair records: keep this one as evidence.",
                         rule="R-NODE-2",
                     )
-            where = f"run {record.run_id!r}, scope {label!r}, node {node_id!r}"
             restored[(scope_id, node_id)] = _decode_outputs(
-                decode, node.provides, node_record, where
+                decode,
+                node.provides,
+                node_record,
+                lambda label=label, node_id=node_id: (
+                    f"run {record.run_id!r}, scope {label!r}, node {node_id!r}"
+                ),
             )
     return restored
 

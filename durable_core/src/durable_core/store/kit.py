@@ -433,12 +433,20 @@ class BaseSession:
         """``encoded.delta`` when it is a delta from ``expected_revision`` to the next
         revision, else ``None`` (then write the complete record).
 
-        Only the delta's shape and revisions are checked here; a store that keeps deltas
-        applies them with :func:`durable_core.recorddelta.apply_delta` when it reads.
+        Only the delta's revisions are checked here, and cheaply: a canonical delta starts
+        with ``{"Base":<expected>,"Revision":<expected + 1>,"Set":[`` (its keys are sorted), so
+        that prefix decides without parsing the change; bytes that are not canonical are read
+        with :func:`durable_core.recorddelta.read_delta`. The change itself is the caller's,
+        like ``encoded.data``; a store that keeps deltas applies them with
+        :func:`durable_core.recorddelta.apply_delta` when it reads.
         """
         delta = encoded.delta
         if delta is None or expected_revision == 0:
             return None
+        if delta.startswith(
+            b'{"Base":%d,"Revision":%d,"Set":[' % (expected_revision, expected_revision + 1)
+        ) and delta.endswith(b"]}"):
+            return delta
         try:
             parsed = read_delta(delta)
         except CorruptRecordError:

@@ -1,0 +1,43 @@
+"""The watchdog that cuts network operations past their deadline (no server needed)."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from durable_postgresstore._connections import Watchdog
+
+
+def test_an_alarm_set_after_later_ones_fires_at_its_own_deadline() -> None:
+    # covers: B-PG-2
+    watchdog = Watchdog("test-watchdog")
+    fired: list[str] = []
+    early = threading.Event()
+    try:
+        now = time.monotonic()
+        late = watchdog.schedule(now + 8, lambda: fired.append("late"))
+        far = watchdog.schedule(now + 30, lambda: fired.append("never"))
+        time.sleep(0.1)  # the thread now sleeps until the late alarm's deadline
+        watchdog.schedule(now + 0.2, lambda: (fired.append("early"), early.set()))
+        assert early.wait(6), "the sleeping watchdog was not woken for an earlier alarm"
+        assert fired == ["early"]
+        assert far.cancel() is False and late.cancel() is False
+    finally:
+        watchdog.stop()
+
+
+def test_a_cancelled_alarm_never_fires_and_later_ones_still_do() -> None:
+    # covers: B-PG-2
+    watchdog = Watchdog("test-watchdog")
+    fired: list[int] = []
+    done = threading.Event()
+    try:
+        now = time.monotonic()
+        alarms = [watchdog.schedule(now + 0.05 * i, lambda i=i: fired.append(i)) for i in range(4)]
+        alarms[1].cancel()
+        watchdog.schedule(now + 0.4, done.set)
+        assert done.wait(10)
+        assert fired == [0, 2, 3]
+        assert alarms[2].fired and not alarms[1].fired
+    finally:
+        watchdog.stop()
