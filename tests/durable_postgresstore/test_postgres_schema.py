@@ -42,13 +42,15 @@ def test_the_schema_is_created_with_the_documented_tables(make_store, admin):
         ("format", "integer"),
         ("record", "bytea"),
         ("run_key", "bytea"),
+        ("created_at", "timestamp with time zone"),
+        ("saved_at", "timestamp with time zone"),
     ]
     deltas = admin.execute(
         "SELECT attname, format_type(atttypid, atttypmod) FROM pg_attribute "
         "WHERE attrelid = 'pulse_durable.deltas'::regclass AND attnum > 0 ORDER BY attnum"
     ).fetchall()
     assert deltas == [("run_key", "bytea"), ("base", "numeric(20,0)"), ("delta", "bytea")]
-    assert admin.execute("SELECT version FROM pulse_durable.schema_version").fetchall() == [(3,)]
+    assert admin.execute("SELECT version FROM pulse_durable.schema_version").fetchall() == [(4,)]
     # A second store (another process, or a restart) accepts what the first made.
     make_store()
 
@@ -160,8 +162,8 @@ DRIFT = [
         id="row-level-security",
     ),
     pytest.param(
-        "UPDATE pulse_durable.schema_version SET version = 4",
-        "holds [4], expected [3] (made by a newer Durable",
+        "UPDATE pulse_durable.schema_version SET version = 5",
+        "holds [5], expected [4] (made by a newer Durable",
         id="newer-version",
     ),
     pytest.param(
@@ -178,6 +180,26 @@ DRIFT = [
         "DROP TABLE pulse_durable.deltas",
         "missing table pulse_durable.deltas",
         id="missing-deltas",
+    ),
+    pytest.param(
+        "ALTER TABLE pulse_durable.runs ALTER COLUMN saved_at SET NOT NULL",
+        "pulse_durable.runs.saved_at is NOT NULL, expected to allow NULL",
+        id="time-not-null",
+    ),
+    pytest.param(
+        "ALTER TABLE pulse_durable.runs ALTER COLUMN created_at TYPE timestamp",
+        "pulse_durable.runs.created_at has type timestamp without time zone",
+        id="time-without-zone",
+    ),
+    pytest.param(
+        "ALTER TABLE pulse_durable.runs ALTER COLUMN saved_at SET DEFAULT now()",
+        "has a default",
+        id="time-default",
+    ),
+    pytest.param(
+        "ALTER TABLE pulse_durable.runs DROP COLUMN saved_at",
+        "missing column pulse_durable.runs.saved_at",
+        id="missing-time",
     ),
     pytest.param(
         "DROP TABLE pulse_durable.schema_version",
@@ -289,7 +311,7 @@ def make_v1(admin) -> None:
 def test_a_version_1_schema_is_upgraded_in_place_keeping_its_runs(make_store, admin):
     make_v1(admin)
     store = make_store()
-    assert admin.execute("SELECT version FROM pulse_durable.schema_version").fetchall() == [(3,)]
+    assert admin.execute("SELECT version FROM pulse_durable.schema_version").fetchall() == [(4,)]
     with store.acquire("old-run") as session:
         assert session.load() == RunRecord(run_id="old-run", revision=1)
         session.save(RunRecord(run_id="old-run", revision=2), 1)
@@ -327,6 +349,6 @@ def test_a_version_2_schema_gets_the_deltas_table(make_store, admin):
         "UPDATE pulse_durable.schema_version SET version = 2"
     )
     store = make_store()
-    assert admin.execute("SELECT version FROM pulse_durable.schema_version").fetchall() == [(3,)]
+    assert admin.execute("SELECT version FROM pulse_durable.schema_version").fetchall() == [(4,)]
     with store.acquire("old-run") as session:
         assert session.load() == RunRecord(run_id="old-run", revision=1)

@@ -36,7 +36,14 @@ from durable_core import (
 )
 from durable_core.store.locks import RunLock
 from durable_core.testing import BUSY_LIMIT, record_delta, sample_record
-from durable_sqlitestore import DELTAS_V2, FOLD_RATIO, SCHEMA_V1, SCHEMA_VERSION, SQLiteStore
+from durable_sqlitestore import (
+    DELTAS_V3,
+    FOLD_RATIO,
+    RUNS_V3,
+    SCHEMA_V1,
+    SCHEMA_VERSION,
+    SQLiteStore,
+)
 from durable_sqlitestore.store import _configure
 
 POSIX = os.name == "posix"
@@ -147,7 +154,8 @@ def test_a_database_that_cannot_use_wal_refuses_to_start(tmp_path: Path) -> None
     directory = tmp_path / "readonly"
     directory.mkdir()
     connection = raw(directory / "durable.sqlite")
-    connection.execute(SCHEMA_V1)
+    connection.execute(RUNS_V3)
+    connection.execute(DELTAS_V3)
     connection.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
     connection.close()
     (directory / ".init.lock").touch()
@@ -226,15 +234,15 @@ def test_an_unwritable_directory_is_a_durable_error_about_wal(
 # -- schema (B-SQL-1, B-SQL-2) ---------------------------------------------------------------
 
 
-def test_schema_v2_is_created_exactly(store: SQLiteStore, db_path: Path) -> None:
+def test_schema_v3_is_created_exactly(store: SQLiteStore, db_path: Path) -> None:
     # covers: B-SQL-1
     connection = raw(db_path)
     objects = connection.execute(
         "SELECT type, name, sql FROM sqlite_master ORDER BY name"
     ).fetchall()
     assert objects == [
-        ("table", "durable_deltas", DELTAS_V2),
-        ("table", "durable_runs", SCHEMA_V1),
+        ("table", "durable_deltas", DELTAS_V3),
+        ("table", "durable_runs", RUNS_V3),
     ]
     assert connection.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
     connection.close()
@@ -261,7 +269,10 @@ def test_schema_v2_is_created_exactly(store: SQLiteStore, db_path: Path) -> None
         ("CREATE INDEX extra_base ON durable_deltas (base)", "extra_base"),
         ("ALTER TABLE durable_deltas ADD COLUMN note TEXT", "durable_deltas"),
         ("DROP TABLE durable_deltas", "durable_deltas"),
-        ("PRAGMA user_version = 3", "user_version"),
+        ("ALTER TABLE durable_runs DROP COLUMN saved_at", "durable_runs"),
+        ("ALTER TABLE durable_deltas DROP COLUMN saved_at", "durable_deltas"),
+        ("PRAGMA user_version = 4", "user_version"),
+        ("PRAGMA user_version = 2", "durable_deltas"),  # v2's tables have no time columns
         ("PRAGMA user_version = 1", "durable_deltas"),  # v1 has no deltas table
     ],
 )
@@ -359,7 +370,7 @@ def test_revisions_up_to_uint64_max_are_kept_exactly(store: SQLiteStore, db_path
     near_max = sample_record("run", MAX_REVISION - 1)
     connection = raw(db_path)
     connection.execute(
-        "INSERT INTO durable_runs VALUES (?, ?, ?)",
+        "INSERT INTO durable_runs (run_id, revision, record) VALUES (?, ?, ?)",
         ("run", str(MAX_REVISION - 1), record_to_json(near_max)),
     )
     connection.close()

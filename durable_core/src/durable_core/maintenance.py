@@ -17,8 +17,10 @@ They need two optional capabilities of a store's sessions (a store without them 
 watches for it while it runs.
 
 ``durable prune --older-than`` also needs :class:`SaveTimes` on the store: when each run was
-last saved; ``durable inspect --peek`` needs :class:`RecordPeeker`: the last committed record,
-read without taking the run's session.
+last saved; ``durable list``/``inspect`` show it, and :class:`CreateTimes` (when the run's first
+record was written) where the store knows it. ``durable migrate`` carries both to a destination
+whose sessions implement :class:`TimesRestorer`. ``durable inspect --peek`` needs
+:class:`RecordPeeker`: the last committed record, read without taking the run's session.
 """
 
 from __future__ import annotations
@@ -33,14 +35,17 @@ from durable_core.records import RunRecord
 
 __all__ = [
     "CancelRequests",
+    "CreateTimes",
     "MigratedRun",
     "RecordPeeker",
     "RecordRestorer",
     "RunDeleter",
     "SaveTimes",
+    "TimesRestorer",
     "delete_run",
     "migrate_run",
     "parse_age",
+    "stored_times",
     "watch_marker_file",
 ]
 
@@ -155,7 +160,35 @@ class SaveTimes(Protocol):
 
     def saved_at(self, run_id: str) -> float | None:
         """When ``run_id``'s record was last written (seconds since the epoch), or ``None``
-        when it has no record. Never takes the run's session."""
+        when it has no record or the time is not known. Never takes the run's session."""
+        ...
+
+
+@runtime_checkable
+class CreateTimes(Protocol):
+    """A store that knows when each run's first record was written (optional capability)."""
+
+    def created_at(self, run_id: str) -> float | None:
+        """When ``run_id``'s first record was written (seconds since the epoch), or ``None``
+        when it has no record or the time is not known (a run saved before the store kept
+        it). Never takes the run's session."""
+        ...
+
+
+@runtime_checkable
+class TimesRestorer(Protocol):
+    """A session that can set its run's stored times (optional capability), so that a
+    migrated run keeps when it was created and last saved."""
+
+    def restore_times(self, created_at: float | None, saved_at: float | None) -> None:
+        """Set when the run was created and last saved (seconds since the epoch), as the
+        source store knew them; ``None`` means unknown there. Called right after
+        ``restore``, in the same session.
+
+        Raises:
+            NotFoundError: the run has no record.
+            SessionClosedError: the session was closed.
+        """
         ...
 
 
@@ -241,6 +274,10 @@ def migrate_run(
     The source record is loaded through an exclusive session (so a running run is ``BusyError``),
     checked (``check``, e.g. :func:`~durable_core.runinfo.check_record`), and written at the
     destination at the same revision, only when the destination has no record of the run.
+    When the source knows when the run was created and last saved (:class:`CreateTimes`,
+    :class:`SaveTimes`) and the destination's session can keep them (:class:`TimesRestorer`),
+    those times travel with the record; otherwise the destination's times are those of the
+    copy.
 
     Raises:
         BusyError: the run is owned on either side.
@@ -269,7 +306,19 @@ def migrate_run(
                     "first if it must go"
                 )
             dst.restore(record)
+            if isinstance(dst, TimesRestorer):
+                created, saved = stored_times(source, run_id)
+                if created is not None or saved is not None:
+                    dst.restore_times(created, saved)
     return MigratedRun(run_id, record.revision, "copied")
+
+
+def stored_times(store: Any, run_id: str) -> tuple[float | None, float | None]:
+    """(created, last saved) of ``run_id`` as ``store`` knows them (seconds since the epoch),
+    ``None`` for what it does not know. Never takes the run's session."""
+    created = store.created_at(run_id) if isinstance(store, CreateTimes) else None
+    saved = store.saved_at(run_id) if isinstance(store, SaveTimes) else None
+    return created, saved
 
 
 def each(runs: Iterable[str]) -> list[str]:

@@ -495,6 +495,21 @@ class FileSession(BaseSession):
                 os.unlink(self._lock.path)
         self.close()
 
+    def restore_times(self, created_at: float | None, saved_at: float | None) -> None:
+        """Give a copied run's record file the source's last save time as its modification
+        time (TimesRestorer; the file store keeps no creation time). ``None``: left as is.
+
+        Raises:
+            NotFoundError: the run has no record file.
+            SessionClosedError: the session was closed.
+        """
+        with self._mutex:
+            self._check_open()
+            if _lstat(self._record_path) is None:
+                raise self._not_found()
+            if saved_at is not None:
+                os.utime(self._record_path, (saved_at, saved_at), follow_symlinks=False)
+
     # -- the medium (called with the session's mutex held) ------------------------------------
 
     def _read(self) -> tuple[bytes, int | None] | None:

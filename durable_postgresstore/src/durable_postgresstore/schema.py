@@ -1,26 +1,35 @@
 """The dedicated ``pulse_durable`` schema: creation and strict checking (B-PG-1, B-PG-3).
 
-Version 3 of the schema holds three tables::
+Version 4 of the schema holds three tables::
 
-    pulse_durable.runs            one row per run: a complete record as JSON in BYTEA
+    pulse_durable.runs            one row per run: a complete record as JSON in BYTEA, and
+                                  when the run was created and last saved
     pulse_durable.deltas          the deltas saved since each run's complete record
-    pulse_durable.schema_version  one row: the schema version (3)
+    pulse_durable.schema_version  one row: the schema version (4)
 
 ``runs.run_id`` is the run id's UTF-8 bytes (BYTEA, so that any Unicode run id fits, NUL
 included, at any length); read it with ``convert_from(run_id, 'UTF8')``. ``runs.run_key`` is
 ``sha256(run_id)``, kept so by a CHECK, and is the primary key: a btree entry must fit in a
 third of a page, so the id itself (which may be megabytes long) is not indexed.
 ``runs.revision`` is NUMERIC(20,0) with a CHECK keeping it within 1 … 2⁶⁴-1 (uint64).
-``runs.format`` repeats the record's format for inspection in SQL.
+``runs.format`` repeats the record's format for inspection in SQL. ``runs.created_at`` and
+``runs.saved_at`` (``timestamptz``, NULL when unknown) are set by the server's clock (``now()``,
+the start of the saving statement's transaction) in the statements that save: ``created_at`` by
+the first save, ``saved_at`` by every save, including a delta save (whose ``UPDATE`` of the
+revision sets it).
 
 ``runs.revision`` is the run's current revision; ``deltas`` (``run_key``, ``base``: the revision
 a delta applies to, ``delta``) leads from the revision inside ``runs.record`` to it.
 
 Version 1 (an earlier Durable) had no ``run_key``: its primary key was the run id itself, which
-refused ids longer than about 2.7 KB; version 2 had no ``deltas``. A schema that is exactly
-version 1 or 2 is upgraded in place to 3, in one transaction, the first time a store opens it
-(:data:`_UPGRADE_1_TO_2`, :data:`_UPGRADE_2_TO_3`); a Durable that knows only an older version
-then refuses the schema ("made by a newer Durable") instead of writing rows it cannot keep.
+refused ids longer than about 2.7 KB; version 2 had no ``deltas``; version 3 had no times. A
+schema that is exactly version 1, 2 or 3 is upgraded in place to 4, in one transaction, the first
+time a store opens it (:data:`_UPGRADE_1_TO_2`, :data:`_UPGRADE_2_TO_3`,
+:data:`_UPGRADE_3_TO_4`); rows saved before the upgrade get ``created_at`` NULL (unknown) and
+``saved_at`` the upgrade's time (no earlier than their real last save, so that ``durable prune
+--older-than`` never takes them for older than they are). A Durable that knows only an older
+version then refuses the schema ("made by a newer Durable") instead of writing rows it cannot
+keep.
 
 :func:`ensure_schema` creates the schema when it is absent (or present and empty) and then
 checks that the schema holds exactly these objects: any other table, column, index, view,
@@ -43,7 +52,7 @@ __all__ = ["SCHEMA", "SCHEMA_VERSION", "ensure_schema"]
 SCHEMA = "pulse_durable"
 """The name of the dedicated schema."""
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 """The version of the tables this store creates and accepts (older ones are upgraded)."""
 
 _MAX_REVISION = 2**64 - 1
@@ -76,6 +85,23 @@ _RUNS = f"""
     )
     """
 
+_RUNS_V4 = f"""
+    CREATE TABLE {SCHEMA}.runs (
+        run_id BYTEA NOT NULL,
+        revision NUMERIC(20, 0) NOT NULL,
+        format INTEGER NOT NULL,
+        record BYTEA NOT NULL,
+        run_key BYTEA NOT NULL,
+        created_at TIMESTAMPTZ,
+        saved_at TIMESTAMPTZ,
+        CONSTRAINT runs_pkey PRIMARY KEY (run_key),
+        CONSTRAINT runs_run_id_check CHECK (octet_length(run_id) > 0),
+        CONSTRAINT runs_revision_check
+            CHECK (revision >= 1 AND revision <= {_MAX_REVISION}),
+        CONSTRAINT runs_run_key_check CHECK (run_key = sha256(run_id))
+    )
+    """
+
 _DELTAS = f"""
     CREATE TABLE {SCHEMA}.deltas (
         run_key BYTEA NOT NULL,
@@ -95,7 +121,7 @@ _VERSION_TABLE = f"""
 
 
 def _ddl(version: int) -> tuple[str, ...]:
-    runs = _RUNS_V1 if version == 1 else _RUNS
+    runs = _RUNS_V1 if version == 1 else _RUNS if version < 4 else _RUNS_V4
     return (
         runs,
         *((_DELTAS,) if version >= 3 else ()),
@@ -120,6 +146,14 @@ _UPGRADE_2_TO_3 = (
     # Version 3 adds the table of deltas saved since each run's complete record.
     _DELTAS,
     f"UPDATE {SCHEMA}.schema_version SET version = 3",
+)
+
+_UPGRADE_3_TO_4 = (
+    # Version 4 adds when each run was created and last saved. Earlier rows: created unknown,
+    # saved no later than now (an upper bound, so that an age is never overstated).
+    f"ALTER TABLE {SCHEMA}.runs ADD COLUMN created_at TIMESTAMPTZ, ADD COLUMN saved_at TIMESTAMPTZ",
+    f"UPDATE {SCHEMA}.runs SET saved_at = now()",
+    f"UPDATE {SCHEMA}.schema_version SET version = 4",
 )
 
 # The expected shape of each version, as PostgreSQL's catalog functions print it.
@@ -150,11 +184,13 @@ class _Shape:
         columns: dict[str, tuple[tuple[str, str], ...]],
         constraints: dict[tuple[str, str], str],
         indexes: dict[str, str],
+        nullable: frozenset[tuple[str, str]] = frozenset(),
     ) -> None:
         self.tables = tuple(columns)
         self.columns = columns
         self.constraints = constraints
         self.indexes = indexes
+        self.nullable = nullable  # (table, column): may hold NULL (every other one may not)
 
 
 _V2_CONSTRAINTS = {
@@ -171,6 +207,26 @@ _V2_COLUMNS = {
     "schema_version": _VERSION_COLUMNS,
 }
 
+_V3_COLUMNS = {
+    "runs": _V2_COLUMNS["runs"],
+    "deltas": (("run_key", "bytea"), ("base", "numeric(20,0)"), ("delta", "bytea")),
+    "schema_version": _VERSION_COLUMNS,
+}
+_V3_CONSTRAINTS = {
+    **_V2_CONSTRAINTS,
+    ("deltas", "deltas_pkey"): "PRIMARY KEY (run_key, base)",
+    ("deltas", "deltas_base_check"): (
+        f"CHECK (((base >= (1)::numeric) AND (base <= '{_MAX_REVISION}'::numeric)))"
+    ),
+}
+_V3_INDEXES = {
+    **_V2_INDEXES,
+    "deltas_pkey": (
+        f"CREATE UNIQUE INDEX deltas_pkey ON {SCHEMA}.deltas USING btree (run_key, base)"
+    ),
+}
+_TIMESTAMP = "timestamp with time zone"
+
 _SHAPES = {
     1: _Shape(
         {"runs": _RUNS_COLUMNS_V1, "schema_version": _VERSION_COLUMNS},
@@ -181,25 +237,15 @@ _SHAPES = {
         },
     ),
     2: _Shape(_V2_COLUMNS, _V2_CONSTRAINTS, _V2_INDEXES),
-    3: _Shape(
+    3: _Shape(_V3_COLUMNS, _V3_CONSTRAINTS, _V3_INDEXES),
+    4: _Shape(
         {
-            "runs": _V2_COLUMNS["runs"],
-            "deltas": (("run_key", "bytea"), ("base", "numeric(20,0)"), ("delta", "bytea")),
-            "schema_version": _VERSION_COLUMNS,
+            **_V3_COLUMNS,
+            "runs": (*_V3_COLUMNS["runs"], ("created_at", _TIMESTAMP), ("saved_at", _TIMESTAMP)),
         },
-        {
-            **_V2_CONSTRAINTS,
-            ("deltas", "deltas_pkey"): "PRIMARY KEY (run_key, base)",
-            ("deltas", "deltas_base_check"): (
-                f"CHECK (((base >= (1)::numeric) AND (base <= '{_MAX_REVISION}'::numeric)))"
-            ),
-        },
-        {
-            **_V2_INDEXES,
-            "deltas_pkey": (
-                f"CREATE UNIQUE INDEX deltas_pkey ON {SCHEMA}.deltas USING btree (run_key, base)"
-            ),
-        },
+        _V3_CONSTRAINTS,
+        _V3_INDEXES,
+        nullable=frozenset({("runs", "created_at"), ("runs", "saved_at")}),
     ),
 }
 
@@ -209,21 +255,23 @@ def _norm(text: str) -> str:
 
 
 def ensure_schema(conn: psycopg.Connection) -> None:
-    """Create the ``pulse_durable`` schema if needed, upgrade version 1, then check it strictly.
+    """Create the ``pulse_durable`` schema if needed, upgrade an older one, then check it strictly.
 
     Runs one transaction holding a transaction-level advisory lock, so concurrent constructors
     in several processes serialize: the first creates (or upgrades), the others only check.
 
-    A schema that is exactly version 1 or 2 (made by an earlier Durable) is upgraded to version 3
-    in that same transaction: from version 1 the rows get their ``run_key`` (the SHA-256 of the
-    run id), which becomes the primary key; then the ``deltas`` table is added. Anything else
-    that is not exactly version 3 is refused unchanged.
+    A schema that is exactly version 1, 2 or 3 (made by an earlier Durable) is upgraded to
+    version 4 in that same transaction: from version 1 the rows get their ``run_key`` (the
+    SHA-256 of the run id), which becomes the primary key; from version 2 the ``deltas`` table is
+    added; from version 3 the ``created_at`` and ``saved_at`` columns (earlier rows: created
+    NULL, saved at the upgrade's time). Anything else that is not exactly version 4 is refused
+    unchanged.
 
     Args:
         conn: an open autocommit connection, idle.
 
     Raises:
-        SchemaError: the schema exists but is not exactly Durable's tables (version 1, 2 or 3);
+        SchemaError: the schema exists but is not exactly Durable's tables (version 1 to 4);
             the message names every unexpected, missing or altered object. Nothing is changed.
         psycopg.Error: the database refused or failed (e.g. no CREATE privilege).
     """
@@ -242,11 +290,13 @@ def ensure_schema(conn: psycopg.Connection) -> None:
                 conn.execute(statement)
         else:
             version = _stored_version(conn)
-            if version == 1 and not check_schema(conn, version=1):
-                for statement in (*_UPGRADE_1_TO_2, *_UPGRADE_2_TO_3):
-                    conn.execute(statement)
-            elif version == 2 and not check_schema(conn, version=2):
-                for statement in _UPGRADE_2_TO_3:
+            upgrades = {
+                1: (*_UPGRADE_1_TO_2, *_UPGRADE_2_TO_3, *_UPGRADE_3_TO_4),
+                2: (*_UPGRADE_2_TO_3, *_UPGRADE_3_TO_4),
+                3: _UPGRADE_3_TO_4,
+            }
+            if version in upgrades and not check_schema(conn, version=version):
+                for statement in upgrades[version]:
                     conn.execute(statement)
         problems = check_schema(conn)
     if problems:
@@ -294,7 +344,7 @@ def check_schema(conn: psycopg.Connection, version: int = SCHEMA_VERSION) -> lis
 
     Args:
         conn: an open connection (any transaction state that allows reading the catalogs).
-        version: the version to compare with (1 or 2).
+        version: the version to compare with (1 to 4).
 
     Returns:
         Human-readable problems, each naming one object.
@@ -388,7 +438,10 @@ def check_schema(conn: psycopg.Connection, version: int = SCHEMA_VERSION) -> lis
                 continue
             if typ != expected[col]:
                 problems.append(f"{where} has type {typ}, expected {expected[col]}")
-            if not notnull:
+            if (name, col) in shape.nullable:
+                if notnull:
+                    problems.append(f"{where} is NOT NULL, expected to allow NULL")
+            elif not notnull:
                 problems.append(f"{where} allows NULL, expected NOT NULL")
             if hasdef or identity or generated:
                 problems.append(f"{where} has a default, identity or generation expression")

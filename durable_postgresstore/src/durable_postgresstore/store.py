@@ -14,7 +14,8 @@ Seed 001 (the ``postgresstore`` paragraph); SPEC B-PG-1…3, R-STORE-1…5.
 * **Saving** (B-PG-3): each save is one short statement (its own transaction) doing the
   revision compare-and-swap on the lock-holding connection; a save with a delta adds it to
   ``pulse_durable.deltas`` in that statement, and the deltas are folded into the complete record
-  (JSON in BYTEA) when they outgrow it and when the session closes.
+  (JSON in BYTEA) when they outgrow it and when the session closes. The same statement sets
+  ``saved_at`` (and the first save ``created_at``) to the server's ``now()``.
 * **Failing closed**: a session whose connection is lost never reconnects; its ``load``/``save``
   raise :class:`~durable_postgresstore.errors.PostgresStoreError` (``connection_lost``).
 * **Secrets** (B-PG-3): the DSN is never logged; error messages are scrubbed of its password.
@@ -22,6 +23,7 @@ Seed 001 (the ``postgresstore`` paragraph); SPEC B-PG-1…3, R-STORE-1…5.
 
 from __future__ import annotations
 
+import datetime
 import hashlib
 import itertools
 import logging
@@ -101,20 +103,20 @@ CLOSE_TIMEOUT = 5.0
 # binary parameters (%b): a record of megabytes is sent as it is, not as hex text.
 _SELECT = f"SELECT revision, record FROM {SCHEMA}.runs WHERE run_key = %s"
 _INSERT = (
-    f"INSERT INTO {SCHEMA}.runs (run_id, revision, format, record, run_key) "
-    "VALUES (%b, %s::numeric, %s, %b, %b) ON CONFLICT (run_key) DO NOTHING"
+    f"INSERT INTO {SCHEMA}.runs (run_id, revision, format, record, run_key, created_at, saved_at) "
+    "VALUES (%b, %s::numeric, %s, %b, %b, now(), now()) ON CONFLICT (run_key) DO NOTHING"
 )
 # A whole save: the complete record, and the deltas it makes obsolete gone, in one statement.
 _UPDATE = (
-    f"WITH cas AS (UPDATE {SCHEMA}.runs SET revision = %s::numeric, format = %s, record = %b "
-    "WHERE run_key = %b AND revision = %s::numeric RETURNING run_key), "
+    f"WITH cas AS (UPDATE {SCHEMA}.runs SET revision = %s::numeric, format = %s, record = %b, "
+    "saved_at = now() WHERE run_key = %b AND revision = %s::numeric RETURNING run_key), "
     f"gone AS (DELETE FROM {SCHEMA}.deltas WHERE run_key IN (SELECT run_key FROM cas)) "
     "SELECT count(*) FROM cas"
 )
 # A delta save: the revision moves (the record's TOASTed bytes are not rewritten) and the
 # delta is added, in one statement.
 _APPEND = (
-    f"WITH cas AS (UPDATE {SCHEMA}.runs SET revision = %s::numeric "
+    f"WITH cas AS (UPDATE {SCHEMA}.runs SET revision = %s::numeric, saved_at = now() "
     "WHERE run_key = %b AND revision = %s::numeric RETURNING run_key) "
     f"INSERT INTO {SCHEMA}.deltas (run_key, base, delta) "
     "SELECT run_key, %s::numeric, %b FROM cas"
@@ -136,6 +138,11 @@ _FOLD = (
     "SELECT count(*) FROM upd"
 )
 _REVISION = f"SELECT revision FROM {SCHEMA}.runs WHERE run_key = %s"
+_TIMES = f"SELECT created_at, saved_at FROM {SCHEMA}.runs WHERE run_key = %s"
+_SET_TIMES = (
+    f"UPDATE {SCHEMA}.runs SET created_at = %s, saved_at = coalesce(%s, saved_at) "
+    "WHERE run_key = %s"
+)
 _LIST = f"SELECT run_id, revision, record, run_key FROM {SCHEMA}.runs"
 # The lock and, only when it was granted, the owner's name in application_name: one round trip.
 # (A subquery with a volatile function is evaluated once, before the outer CASE.)
@@ -169,6 +176,16 @@ def _positive_seconds(name: str, value: object, *, allow_none: bool = False) -> 
     if math.isnan(seconds) or seconds <= 0:
         raise ValueError(f"{name} must be a positive number of seconds, found {value!r}")
     return seconds
+
+
+def _epoch(value: datetime.datetime | None) -> float | None:
+    return None if value is None else value.timestamp()
+
+
+def _timestamp(seconds: float | None) -> datetime.datetime | None:
+    if seconds is None:
+        return None
+    return datetime.datetime.fromtimestamp(seconds, datetime.UTC)
 
 
 def _fold(record: bytes, deltas: list[tuple[int, bytes]], location: str) -> bytes:
@@ -370,6 +387,43 @@ class PostgresStore(BaseStore):
             raise NotFoundError(f"no record of run {run_id!r} in {location}")
         chain = [(int(base), bytes(delta)) for base, delta in deltas]
         return decode_stored(run_id, _fold(bytes(row[1]), chain, location), location, int(row[0]))
+
+    def saved_at(self, run_id: str) -> float | None:
+        """When ``run_id`` was last saved, by the server's clock (seconds since the epoch);
+        ``None`` when it has no row or the time is unknown (SaveTimes). A plain SELECT, without
+        the run's advisory lock.
+
+        Raises:
+            AcquireTimeoutError: no connection came free within ``acquire_timeout``.
+            PostgresStoreError: the row cannot be read.
+            SessionClosedError: the store was closed.
+        """
+        return self._times(run_id)[1]
+
+    def created_at(self, run_id: str) -> float | None:
+        """When ``run_id``'s first record was saved, by the server's clock (seconds since the
+        epoch); ``None`` when it has no row or was saved before the store kept the time
+        (CreateTimes). A plain SELECT, without the run's advisory lock.
+
+        Raises:
+            AcquireTimeoutError: no connection came free within ``acquire_timeout``.
+            PostgresStoreError: the row cannot be read.
+            SessionClosedError: the store was closed.
+        """
+        return self._times(run_id)[0]
+
+    def _times(self, run_id: str) -> tuple[float | None, float | None]:
+        validate_run_id(run_id)
+        key = hashlib.sha256(run_id.encode("utf-8")).digest()
+        row = self._on_link(
+            "reading when a run was saved",
+            lambda conn: conn.execute(_TIMES, [key]).fetchone(),
+            capacity_timeout=self.acquire_timeout,
+            operation_timeout=self._operation_timeout,
+        )
+        if row is None:
+            return None, None
+        return _epoch(row[0]), _epoch(row[1])
 
     def request_cancel(self, run_id: str) -> None:
         """Ask the owner of ``run_id`` to stop, from any host: a notification on the channel
@@ -745,6 +799,29 @@ class PostgresSession(BaseSession):
             if deleted != 1:
                 raise self._not_found()
         self.close()
+
+    def restore_times(self, created_at: float | None, saved_at: float | None) -> None:
+        """Set when the run was created and last saved (seconds since the epoch), for a copied
+        run (TimesRestorer): ``created_at`` as given (``None``: unknown), ``saved_at`` unless
+        ``None``.
+
+        Raises:
+            NotFoundError: the run has no row.
+            SessionClosedError: the session was closed.
+            PostgresStoreError: the update failed (a single statement: it happened or not).
+        """
+        with self._mutex:
+            self._check_open()
+            changed = self._execute(
+                "setting the times of",
+                lambda conn: (
+                    conn.execute(
+                        _SET_TIMES, [_timestamp(created_at), _timestamp(saved_at), self._row_key]
+                    ).rowcount
+                ),
+            )
+            if changed != 1:
+                raise self._not_found()
 
     # -- the medium (called with the session's mutex held) ------------------------------------
 

@@ -1,14 +1,19 @@
 """Durable's SQLite store: many runs in one dedicated local database file (B-SQL-1, B-SQL-2).
 
-Public API: :class:`SQLiteStore` and :class:`SQLiteSession`; :data:`SCHEMA_V1` and
-:data:`DELTAS_V2` (the exact DDL of its two tables), :data:`SCHEMA_VERSION` and
-:data:`FOLD_RATIO`. Registered as the backend ``sqlite`` (options ``path``, ``timeout``).
+Public API: :class:`SQLiteStore` and :class:`SQLiteSession`; :data:`RUNS_V3` and
+:data:`DELTAS_V3` (the exact DDL of its two tables), :data:`SCHEMA_V1` and :data:`DELTAS_V2`
+(those of the earlier versions, which are upgraded in place), :data:`SCHEMA_VERSION`,
+:data:`NOW` (the clock of the save times) and :data:`FOLD_RATIO`. Registered as the backend
+``sqlite`` (options ``path``, ``timeout``).
 """
 
 from durable_sqlitestore.store import (
     BUSY_TIMEOUT_MS,
     DELTAS_V2,
+    DELTAS_V3,
     FOLD_RATIO,
+    NOW,
+    RUNS_V3,
     SCHEMA_V1,
     SCHEMA_VERSION,
     SQLiteSession,
@@ -18,7 +23,10 @@ from durable_sqlitestore.store import (
 __all__ = [
     "BUSY_TIMEOUT_MS",
     "DELTAS_V2",
+    "DELTAS_V3",
     "FOLD_RATIO",
+    "NOW",
+    "RUNS_V3",
     "SCHEMA_V1",
     "SCHEMA_VERSION",
     "SQLiteSession",

@@ -9,11 +9,21 @@ Files, all in the database's directory:
 - ``.durable-probe-*``: made and removed at construction, to check that the directory is
   writable (WAL needs that) before SQLite is asked.
 
-Schema v2 (``PRAGMA user_version = 2``) is two tables: ``durable_runs`` (:data:`SCHEMA_V1`,
-unchanged: one row per run with a complete record) and ``durable_deltas``
-(:data:`DELTAS_V2`: the deltas saved since that complete record). A schema v1 database (one
-table) is upgraded in place by creating the second table. The database is dedicated to Durable:
-any other table, index, view or trigger is refused.
+Schema v3 (``PRAGMA user_version = 3``) is two tables: ``durable_runs`` (:data:`RUNS_V3`: one
+row per run with a complete record, when the run was created and when it was last saved) and
+``durable_deltas`` (:data:`DELTAS_V3`: the deltas saved since that complete record, each with its
+save time). Times are REAL seconds since the Unix epoch (UTC), taken from SQLite's own clock
+(:data:`NOW`) by the statement that writes the row: ``created_at`` by the run's first save,
+``saved_at`` by every save. A run's last save time is the newest of its row's ``saved_at`` and
+its deltas'. In the sqlite3 shell: ``datetime(saved_at, 'unixepoch')``.
+
+Older databases are upgraded in place, in one transaction, when a store opens them: v1 (one
+table) gets the deltas table, v2 (:data:`SCHEMA_V1` + :data:`DELTAS_V2`) gets the time columns
+(``ALTER TABLE … ADD COLUMN``, which is why they come last in the DDL). Rows saved before the
+upgrade have ``created_at`` NULL (unknown) and ``saved_at`` set to the last time the database
+file was written before the upgrade: a time no earlier than their real last save, so that
+``durable prune --older-than`` never takes them for older than they are. The database is
+dedicated to Durable: any other table, column, index, view or trigger is refused.
 
 A save writes only its delta (one short row) when it has one, in the same ``BEGIN IMMEDIATE``
 transaction as the revision compare-and-swap: one ``INSERT`` that adds the delta only when the
@@ -67,7 +77,10 @@ from durable_core.store.locks import RunLock, acquire_run_lock, make_private_dir
 __all__ = [
     "BUSY_TIMEOUT_MS",
     "DELTAS_V2",
+    "DELTAS_V3",
     "FOLD_RATIO",
+    "NOW",
+    "RUNS_V3",
     "SCHEMA_V1",
     "SCHEMA_VERSION",
     "SQLiteSession",
@@ -77,8 +90,9 @@ __all__ = [
 
 logger = logging.getLogger("durable_sqlitestore")
 
-SCHEMA_VERSION = 2
-"""``PRAGMA user_version`` of a Durable database with schema v2 (v1 is upgraded on open)."""
+SCHEMA_VERSION = 3
+"""``PRAGMA user_version`` of a Durable database with schema v3 (v1 and v2 are upgraded on
+open)."""
 
 SCHEMA_V1 = (
     "CREATE TABLE durable_runs ("
@@ -105,6 +119,31 @@ the revision the delta applies to (decimal TEXT), so that ``(run_id, base)`` bei
 makes two saves from one revision impossible. ``sqlite_master`` must hold exactly this
 statement."""
 
+_CREATED_AT = "created_at REAL CHECK (created_at IS NULL OR typeof(created_at) = 'real')"
+_SAVED_AT = "saved_at REAL CHECK (saved_at IS NULL OR typeof(saved_at) = 'real')"
+
+RUNS_V3 = SCHEMA_V1.removesuffix(") WITHOUT ROWID") + f", {_CREATED_AT}, {_SAVED_AT}) WITHOUT ROWID"
+"""``durable_runs`` in v3: :data:`SCHEMA_V1` with ``created_at`` and ``saved_at`` (REAL seconds
+since the epoch, NULL when unknown) appended, exactly as ``ALTER TABLE … ADD COLUMN`` leaves the
+v2 table. ``sqlite_master`` must hold exactly this statement."""
+
+DELTAS_V3 = DELTAS_V2.replace(
+    ", PRIMARY KEY (run_id, base)", f", {_SAVED_AT}, PRIMARY KEY (run_id, base)"
+)
+"""``durable_deltas`` in v3: :data:`DELTAS_V2` with each delta's ``saved_at``, exactly as
+``ALTER TABLE … ADD COLUMN`` leaves the v2 table. ``sqlite_master`` must hold exactly this
+statement."""
+
+_UPGRADE_V2_TO_V3 = (
+    f"ALTER TABLE durable_runs ADD COLUMN {_CREATED_AT}",
+    f"ALTER TABLE durable_runs ADD COLUMN {_SAVED_AT}",
+    f"ALTER TABLE durable_deltas ADD COLUMN {_SAVED_AT}",
+)
+
+NOW = "((julianday('now') - 2440587.5) * 86400.0)"
+"""SQLite's clock as seconds since the Unix epoch (UTC, millisecond resolution), evaluated by the
+statement that saves. (``unixepoch('subsec')`` needs SQLite 3.42; this works on any SQLite.)"""
+
 FOLD_RATIO = 1.0
 """Deltas are folded into the complete record once their bytes pass this share of its size."""
 
@@ -112,6 +151,8 @@ _TABLE = "durable_runs"
 _DELTAS = "durable_deltas"
 _V1_OBJECTS = {("table", _TABLE): SCHEMA_V1}
 _V2_OBJECTS = {("table", _TABLE): SCHEMA_V1, ("table", _DELTAS): DELTAS_V2}
+_V3_OBJECTS = {("table", _TABLE): RUNS_V3, ("table", _DELTAS): DELTAS_V3}
+_OBJECTS = {1: _V1_OBJECTS, 2: _V2_OBJECTS, 3: _V3_OBJECTS}
 
 BUSY_TIMEOUT_MS = 5000
 """SQLite's busy timeout on every connection, in milliseconds (B-SQL-1)."""
@@ -128,7 +169,7 @@ class SQLiteStore(BaseStore):
 
     Construction creates the parent directories (0700), the database file (0600) and
     ``.runlocks/`` beside it, sets and reads back ``journal_mode=WAL``, ``synchronous=FULL`` and
-    ``busy_timeout=5000``, and creates, upgrades (from v1) or strictly checks schema v2 — all
+    ``busy_timeout=5000``, and creates, upgrades (from v1 or v2) or strictly checks schema v3 — all
     under the ``.init.lock`` file lock, so that processes opening the same database at once take
     turns.
 
@@ -149,7 +190,7 @@ class SQLiteStore(BaseStore):
     Raises:
         ConfigError: the path is empty, names a directory, or is ``:memory:``/a URI.
         AcquireTimeoutError: the initialisation lock was not free within ``timeout``.
-        SchemaError: the database holds anything but Durable's schema v2 (or an exact v1).
+        SchemaError: the database holds anything but Durable's schema v3 (or an exact v1 or v2).
         DurableError: the database's directory is not writable (WAL keeps ``-wal`` and ``-shm``
             files beside the database, and the store its lock files), a pragma did not take,
             or the file is not a regular file.
@@ -172,13 +213,14 @@ class SQLiteStore(BaseStore):
         )
         try:
             _create_database_file(self._path)
+            last_write = _last_write(self._path)  # before a connection touches the files
             self._connection = self._connect(configure=False)
             try:
                 # Look before touching anything: a foreign database is refused unchanged (not
                 # even switched to WAL).
                 _check_existing_schema(self._connection, self._path)
                 _configure(self._connection, self._path)
-                _ensure_schema(self._connection, self._path)
+                _ensure_schema(self._connection, self._path, last_write)
             except BaseException:
                 self._connection.close()
                 raise
@@ -291,6 +333,41 @@ class SQLiteStore(BaseStore):
             raise NotFoundError(f"no record of run {run_id!r} at {location}")
         data, head, _ = _fold(row[0], row[1], deltas, location)
         return decode_stored(run_id, data, location, head)
+
+    def saved_at(self, run_id: str) -> float | None:
+        """When ``run_id`` was last saved, by SQLite's clock (seconds since the epoch): the
+        newest ``saved_at`` of its row and its deltas; ``None`` when it has no row or the time
+        is unknown (SaveTimes). A plain SELECT, without the run's lock.
+
+        Raises:
+            SessionClosedError: the store was closed.
+        """
+        return self._times(run_id)[1]
+
+    def created_at(self, run_id: str) -> float | None:
+        """When ``run_id``'s first record was saved, by SQLite's clock (seconds since the
+        epoch); ``None`` when it has no row or was saved before the store kept the time
+        (CreateTimes). A plain SELECT, without the run's lock.
+
+        Raises:
+            SessionClosedError: the store was closed.
+        """
+        return self._times(run_id)[0]
+
+    def _times(self, run_id: str) -> tuple[float | None, float | None]:
+        validate_run_id(run_id)
+        with self._lock:
+            self._check_open()
+            row = self._connection.execute(
+                f"SELECT created_at, saved_at, (SELECT max(saved_at) FROM {_DELTAS} "
+                f"WHERE run_id = ?1) FROM {_TABLE} WHERE run_id = ?1",
+                (run_id,),
+            ).fetchone()
+        if row is None:
+            return None, None
+        created, saved, delta_saved = row
+        known = [t for t in (saved, delta_saved) if isinstance(t, float)]
+        return (created if isinstance(created, float) else None), (max(known) if known else None)
 
     def request_cancel(self, run_id: str) -> None:
         """Ask the owner of ``run_id`` to stop: a ``.runlocks/<key>.cancel`` marker file,
@@ -406,6 +483,31 @@ class SQLiteSession(BaseSession):
                 os.unlink(self._lock.path)
         self.close()
 
+    def restore_times(self, created_at: float | None, saved_at: float | None) -> None:
+        """Set when the run was created and last saved (seconds since the epoch), for a copied
+        run (TimesRestorer): ``created_at`` as given (``None``: unknown), ``saved_at`` unless
+        ``None``.
+
+        Raises:
+            NotFoundError: the run has no row.
+            SessionClosedError: the session was closed.
+            DurableError: the update failed (nothing changed).
+        """
+        with self._mutex:
+            self._check_open()
+            try:
+                changed = self._connection.execute(
+                    f"UPDATE {_TABLE} SET created_at = ?, saved_at = coalesce(?, saved_at) "
+                    "WHERE run_id = ?",
+                    (_seconds(created_at), _seconds(saved_at), self._run_id),
+                ).rowcount
+            except sqlite3.Error as exc:
+                raise DurableError(
+                    f"could not set the times of run {self._run_id!r} in {self._path}: {exc}"
+                ) from exc
+            if changed != 1:
+                raise self._not_found()
+
     # -- the medium (called with the session's mutex held) ------------------------------------
 
     def _read(self) -> tuple[bytes, int | None] | None:
@@ -488,12 +590,14 @@ class SQLiteSession(BaseSession):
                 return False
             elif expected_revision == 0:
                 connection.execute(
-                    f"INSERT INTO {_TABLE} (run_id, revision, record) VALUES (?, ?, ?)",
+                    f"INSERT INTO {_TABLE} (run_id, revision, record, created_at, saved_at) "
+                    f"VALUES (?, ?, ?, {NOW}, {NOW})",
                     (self._run_id, str(record.revision), data),
                 )
             else:
                 connection.execute(
-                    f"UPDATE {_TABLE} SET revision = ?, record = ? WHERE run_id = ?",
+                    f"UPDATE {_TABLE} SET revision = ?, record = ?, saved_at = {NOW} "
+                    "WHERE run_id = ?",
                     (str(record.revision), data, self._run_id),
                 )
                 connection.execute(f"DELETE FROM {_DELTAS} WHERE run_id = ?", (self._run_id,))
@@ -542,7 +646,8 @@ class SQLiteSession(BaseSession):
         connection = self._connection
         base = str(expected_revision)
         inserted = connection.execute(
-            f"INSERT OR IGNORE INTO {_DELTAS} (run_id, base, delta) SELECT ?1, ?2, ?3 "
+            f"INSERT OR IGNORE INTO {_DELTAS} (run_id, base, delta, saved_at) "
+            f"SELECT ?1, ?2, ?3, {NOW} "
             f"WHERE EXISTS (SELECT 1 FROM {_DELTAS} WHERE run_id = ?1 AND base = ?4)",
             (self._run_id, base, delta, str(expected_revision - 1)),
         ).rowcount
@@ -551,7 +656,7 @@ class SQLiteSession(BaseSession):
         if not self._head_is(expected_revision):
             return False
         connection.execute(
-            f"INSERT INTO {_DELTAS} (run_id, base, delta) VALUES (?, ?, ?)",
+            f"INSERT INTO {_DELTAS} (run_id, base, delta, saved_at) VALUES (?, ?, ?, {NOW})",
             (self._run_id, base, delta),
         )
         return True
@@ -605,8 +710,10 @@ class SQLiteSession(BaseSession):
                 data, head, _ = _fold(row[0], row[1], deltas, self._location)
                 del row, deltas  # the stored bytes are not needed now: a lower peak
                 decode_stored(self._run_id, data, self._location, head)
-                connection.execute(
-                    f"UPDATE {_TABLE} SET revision = ?, record = ? WHERE run_id = ?",
+                connection.execute(  # a fold is no save: the last delta's time stays
+                    f"UPDATE {_TABLE} SET revision = ?1, record = ?2, saved_at = coalesce("
+                    f"(SELECT max(saved_at) FROM {_DELTAS} WHERE run_id = ?3), saved_at) "
+                    "WHERE run_id = ?3",
                     (str(head), data, self._run_id),
                 )
                 connection.execute(f"DELETE FROM {_DELTAS} WHERE run_id = ?", (self._run_id,))
@@ -711,7 +818,7 @@ def _configure(connection: sqlite3.Connection, path: str) -> None:
 
 
 def _check_existing_schema(connection: sqlite3.Connection, path: str) -> None:
-    """Refuse a database that is not empty and not Durable's schema (v2, or an exact v1),
+    """Refuse a database that is not empty and not Durable's schema (v3, or an exact v1 or v2),
     changing nothing."""
     try:
         objects = connection.execute(
@@ -729,9 +836,10 @@ def _check_existing_schema(connection: sqlite3.Connection, path: str) -> None:
         _check_schema(objects, version, path, upgradable=True)
 
 
-def _ensure_schema(connection: sqlite3.Connection, path: str) -> None:
-    """Create schema v2 in an empty database, upgrade an exact v1, or check that v2 is exactly
-    there (B-SQL-1)."""
+def _ensure_schema(connection: sqlite3.Connection, path: str, last_write: float) -> None:
+    """Create schema v3 in an empty database, upgrade an exact v1 or v2, or check that v3 is
+    exactly there (B-SQL-1). ``last_write`` (seconds since the epoch) becomes the ``saved_at``
+    of rows saved before an upgrade from v1 or v2."""
     connection.execute("BEGIN IMMEDIATE")
     try:
         objects = connection.execute(
@@ -739,13 +847,19 @@ def _ensure_schema(connection: sqlite3.Connection, path: str) -> None:
         ).fetchall()
         version = int(connection.execute("PRAGMA user_version").fetchone()[0])
         if not objects and version == 0:
-            connection.execute(SCHEMA_V1)
-            connection.execute(DELTAS_V2)
+            connection.execute(RUNS_V3)
+            connection.execute(DELTAS_V3)
             connection.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         else:
             _check_schema(objects, version, path, upgradable=True)
             if version == 1:
                 connection.execute(DELTAS_V2)
+            if version in (1, 2):
+                for statement in _UPGRADE_V2_TO_V3:
+                    connection.execute(statement)
+                # Not known: no earlier than when these rows were saved (an upper bound).
+                connection.execute(f"UPDATE {_TABLE} SET saved_at = ?", (last_write,))
+                connection.execute(f"UPDATE {_DELTAS} SET saved_at = ?", (last_write,))
                 connection.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         connection.execute("COMMIT")
     except BaseException:
@@ -757,7 +871,7 @@ def _ensure_schema(connection: sqlite3.Connection, path: str) -> None:
 def _check_schema(
     objects: list[tuple[str, str, str | None]], version: int, path: str, *, upgradable: bool
 ) -> None:
-    """Refuse anything but exactly schema v2 (or exactly v1, when ``upgradable``)."""
+    """Refuse anything but exactly schema v3 (or exactly v1 or v2, when ``upgradable``)."""
     advice = (
         "The SQLite store needs a database of its own: point it at a new file, or remove what "
         "was added"
@@ -765,10 +879,10 @@ def _check_schema(
     if version > SCHEMA_VERSION:
         raise SchemaError(
             f"{path} has schema version (PRAGMA user_version) {version}; this Durable reads "
-            f"versions 1 and {SCHEMA_VERSION}. Use the Durable release that wrote it (or a newer "
+            f"versions 1 to {SCHEMA_VERSION}. Use the Durable release that wrote it (or a newer "
             "one)"
         )
-    expected = _V1_OBJECTS if (version == 1 and upgradable) else _V2_OBJECTS
+    expected = _OBJECTS[version] if (version in (1, 2) and upgradable) else _V3_OBJECTS
     found = {(kind, name): sql for kind, name, sql in objects}
     for (kind, name), sql in sorted(found.items()):
         want = expected.get((kind, name))
@@ -791,12 +905,26 @@ def _check_schema(
             f"{path} (schema version {version}) lacks the table(s) {', '.join(missing)} of "
             f"Durable's schema v{version}; it was changed outside Durable. {advice}"
         )
-    if version not in (1, SCHEMA_VERSION) or (version == 1 and not upgradable):
+    if version not in (1, 2, SCHEMA_VERSION) or (version in (1, 2) and not upgradable):
         raise SchemaError(
             f"{path} has schema version (PRAGMA user_version) {version}; this Durable reads "
-            f"version {SCHEMA_VERSION} (and upgrades version 1). Use the Durable release that "
-            "wrote it"
+            f"version {SCHEMA_VERSION} (and upgrades versions 1 and 2). Use the Durable release "
+            "that wrote it"
         )
+
+
+def _seconds(value: float | None) -> float | None:
+    return None if value is None else float(value)
+
+
+def _last_write(path: str) -> float:
+    """When the database (or its write-ahead log) was last written: seconds since the epoch."""
+    times = [os.stat(path).st_mtime]
+    with contextlib.suppress(OSError):
+        wal = os.stat(path + "-wal")
+        if wal.st_size:
+            times.append(wal.st_mtime)
+    return max(times)
 
 
 def _fold(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 import time
 
 import pytest
@@ -111,19 +112,55 @@ def test_prune_deletes_finished_runs_only(ops, hold):
     assert by_url["runs"] == []
 
 
-def test_prune_older_than(ops):
-    assert ops.invoke("run", ops.config, "--run-id", "old").exit_code == 0
-    assert ops.invoke("run", ops.config, "--run-id", "new").exit_code == 0
+def test_prune_older_than(ops, hold):
+    # the store's own save times on every store: the file's mtime, the SQL saved_at columns
+    for run_id in ("old", "new", "old-held"):
+        assert ops.invoke("run", ops.config, "--run-id", run_id).exit_code == 0
     bad = ops.invoke("prune", ops.config, "--finished", "--older-than", "soon", "--yes")
     assert bad.exit_code == ExitCode.CONFIG
-    result = ops.invoke("prune", ops.config, "--finished", "--older-than", "7d", "--yes", "--json")
-    if ops.store_kind != "file":
-        assert result.exit_code == ExitCode.CONFIG
-        assert "does not record when runs were saved" in json.loads(result.stdout)["error"]
-        return
-    assert json.loads(result.stdout)["runs"] == []
-    week_ago = time.time() - 8 * 86400
-    os.utime(ops.folder / "runs" / f"{run_key('old')}.json", (week_ago, week_ago))
+    nothing = ops.json("prune", ops.config, "--finished", "--older-than", "7d", "--yes")
+    assert nothing["runs"] == []
+    set_times(ops, "old", saved=time.time() - 8 * 86400)
+    set_times(ops, "old-held", saved=time.time() - 8 * 86400)
+    set_times(ops, "new", saved=time.time() - 6 * 86400)
+    session = hold("old-held")  # running: never pruned, however old
+    dry = ops.invoke("prune", ops.config, "--finished", "--older-than", "7d", "--dry-run")
+    assert dry.exit_code == 0, dry.output
+    assert "would delete 'old' (completed, revision" in dry.stdout
+    assert "last saved " in dry.stdout and "'new'" not in dry.stdout
+    assert len(ops.json("list", ops.config)) == 3
     pruned = ops.json("prune", ops.config, "--finished", "--older-than", "7d", "--yes")
-    assert [r["run_id"] for r in pruned["runs"]] == ["old"]
-    assert [r["run_id"] for r in ops.json("list", ops.config)] == ["new"]
+    assert [(r["run_id"], r["deleted"]) for r in pruned["runs"]] == [("old", True)]
+    assert pruned["runs"][0]["saved_at"] == pytest.approx(time.time() - 8 * 86400, abs=120)
+    assert session.load().run_id == "old-held"  # intact
+    session.close()
+    assert [r["run_id"] for r in ops.json("list", ops.config)] == ["new", "old-held"]
+    weekly = ops.json("prune", ops.config, "--finished", "--older-than", "5d", "--yes")
+    assert sorted(r["run_id"] for r in weekly["runs"]) == ["new", "old-held"]
+    assert ops.json("list", ops.config) == []
+
+
+def set_times(ops, run_id: str, *, saved: float, created: float | None = None) -> None:
+    """Move a run's stored times into the past, as the store keeps them: the record file's
+    time (file store), the saved_at/created_at columns (SQLite, PostgreSQL)."""
+    created = saved if created is None else created
+    if ops.store_kind == "file":
+        os.utime(ops.folder / "runs" / f"{run_key(run_id)}.json", (saved, saved))
+    elif ops.store_kind == "sqlite":
+        connection = sqlite3.connect(ops.folder / "db" / "runs.sqlite", isolation_level=None)
+        changed = connection.execute(
+            "UPDATE durable_runs SET created_at = ?, saved_at = ? WHERE run_id = ?",
+            (created, saved, run_id),
+        ).rowcount
+        connection.close()
+        assert changed == 1
+    else:
+        import psycopg
+
+        with psycopg.connect(ops.store_url, autocommit=True) as connection:
+            changed = connection.execute(
+                "UPDATE pulse_durable.runs SET created_at = to_timestamp(%s), "
+                "saved_at = to_timestamp(%s) WHERE run_key = sha256(%s)",
+                [created, saved, run_id.encode()],
+            ).rowcount
+        assert changed == 1

@@ -115,3 +115,29 @@ def test_migrate_checks_integrity_and_ownership_first(urls, tmp_path):
     assert [r["run_id"] for r in cli_json("list", "--store", urls["sqlite"])] == ["ok"]
     same = CliRunner().invoke(cli, ["migrate", "--from", urls["file"], "--to", urls["file"]])
     assert same.exit_code == ExitCode.CONFIG
+
+
+@pytest.mark.parametrize(("source", "destination"), list(itertools.permutations(KINDS, 2)))
+def test_migrate_keeps_when_the_run_was_created_and_last_saved(urls, source, destination):
+    from durable_core.maintenance import stored_times
+
+    seed(urls[source], "t-1")
+    store = parse_store_url(urls[source]).open()
+    try:
+        with store.acquire("t-1") as session:
+            if source == "file":
+                session.restore_times(None, 1_700_000_000.25)
+            else:
+                session.restore_times(1_600_000_000.5, 1_700_000_000.25)
+        expected = stored_times(store, "t-1")
+    finally:
+        store.close()
+    cli_json("migrate", "--from", urls[source], "--to", urls[destination])
+    store = parse_store_url(urls[destination]).open()
+    try:
+        created, saved = stored_times(store, "t-1")
+    finally:
+        store.close()
+    assert saved == pytest.approx(expected[1], abs=1e-3)  # the last save travels
+    # the creation time travels where both stores keep one; unknown stays unknown
+    assert created == (None if destination == "file" else expected[0])

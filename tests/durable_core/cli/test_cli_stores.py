@@ -254,8 +254,11 @@ def test_list_shows_each_run_with_its_status(runner, store_url, hold):
     text = invoke(runner, "list", "--store", store_url)
     assert text.exit_code == 0
     lines = text.stdout.splitlines()
-    assert lines[0].split() == ["RUN", "ID", "STATUS", "REVISION", "FORMAT", "CONFIRMED"]
-    assert lines[1].split() == ["a-active", "incomplete", "1", "2", "1"]
+    assert lines[0].split() == [
+        *("RUN", "ID", "STATUS", "REVISION", "FORMAT", "CONFIRMED"),
+        *("CREATED", "SAVED", "DURATION"),
+    ]
+    assert lines[1].split()[:5] == ["a-active", "incomplete", "1", "2", "1"]
 
 
 GRAPH = """
@@ -321,9 +324,9 @@ def test_list_with_a_config_judges_only_its_own_runs_against_the_graph(
         assert "of 3 root nodes" not in other.stdout
         assert "(differs from the graph)" in other.stdout
         table = invoke(runner, "list", str(config)).stdout.splitlines()
-        assert table[0].split()[-1] == "DEFINITION"
-        assert table[1].split() == ["a-between", "incomplete", "1", "2", "2/3", "matches"]
-        assert table[2].split() == ["b-other", "settled", "1", "2", "3", "differs"]
+        assert table[0].split()[-4:] == ["DEFINITION", "CREATED", "SAVED", "DURATION"]
+        assert table[1].split()[:6] == ["a-between", "incomplete", "1", "2", "2/3", "matches"]
+        assert table[2].split()[:6] == ["b-other", "settled", "1", "2", "3", "differs"]
     finally:
         sys.modules.pop("listgraph_mod", None)
 

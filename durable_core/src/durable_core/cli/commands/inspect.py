@@ -94,9 +94,18 @@ def inspect_command(
         )
     print_info(info, store_config.describe())
     if times:
-        click.echo(
-            "times      " + ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in times.items())
-        )
+        shown = [
+            f"{label} {show(times[key])}"
+            for key, label, show in (
+                ("created", "created", when),
+                ("saved", "saved", when),
+                ("duration_seconds", "duration", span),
+                ("started", "started", when),
+                ("last_event", "last event", when),
+            )
+            if key in times
+        ]
+        click.echo("times      " + ", ".join(shown))
     if failures:
         click.echo("last failure of each node not confirmed (from the run log):")
         for node, entry in sorted(failures.items()):
@@ -105,22 +114,58 @@ def inspect_command(
 
 
 def run_times(store: Any, run_id: str) -> dict[str, Any]:
-    """When the run was last saved (a store with ``SaveTimes``), and when it started, its last
-    event and its duration (the run log on this machine); only what is known."""
+    """What is known of a run's times, only what is known (ISO 8601 times in UTC):
+
+    - ``created`` and ``saved``: when the run's first record and its last one were saved, from
+      the store (``CreateTimes``/``SaveTimes``: SQLite and PostgreSQL columns; the file store
+      knows only ``saved``, its record file's time);
+    - ``started`` and ``last_event``: from the run log on this machine;
+    - ``duration_seconds``: from ``created`` to ``saved`` where the store knows both, else from
+      ``started`` to ``last_event``.
+    """
     import datetime
 
-    from durable_core.maintenance import SaveTimes
+    from durable_core.maintenance import stored_times
     from durable_core.runlog import log_times
 
     times = log_times(run_id)
-    if isinstance(store, SaveTimes):
-        try:
-            saved = store.saved_at(run_id)
-        except Exception:  # the time is extra information: never fail inspect/list on it
-            saved = None
-        if saved is not None:
-            times["saved"] = datetime.datetime.fromtimestamp(saved, datetime.UTC).isoformat()
+    try:
+        created, saved = stored_times(store, run_id)
+    except Exception:  # the times are extra information: never fail inspect/list on them
+        created = saved = None
+    for key, value in (("created", created), ("saved", saved)):
+        if value is not None:
+            times[key] = datetime.datetime.fromtimestamp(value, datetime.UTC).isoformat()
+    if created is not None and saved is not None:
+        times["duration_seconds"] = round(max(saved - created, 0.0), 3)
     return times
+
+
+def when(iso: str | None) -> str:
+    """An ISO 8601 time as ``2026-12-01T11:43:07Z`` (UTC, whole seconds); ``-`` for None."""
+    import datetime
+
+    if not iso:
+        return "-"
+    moment = datetime.datetime.fromisoformat(iso).astimezone(datetime.UTC)
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def span(seconds: float | None) -> str:
+    """A duration in seconds as ``0.04s``, ``4.2s``, ``12s``, ``3m04s``, ``2h05m`` or ``3d04h``."""
+    if seconds is None:
+        return "-"
+    if seconds < 1:
+        return f"{seconds:.2f}s"
+    if seconds < 10:
+        return f"{seconds:.1f}s"
+    whole = int(seconds)
+    for unit, size, small, small_size in (("d", 86400, "h", 3600), ("h", 3600, "m", 60)):
+        if whole >= size:
+            return f"{whole // size}{unit}{(whole % size) // small_size:02d}{small}"
+    if whole >= 60:
+        return f"{whole // 60}m{whole % 60:02d}s"
+    return f"{whole}s"
 
 
 def peek_record(store_config: Any, store: Any, run_id: str) -> Any:

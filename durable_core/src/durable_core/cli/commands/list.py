@@ -72,7 +72,13 @@ def _print_rows(rows: list[dict[str, Any]], store: str, as_json: bool, graph: An
 
 
 def print_table(rows: list[dict[str, Any]], *, with_definition: bool) -> None:
-    """The text table of ``list``; long reasons go below it, on stderr."""
+    """The text table of ``list``; long reasons go below it, on stderr.
+
+    CREATED is the store's time of the run's first save, else the run log's start; SAVED the
+    store's time of its last save; DURATION the time between (see ``run_times``). All UTC.
+    """
+    from durable_core.cli.commands.inspect import span, when
+
     header = {
         "run_id": "RUN ID",
         "status": "STATUS",
@@ -82,6 +88,7 @@ def print_table(rows: list[dict[str, Any]], *, with_definition: bool) -> None:
     }
     if with_definition:
         header["definition"] = "DEFINITION"
+    header.update(created="CREATED", saved="SAVED", duration="DURATION")
     lines = [header] + [
         {
             "run_id": r["run_id"] or f"? ({r['location']})",
@@ -95,6 +102,9 @@ def print_table(rows: list[dict[str, Any]], *, with_definition: bool) -> None:
                 + (f"/{r['root_nodes_total']}" if r["root_nodes_total"] is not None else "")
             ),
             "definition": {None: "-", True: "matches", False: "differs"}[r["definition_matches"]],
+            "created": when(r["times"].get("created") or r["times"].get("started")),
+            "saved": when(r["times"].get("saved")),
+            "duration": span(r["times"].get("duration_seconds")),
         }
         for r in rows
     ]
@@ -109,6 +119,7 @@ def print_table(rows: list[dict[str, Any]], *, with_definition: bool) -> None:
 
 def list_row(store: Any, summary: Any, graph: Any) -> dict[str, Any]:
     """One run's row: read through a short exclusive session, checked as resume checks it."""
+    from durable_core.cli.commands.inspect import run_times
     from durable_core.errors import (
         AcquireTimeoutError,
         BusyError,
@@ -138,6 +149,7 @@ def list_row(store: Any, summary: Any, graph: Any) -> dict[str, Any]:
         session = store.acquire(summary.run_id)
     except BusyError:
         row["status"] = str(RunStatus.RUNNING)
+        row["times"] = run_times(store, summary.run_id)  # read without the run's session
         return row
     except AcquireTimeoutError:
         row["status"] = "unknown"
@@ -159,8 +171,6 @@ def list_row(store: Any, summary: Any, graph: Any) -> dict[str, Any]:
         row["format"], row["revision"] = record.format, record.revision
         return row
     info = describe_record(record, graph)
-    from durable_core.cli.commands.inspect import run_times
-
     row["times"] = run_times(store, summary.run_id)
     row.update(
         format=info.format,

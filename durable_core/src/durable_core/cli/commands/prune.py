@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import json
 import sys
 import time
@@ -36,7 +37,9 @@ def prune_command(
     A run counts as finished when a node of its root graph failed for good, or, with the
     CONFIG of the graph that wrote it, when every node is confirmed. Running, incomplete,
     corrupt and unreadable runs are never pruned. With --older-than, only runs last saved
-    longer ago than AGE are. Each run is deleted through its exclusive session.
+    longer ago than AGE are (by the store's own times: the file store's record file time, the
+    SQLite and PostgreSQL stores' saved_at column); a run whose save time is not known is
+    kept. Each run is deleted through its exclusive session.
     """
     from durable_core.cli.commands.list import list_row
     from durable_core.cli.targets import graph_of, require_existing_store, store_target
@@ -96,6 +99,12 @@ def prune_command(
         if row.get("error"):
             click.echo(f"kept {row['run_id']!r}: {row['error']}", err=True)
         else:
-            click.echo(f"{verb} {row['run_id']!r} ({row['status']}, revision {row['revision']})")
+            saved = ""
+            if "saved_at" in row:
+                stamp = datetime.datetime.fromtimestamp(row["saved_at"], datetime.UTC)
+                saved = f", last saved {stamp:%Y-%m-%dT%H:%M:%SZ}"
+            click.echo(
+                f"{verb} {row['run_id']!r} ({row['status']}, revision {row['revision']}{saved})"
+            )
     if not chosen:
         click.echo(f"no finished runs to prune in the {where}")
