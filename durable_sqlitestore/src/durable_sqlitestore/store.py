@@ -697,10 +697,7 @@ class SQLiteSession(BaseSession):
             # folding what is stored parses it into a tree and decodes the result once more.
             data = self._saved_bytes(head)
             if data is not None and self._head_is(head):
-                connection.execute(
-                    f"UPDATE {_TABLE} SET revision = ?, record = ? WHERE run_id = ?",
-                    (str(head), data, self._run_id),
-                )
+                connection.execute(_FOLD_ROW, (str(head), data, self._run_id))
                 connection.execute(f"DELETE FROM {_DELTAS} WHERE run_id = ?", (self._run_id,))
                 connection.execute("COMMIT")
                 return
@@ -710,12 +707,7 @@ class SQLiteSession(BaseSession):
                 data, head, _ = _fold(row[0], row[1], deltas, self._location)
                 del row, deltas  # the stored bytes are not needed now: a lower peak
                 decode_stored(self._run_id, data, self._location, head)
-                connection.execute(  # a fold is no save: the last delta's time stays
-                    f"UPDATE {_TABLE} SET revision = ?1, record = ?2, saved_at = coalesce("
-                    f"(SELECT max(saved_at) FROM {_DELTAS} WHERE run_id = ?3), saved_at) "
-                    "WHERE run_id = ?3",
-                    (str(head), data, self._run_id),
-                )
+                connection.execute(_FOLD_ROW, (str(head), data, self._run_id))
                 connection.execute(f"DELETE FROM {_DELTAS} WHERE run_id = ?", (self._run_id,))
             connection.execute("COMMIT")
         except BaseException:
@@ -925,6 +917,14 @@ def _last_write(path: str) -> float:
         if wal.st_size:
             times.append(wal.st_mtime)
     return max(times)
+
+
+_FOLD_ROW = (
+    f"UPDATE {_TABLE} SET revision = ?1, record = ?2, saved_at = coalesce("
+    f"(SELECT max(saved_at) FROM {_DELTAS} WHERE run_id = ?3), saved_at) WHERE run_id = ?3"
+)
+"""Fold a run's deltas into its row: the complete record and its revision. A fold is no save:
+the row keeps the time of the last delta it folds in."""
 
 
 def _fold(
