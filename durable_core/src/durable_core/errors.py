@@ -103,7 +103,8 @@ class CheckpointError(DurableError):
 class CorruptRecordError(DurableError, ValueError):
     """A record (stored or about to be stored) breaks a rule of the data model (R-*, S-*, B-FILE-5).
 
-    The message names the JSON or record path of the first violation and the rule. Nothing is
+    The message names the JSON or record path of the first violation and says what was
+    expected; the broken rule is on ``rule``, not in the message. Nothing is
     written to "repair" it: keep the evidence and fix the cause (E-1).
 
     Args:

@@ -270,13 +270,7 @@ class DurablePluginManager(pluggy.PluginManager):
             PluginError: two plugins registered the same store name.
         """
         if self._stores is None:
-            registry = StoreRegistry()
-            for plugin_name, call in each_implementation(
-                self, "durable_register_stores", reverse=True
-            ):
-                registry._current_plugin = plugin_name
-                call(register=registry)
-            self._stores = registry
+            self._stores = self._filled(StoreRegistry(), "durable_register_stores")
         return self._stores
 
     def store_factory(self, name: str) -> Callable[..., Any]:
@@ -284,12 +278,7 @@ class DurablePluginManager(pluggy.PluginManager):
 
         When the plugin expected to provide ``name`` failed to load, its load error is raised.
         """
-        registry = self.stores()
-        if name not in registry.names():
-            for plugin_name, error in self.load_errors.items():
-                if plugin_name == name:
-                    raise error
-        return registry.factory(name)
+        return self._factory(self.stores(), name)
 
     def executors(self) -> ExecutorRegistry:
         """The executor registry, filled through ``durable_register_executors`` on first use.
@@ -298,13 +287,7 @@ class DurablePluginManager(pluggy.PluginManager):
             PluginError: two plugins registered the same executor name.
         """
         if self._executors is None:
-            registry = ExecutorRegistry()
-            for plugin_name, call in each_implementation(
-                self, "durable_register_executors", reverse=True
-            ):
-                registry._current_plugin = plugin_name
-                call(register=registry)
-            self._executors = registry
+            self._executors = self._filled(ExecutorRegistry(), "durable_register_executors")
         return self._executors
 
     def executor_factory(self, name: str) -> Callable[..., Any]:
@@ -312,11 +295,23 @@ class DurablePluginManager(pluggy.PluginManager):
 
         When the plugin expected to provide ``name`` failed to load, its load error is raised.
         """
-        registry = self.executors()
+        return self._factory(self.executors(), name)
+
+    def _filled(self, registry: Any, hook_name: str) -> Any:
+        """``registry`` after every implementation of ``hook_name`` registered into it (first
+        registered plugin first), each under its own plugin name."""
+        for plugin_name, call in each_implementation(self, hook_name, reverse=True):
+            registry._current_plugin = plugin_name
+            call(register=registry)
+        return registry
+
+    def _factory(self, registry: Any, name: str) -> Callable[..., Any]:
+        """``registry.factory(name)``; when ``name`` is missing because the plugin named so
+        failed to load, that load error instead."""
         if name not in registry.names():
-            for plugin_name, error in self.load_errors.items():
-                if plugin_name == name:
-                    raise error
+            error = self.load_errors.get(name)
+            if error is not None:
+                raise error
         return registry.factory(name)
 
     def describe(self) -> list[PluginInfo]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from durable_core.cli.options import json_option
+from durable_core.cli.options import launch_options
 
 __all__ = ["resume_command"]
 
@@ -12,26 +12,7 @@ __all__ = ["resume_command"]
 @click.command("resume")
 @click.argument("config_arg", metavar="CONFIG")
 @click.option("--run-id", "run_id", metavar="ID", help="Run id instead of the config's run_id.")
-@click.option(
-    "--input",
-    "input_options",
-    multiple=True,
-    metavar="KEY=VALUE|KEY=@FILE",
-    help="Override an input of the config (repeatable); resume needs the same again.",
-)
-@click.option(
-    "--max-running",
-    type=click.IntRange(min=1),
-    metavar="N",
-    help="At most N node bodies at once (overrides [runtime] max_running).",
-)
-@click.option(
-    "--store",
-    "store_url",
-    metavar="URL",
-    help="The store, instead of the config's [store] (see 'Store URLs' in docs/cli.md).",
-)
-@json_option("Print the result as JSON.")
+@launch_options
 def resume_command(
     config_arg: str,
     run_id: str | None,

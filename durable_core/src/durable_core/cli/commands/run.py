@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from durable_core.cli.options import json_option
+from durable_core.cli.options import launch_options
 
 __all__ = ["run_command"]
 
@@ -17,26 +17,7 @@ __all__ = ["run_command"]
     is_flag=True,
     help="Continue the run when it already has a record, instead of refusing it.",
 )
-@click.option(
-    "--input",
-    "input_options",
-    multiple=True,
-    metavar="KEY=VALUE|KEY=@FILE",
-    help="Override an input of the config (repeatable); resume needs the same again.",
-)
-@click.option(
-    "--max-running",
-    type=click.IntRange(min=1),
-    metavar="N",
-    help="At most N node bodies at once (overrides [runtime] max_running).",
-)
-@click.option(
-    "--store",
-    "store_url",
-    metavar="URL",
-    help="The store, instead of the config's [store] (see 'Store URLs' in docs/cli.md).",
-)
-@json_option("Print the result as JSON.")
+@launch_options
 def run_command(
     config_arg: str,
     run_id: str | None,
