@@ -106,7 +106,15 @@ def type_name(tp: Any) -> str:
     return repr(tp)
 
 
-_short = reprlib.Repr()
+class _ShortRepr(reprlib.Repr):
+    def repr_int(self, x: int, level: int) -> str:
+        try:
+            return super().repr_int(x, level)
+        except ValueError:  # more digits than int -> str may convert
+            return f"<an int of {x.bit_length()} bits>"
+
+
+_short = _ShortRepr()
 _short.maxstring = 40
 _short.maxother = 40
 _short.maxlist = 4

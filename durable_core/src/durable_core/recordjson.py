@@ -939,9 +939,145 @@ _STR: Callable[[str], str] = json.encoder.encode_basestring  # type: ignore[attr
 _DUMPS = _canonical_dumps()
 
 
-def _path_text(path: list[str]) -> str:
-    """A delta path (a list of str keys) as canonical JSON."""
-    return "[" + ",".join(map(_STR, path)) + "]"
+def _build_text_writers() -> tuple[
+    dict[type, Callable[[Any], str]], dict[type, dict[str, Callable[[Any], str]]]
+]:
+    """Generate one ``_text_<Class>(value) -> str`` per record class from the field table, and
+    one ``_field_<Class>_<attribute>(value) -> str`` per field (the text of a value, not None,
+    of that field alone).
+
+    Each writes the canonical JSON text of a record object directly (keys in sorted order, no
+    whitespace, strings as the C encoder spells them with ``ensure_ascii`` off), exactly the
+    text ``_DUMPS`` gives of the writing pass's tree, without building that tree. Each takes
+    only the usual object (exact types throughout, integers in range, enum members of their
+    own enum) and raises :class:`_Slow` at anything else: the writing pass then encodes the
+    object, and names the path of a value it refuses. Strings are not checked for lone
+    surrogates here, as in the writing pass without ``surrogates``: the UTF-8 encoding of the
+    whole text refuses them, and :func:`check_shape` names the path.
+    """
+    names: dict[str, Any] = {
+        "_Slow": _Slow,
+        "_str": _STR,
+        "_b64": binascii.b2a_base64,
+        "INT_MAX": INT_MAX,
+        "UINT64_MAX": UINT64_MAX,
+        "RECORD_FORMAT": r.RECORD_FORMAT,
+    }
+    special = {
+        (r.RunRecord, "revision"): "type(x) is int and 1 <= x <= UINT64_MAX",
+        (r.RunRecord, "format"): "type(x) is int and 1 <= x <= RECORD_FORMAT",
+    }
+
+    def statements(tp: Any, x: str, target: str, depth: int) -> list[str]:
+        """Statements that set ``target`` to the text of ``x`` (present) as ``tp``."""
+        if tp is str:
+            return [f"if type({x}) is not str: raise _Slow", f"{target} = _str({x})"]
+        if tp is int:
+            return [
+                f"if not (type({x}) is int and 0 <= {x} <= INT_MAX): raise _Slow",
+                f"{target} = int.__repr__({x})",
+            ]
+        if tp is bool:
+            return [
+                f"if type({x}) is not bool: raise _Slow",
+                f'{target} = "true" if {x} else "false"',
+            ]
+        if tp is bytes:
+            return [
+                f"if type({x}) is not bytes: raise _Slow",
+                f"{target} = '\"' + _b64({x}, newline=False).decode('ascii') + '\"'",
+            ]
+        if isinstance(tp, type) and issubclass(tp, enum.Enum):
+            if not issubclass(tp, str):  # the writing pass refuses every member
+                return ["raise _Slow"]
+            table = f"_enum_{tp.__name__}"
+            names[tp.__name__] = tp
+            names[table] = {member: _STR(member.value) for member in tp}
+            return [
+                f"{target} = {table}.get({x}) if type({x}) is {tp.__name__} else None",
+                f"if {target} is None: raise _Slow",
+            ]
+        if isinstance(tp, type) and tp in _SPECS:
+            return [f"{target} = _text_{tp.__name__}({x})"]
+        origin, args = typing.get_origin(tp), typing.get_args(tp)
+        item = f"y{depth}"
+        if origin is list:
+            if isinstance(args[0], type) and args[0] in _SPECS:  # a list of record objects
+                return [
+                    f"if type({x}) is not list: raise _Slow",
+                    f'{target} = "[" + ",".join(map(_text_{args[0].__name__}, {x})) + "]"',
+                ]
+            inner = statements(args[0], item, "t", depth + 1)
+            return [
+                f"if type({x}) is not list: raise _Slow",
+                f"p{depth} = []",
+                f"for {item} in {x}:",
+                *("    " + line for line in inner),
+                f"    p{depth}.append(t)",
+                f'{target} = "[" + ",".join(p{depth}) + "]"',
+            ]
+        if origin is dict and args[0] is str:
+            key = f"k{depth}"
+            inner = statements(args[1], item, "t", depth + 1)
+            return [
+                f"if type({x}) is not dict: raise _Slow",
+                f"p{depth} = []",
+                # sorted keys; the keys of a dict are distinct, so no value is compared
+                f"for {key}, {item} in sorted({x}.items()):",
+                f"    if type({key}) is not str: raise _Slow",
+                *("    " + line for line in inner),
+                f'    p{depth}.append(_str({key}) + ":" + t)',
+                f'{target} = "{{" + ",".join(p{depth}) + "}}"',
+            ]
+        raise TypeError(f"record field type {tp!r} has no text writer")
+
+    def value_statements(cls: type, field: _Field, tp: Any, target: str) -> list[str]:
+        """Statements that set ``target`` to the text of the field's value ``x`` (not None)."""
+        fixed = special.get((cls, field.attr))
+        if fixed is not None:
+            return [f"if not ({fixed}): raise _Slow", f"{target} = int.__repr__(x)"]
+        if field.omit_none:
+            tp = next(a for a in typing.get_args(tp) if a is not type(None))
+        return statements(tp, "x", target, 0)
+
+    lines: list[str] = []
+    for cls, spec in _SPECS.items():
+        names[cls.__name__] = cls
+        hints = typing.get_type_hints(cls)
+        for field in spec.fields:  # one field's value alone (a changed field of an object)
+            lines.append(f"def _field_{cls.__name__}_{field.attr}(x):")
+            body = value_statements(cls, field, hints[field.attr], "t")
+            lines.extend("    " + line for line in body)
+            lines.append("    return t")
+        ordered = sorted(spec.fields, key=lambda f: f.key)
+        lines.append(f"def _text_{cls.__name__}(v):")
+        lines.append(f"    if type(v) is not {cls.__name__}: raise _Slow")
+        pieces: list[str] = []  # f-string pieces, in key order
+        for index, field in enumerate(ordered):
+            target = f"a{index}"
+            lines.append(f"    x = v.{field.attr}")
+            body = value_statements(cls, field, hints[field.attr], target)
+            separator = "," if pieces else ""
+            prefix = (separator + _key_prefix(field.key)).replace("{", "{{").replace("}", "}}")
+            if field.omit_none:  # Optional: the key is left out when the value is None
+                if not pieces:
+                    raise TypeError(f"{cls.__name__}: an optional field may not come first")
+                lines.append(f'    if x is None: {target} = ""')
+                lines.append("    else:")
+                lines.extend("        " + line for line in body)
+                lines.append(f"        {target} = {prefix!r} + {target}")
+                pieces.append(f"{{{target}}}")
+            else:
+                lines.extend("    " + line for line in body)
+                pieces.append(prefix + f"{{{target}}}")
+        lines.append("    return f" + repr("{{" + "".join(pieces) + "}}"))
+    exec(compile("\n".join(lines), "<record text writers>", "exec"), names)
+    objects = {cls: names[f"_text_{cls.__name__}"] for cls in _SPECS}
+    fields = {
+        cls: {f.attr: names[f"_field_{cls.__name__}_{f.attr}"] for f in spec.fields}
+        for cls, spec in _SPECS.items()
+    }
+    return objects, fields
 
 
 def _record_map_fields(cls: type) -> dict[str, type]:
@@ -958,16 +1094,40 @@ def _record_map_fields(cls: type) -> dict[str, type]:
 
 
 _MAP_FIELDS = {cls: _record_map_fields(cls) for cls in _SPECS}
-_SORTED_FIELDS = {
-    cls: tuple(sorted(spec.fields, key=lambda f: f.key)) for cls, spec in _SPECS.items()
-}
-
 
 _FIELDS_BY_ATTR = {cls: {f.attr: f for f in spec.fields} for cls, spec in _SPECS.items()}
 
 
 def _key_prefix(key: str) -> str:
     return _STR(key) + ":"
+
+
+_TEXT, _FIELD_TEXT = _build_text_writers()
+
+
+def _field_text(cls: type, field: _Field, value: Any) -> str:
+    """The canonical JSON text of ``value`` (not None) as ``field`` of a ``cls``.
+
+    Raises:
+        CorruptRecordError: the value cannot be written (see :func:`_entry_text`).
+    """
+    try:
+        return _FIELD_TEXT[cls][field.attr](value)
+    except _Slow:
+        return _DUMPS(field.write(_Writer(False), value, None, field.key))
+
+
+def _entry_text(cls: type, value: Any) -> str:
+    """The canonical JSON text of the record object ``value`` of class ``cls``.
+
+    Raises:
+        CorruptRecordError: the object cannot be written (its path is not known here: the
+            caller's :func:`check_shape` names it).
+    """
+    try:
+        return _TEXT[cls](value)
+    except _Slow:
+        return _DUMPS(_CODECS[cls][1](_Writer(False), value, None, None))
 
 
 class _Parts:
@@ -983,19 +1143,19 @@ class _Parts:
         self.subs: dict[str, _Object] = {}
         self.stale: set[str] = set()
 
-    def put(self, key: str, cls: type, value: Any) -> str:
-        """Encode entry ``key`` anew; returns its value's text."""
-        if type(key) is not str:
-            raise TypeError("expected str map keys")
+    def put(self, key: str, quoted: str, cls: type, value: Any) -> str:
+        """Encode entry ``key`` (``quoted``: its JSON string) anew; returns its value's text."""
         if _MAP_FIELDS[cls]:
             sub = self.subs[key] = _Object.build(cls, value)
             text = sub.text()
         else:
-            text = _DUMPS(_CODECS[cls][1](_Writer(False), value, None, None))
-        if key not in self.parts:
+            text = _entry_text(cls, value)
+        parts = self.parts
+        if key not in parts:
             insort(self.order, key)
-        self.parts[key] = _key_prefix(key) + text
-        self.stale.discard(key)
+        parts[key] = quoted + ":" + text
+        if self.stale:
+            self.stale.discard(key)
         return text
 
     def remove(self, key: str) -> None:
@@ -1022,7 +1182,7 @@ class _Parts:
                 sub = parts.subs[key] = _Object.build(entry_cls, value)
                 text = sub.text()
             else:
-                text = _DUMPS(_CODECS[entry_cls][1](_Writer(False), value, None, None))
+                text = _entry_text(entry_cls, value)
             parts.parts[key] = _key_prefix(key) + text
         parts.order = sorted(parts.parts)
         return parts
@@ -1043,14 +1203,13 @@ class _Object:
             raise TypeError(f"expected a {record_cls.__name__}")
         memo = cls()
         maps = _MAP_FIELDS[record_cls]
-        writer = _Writer(False)
         for field in _SPECS[record_cls].fields:
             item = getattr(value, field.attr)
             entry_cls = maps.get(field.key)
             if entry_cls is not None:
                 memo.maps[field.key] = _Parts.build(entry_cls, item)
             elif not (item is None and field.omit_none):
-                text = _DUMPS(field.write(writer, item, None, field.key))
+                text = _field_text(record_cls, field, item)
                 memo.fields[field.key] = _key_prefix(field.key) + text
         return memo
 
@@ -1120,17 +1279,14 @@ class RecordEncoder:
             self.encode(record)
             self._generation = generation
             return None, self._data(generation, record)  # no delta known: a whole save
-        sets: list[tuple[list[str], str]] = []
-        unsets: list[list[str]] = []
+        sets: list[str] = []
+        unsets: list[str] = []
         try:
-            self._apply(r.RunRecord, self._root, record, change, [], sets, unsets)
+            self._apply(r.RunRecord, self._root, record, change, "[", sets, unsets)
             delta = (
-                f'{{"Base":{base},"Revision":{record.revision},"Set":['
-                + ",".join(f"[{_path_text(path)},{text}]" for path, text in sets)
-                + '],"Unset":['
-                + ",".join(map(_path_text, unsets))
-                + "]}"
-            ).encode("utf-8")
+                f'{{"Base":{int.__repr__(base)},"Revision":{int.__repr__(record.revision)},'
+                f'"Set":[{",".join(sets)}],"Unset":[{",".join(unsets)}]}}'
+            ).encode()
         except Exception:
             self._root = None
             check_shape(record)  # raises, naming the path
@@ -1162,40 +1318,55 @@ class RecordEncoder:
         memo: _Object,
         value: Any,
         change: Any,
-        path: list[str],
-        sets: list[tuple[list[str], str]],
-        unsets: list[list[str]],
+        path: str,
+        sets: list[str],
+        unsets: list[str],
     ) -> None:
+        """Encode ``change`` of ``value`` (of class ``cls``, remembered in ``memo``) into
+        ``memo``, adding each ``Set`` entry's and each ``Unset`` path's text to ``sets`` and
+        ``unsets``; ``path`` is the JSON text of the object's path without its closing bracket
+        (``[`` for the record, ``["Scopes","<id>",`` for a scope)."""
         fields = _FIELDS_BY_ATTR[cls]
-        maps = _MAP_FIELDS[cls]
-        writer = _Writer(False)
         for attr in change.fields:
             field = fields[attr]
             item = getattr(value, attr)
+            quoted = _STR(field.key)
             if item is None and field.omit_none:
                 if memo.fields.pop(field.key, None) is not None:
-                    unsets.append([*path, field.key])
+                    unsets.append(f"{path}{quoted}]")
                 continue
-            text = _DUMPS(field.write(writer, item, None, field.key))
-            memo.fields[field.key] = _key_prefix(field.key) + text
-            sets.append(([*path, field.key], text))
-        for attr in change.whole:
-            field = fields[attr]
-            parts = memo.maps[field.key] = _Parts.build(maps[field.key], getattr(value, attr))
-            sets.append(([*path, field.key], parts.text()))
+            text = _field_text(cls, field, item)
+            memo.fields[field.key] = quoted + ":" + text
+            sets.append(f"[{path}{quoted}],{text}]")
+        if change.whole:
+            maps = _MAP_FIELDS[cls]
+            for attr in change.whole:
+                field = fields[attr]
+                parts = memo.maps[field.key] = _Parts.build(maps[field.key], getattr(value, attr))
+                sets.append(f"[{path}{_STR(field.key)}],{parts.text()}]")
         for attr, entries in change.maps.items():
             field = fields[attr]
-            entry_cls = maps[field.key]
+            entry_cls = _MAP_FIELDS[cls][field.key]
             parts = memo.maps[field.key]
+            within = path + _STR(field.key) + ","
             for key, entry in entries.items():
-                where = [*path, field.key, key]
+                if type(key) is not str:
+                    raise TypeError("expected str map keys")
+                quoted = _STR(key)
                 if entry is GONE:
                     parts.remove(key)
-                    unsets.append(where)
+                    unsets.append(f"{within}{quoted}]")
                 elif type(entry) is Partial:
                     self._apply(
-                        entry_cls, parts.subs[key], entry.value, entry.change, where, sets, unsets
+                        entry_cls,
+                        parts.subs[key],
+                        entry.value,
+                        entry.change,
+                        f"{within}{quoted},",
+                        sets,
+                        unsets,
                     )
                     parts.stale.add(key)
                 else:
-                    sets.append((where, parts.put(key, entry_cls, entry)))
+                    text = parts.put(key, quoted, entry_cls, entry)
+                    sets.append(f"[{within}{quoted}],{text}]")

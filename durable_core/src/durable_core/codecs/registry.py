@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, runtime_checkable
 
 from durable_core._typeforms import (
     InstanceMismatch,
+    NoneType,
     admits,
     check_instance,
     describe_value,
@@ -459,6 +460,14 @@ class Codecs:
                 codec refuses it (a lone surrogate, NaN/±Infinity, an object dtype …). The
                 message names the type, the codec id/version and the path inside the value.
         """
+        kind = type(value)
+        if key_type is kind and kind in _PLAIN_SCALARS:
+            # A plain scalar of exactly its declared type: nothing in it can be unpersistable,
+            # the declared type is its own normal form, and its codec is the registered one
+            # when that codec serves it (else the general path below finds out what to say).
+            codec = self._by_type.get(kind)
+            if codec is not None and _serves(codec, value):
+                return _encode_with(codec, kind, value, name)
         declared = normalize(key_type)
         bad = find_unpersistable(value)
         if bad is not None:
@@ -466,24 +475,7 @@ class Codecs:
                 f"cannot encode {_subject(declared, name)}: at {format_path(bad.path)}: "
                 f"{bad.kind} ({describe_value(bad.obj)}) cannot be persisted; {bad.advice}"
             )
-        codec = self._codec_for_value(declared, value, name)
-        try:
-            data = codec.encode(value)
-        except CodecError as exc:
-            if name is None:
-                raise
-            raise CodecError(f"key {name!r}: {exc}") from exc
-        except Exception as exc:
-            raise CodecError(
-                f"cannot encode {_subject(declared, name)} with codec {codec.id} version "
-                f"{codec.version}: {type(exc).__name__}: {exc}"
-            ) from exc
-        if not isinstance(data, bytes):
-            raise CodecError(
-                f"codec {codec.id} version {codec.version} returned {type_name(type(data))} "
-                f"instead of bytes while encoding {_subject(declared, name)}; fix the codec"
-            )
-        return EncodedValue(codec.id, codec.version, data, digest_of(data))
+        return _encode_with(self._codec_for_value(declared, value, name), declared, value, name)
 
     def _codec_for_value(self, declared: Any, value: Any, name: str | None) -> Any:
         static = None
@@ -737,6 +729,32 @@ def _decode_checked(codec: Any, declared: Any, data: bytes, name: str | None) ->
                 f"{format_path(exc.path)}: {exc.problem}; fix the codec"
             ) from None
     return value
+
+
+_PLAIN_SCALARS = frozenset({int, str, bool, float, bytes, NoneType})
+"""Types that :func:`~durable_core._typeforms.normalize` leaves as they are, and whose values
+hold nothing that :func:`~durable_core.codecs.persistable.find_unpersistable` refuses."""
+
+
+def _encode_with(codec: Any, declared: Any, value: Any, name: str | None) -> EncodedValue:
+    """Encode ``value`` with ``codec``, the codec of its actual type; errors name the key."""
+    try:
+        data = codec.encode(value)
+    except CodecError as exc:
+        if name is None:
+            raise
+        raise CodecError(f"key {name!r}: {exc}") from exc
+    except Exception as exc:
+        raise CodecError(
+            f"cannot encode {_subject(declared, name)} with codec {codec.id} version "
+            f"{codec.version}: {type(exc).__name__}: {exc}"
+        ) from exc
+    if not isinstance(data, bytes):
+        raise CodecError(
+            f"codec {codec.id} version {codec.version} returned {type_name(type(data))} "
+            f"instead of bytes while encoding {_subject(declared, name)}; fix the codec"
+        )
+    return EncodedValue(codec.id, codec.version, data, digest_of(data))
 
 
 def _serves(codec: Any, value: Any) -> bool:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import json
 import math
 import re
 from typing import Any
@@ -32,6 +33,13 @@ from durable_core.codecs.jsoncodec import (
 # either accepts every item as its own JSON form or returns None, after which the container
 # goes item by item to name the exact offender.
 
+
+# Each scalar codec's ``encode`` writes its exact type's canonical JSON directly (what
+# ``JSONCodec.encode`` writes: ``json.dumps`` with sorted keys, no whitespace, ensure_ascii off,
+# which for these scalars is the C encoder's own spelling) and hands anything else to the
+# general path, which names the problem (an int beyond the digit limit, a lone surrogate, NaN).
+_STR: Any = json.encoder.encode_basestring  # type: ignore[attr-defined]
+_FINITE = math.isfinite
 
 # Stored bytes in the one spelling ``encode`` writes, decoded without the JSON parser (a resume
 # decodes every stored value). Anything else takes the strict parser, which gives the same
@@ -70,6 +78,11 @@ class _BoolCodec(JSONCodec):
     def fast_items(items: Any) -> bool:
         return _all_of_type(items, bool)
 
+    def encode(self, value: Any) -> bytes:
+        if type(value) is bool:
+            return b"true" if value else b"false"
+        return super().encode(value)
+
     def to_json(self, value: bool) -> bool:
         return value
 
@@ -90,6 +103,14 @@ class _IntCodec(JSONCodec):
     @staticmethod
     def fast_items(items: Any) -> bool:
         return _all_of_type(items, int)
+
+    def encode(self, value: Any) -> bytes:
+        if type(value) is int:
+            try:
+                return int.__repr__(value).encode("ascii")
+            except ValueError:  # more digits than int() may convert: the general path says so
+                pass
+        return super().encode(value)
 
     def to_json(self, value: int) -> int:
         return value
@@ -119,6 +140,11 @@ class FloatCodec(JSONCodec):
     @staticmethod
     def fast_items(items: Any) -> bool:
         return _all_finite_floats(items)
+
+    def encode(self, value: Any) -> bytes:
+        if type(value) is float and _FINITE(value):
+            return float.__repr__(value).encode("ascii")
+        return super().encode(value)
 
     def to_json(self, value: float) -> float:
         if type(value) is int:
@@ -159,6 +185,14 @@ class _StrCodec(JSONCodec):
     def fast_items(items: Any) -> bool:
         return _all_text(items)
 
+    def encode(self, value: Any) -> bytes:
+        if type(value) is str:
+            try:
+                return _STR(value).encode("utf-8")  # type: ignore[no-any-return]
+            except UnicodeEncodeError:  # a lone surrogate: the general path names it
+                pass
+        return super().encode(value)
+
     def to_json(self, value: str) -> str:
         check_text(value, "the string")
         return value
@@ -183,6 +217,11 @@ class _BytesCodec(JSONCodec):
     id = "json:bytes"
     version = "1"
     json_kinds = frozenset({STRING})
+
+    def encode(self, value: Any) -> bytes:
+        if type(value) is bytes:
+            return b'"' + base64.b64encode(value) + b'"'
+        return super().encode(value)
 
     def to_json(self, value: bytes) -> str:
         return base64.b64encode(value).decode("ascii")
