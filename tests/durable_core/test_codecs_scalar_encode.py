@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from durable_core import CodecError, Codecs
 from durable_core.codecs.jsoncodec import JSONCodec
+from durable_core.codecs.scalars import FloatCodec
 
 CODECS = Codecs.default()
 SCALARS = (int, str, bool, float, bytes, type(None))
@@ -110,6 +111,22 @@ class _Decimal:
 
     def decode(self, data: bytes) -> Any:
         return int(data[1:])
+
+
+class _Rounded(FloatCodec):
+    """A subclass of the public float codec that changes the JSON form."""
+
+    id = "test:rounded"
+
+    def to_json(self, value: float) -> float:
+        return round(super().to_json(value), 1)
+
+
+def test_a_subclass_of_the_float_codec_keeps_its_own_json_form() -> None:
+    # covers: C-1, C-2
+    codecs = Codecs()
+    codecs.register(_Rounded())
+    assert codecs.encode_value(float, 2.345, name="k").data == b"2.3"
 
 
 def test_a_custom_codec_registered_for_a_scalar_type_is_used() -> None:

@@ -38,6 +38,7 @@ from durable_core.codecs.jsoncodec import (
 # ``JSONCodec.encode`` writes: ``json.dumps`` with sorted keys, no whitespace, ensure_ascii off,
 # which for these scalars is the C encoder's own spelling) and hands anything else to the
 # general path, which names the problem (an int beyond the digit limit, a lone surrogate, NaN).
+# Only the class itself does: a subclass may change the JSON form in ``to_json``.
 _STR: Any = json.encoder.encode_basestring  # type: ignore[attr-defined]
 _FINITE = math.isfinite
 
@@ -79,7 +80,7 @@ class _BoolCodec(JSONCodec):
         return _all_of_type(items, bool)
 
     def encode(self, value: Any) -> bytes:
-        if type(value) is bool:
+        if type(value) is bool and type(self) is _BoolCodec:
             return b"true" if value else b"false"
         return super().encode(value)
 
@@ -105,7 +106,7 @@ class _IntCodec(JSONCodec):
         return _all_of_type(items, int)
 
     def encode(self, value: Any) -> bytes:
-        if type(value) is int:
+        if type(value) is int and type(self) is _IntCodec:
             try:
                 return int.__repr__(value).encode("ascii")
             except ValueError:  # more digits than int() may convert: the general path says so
@@ -142,7 +143,7 @@ class FloatCodec(JSONCodec):
         return _all_finite_floats(items)
 
     def encode(self, value: Any) -> bytes:
-        if type(value) is float and _FINITE(value):
+        if type(value) is float and _FINITE(value) and type(self) is FloatCodec:
             return float.__repr__(value).encode("ascii")
         return super().encode(value)
 
@@ -186,7 +187,7 @@ class _StrCodec(JSONCodec):
         return _all_text(items)
 
     def encode(self, value: Any) -> bytes:
-        if type(value) is str:
+        if type(value) is str and type(self) is _StrCodec:
             try:
                 return _STR(value).encode("utf-8")  # type: ignore[no-any-return]
             except UnicodeEncodeError:  # a lone surrogate: the general path names it
@@ -219,7 +220,7 @@ class _BytesCodec(JSONCodec):
     json_kinds = frozenset({STRING})
 
     def encode(self, value: Any) -> bytes:
-        if type(value) is bytes:
+        if type(value) is bytes and type(self) is _BytesCodec:
             return b'"' + base64.b64encode(value) + b'"'
         return super().encode(value)
 
