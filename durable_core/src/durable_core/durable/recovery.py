@@ -285,6 +285,7 @@ def decode_confirmed(
     graphs = graph.graphs()
     decode = _StoredDecoders(codecs)
     restored: dict[tuple[str, str], NodeOutputs] = {}
+    ready_state, no_skips = ValueState.READY, frozenset()
     for scope_id, scope in record.scopes.items():
         scope_graph = graphs.get(scope.graph)
         if scope_graph is None:
@@ -295,7 +296,9 @@ def decode_confirmed(
             )
         label = scope.path or "(root)"
         graph_nodes = scope_graph.nodes
-        for node_id, node_record in scope.nodes.items():
+        scope_nodes = scope.nodes
+        source_of = scope_graph.source_of
+        for node_id, node_record in scope_nodes.items():
             node = graph_nodes.get(node_id)
             if node is None:
                 raise CorruptRecordError(
@@ -304,8 +307,8 @@ def decode_confirmed(
                     rule="R-NODE-1",
                 )
             for key in node.requires:
-                source = scope_graph.source_of(key)
-                if source is not None and source not in scope.nodes:
+                source = source_of(key)
+                if source is not None and source not in scope_nodes:
                     if key.stream and _reliably_open(record, scope_id, source, key.name):
                         continue  # a stream reader may be confirmed before its producer
                     raise CorruptRecordError(
@@ -315,9 +318,30 @@ def decode_confirmed(
                         "Durable does not repair records: keep this one as evidence.",
                         rule="R-NODE-2",
                     )
+            provides, outputs = node.provides, node_record.outputs
+            if len(provides) == 1 and len(outputs) == 1:
+                # The usual node, inline: what _decode_outputs does for it, without a call or
+                # a message builder per node. Anything unusual, and any error, takes the full
+                # path below, which names the node.
+                key, value = provides[0], outputs[0]
+                if (
+                    value.name == key.name
+                    and value.state is ready_state
+                    and value.stream is None
+                    and not key.stream
+                ):
+                    try:
+                        decoded = decode(key, value)
+                    except (CorruptRecordError, CodecError):
+                        pass
+                    else:
+                        restored[(scope_id, node_id)] = NodeOutputs(
+                            node_record.reason, {key.name: decoded}, no_skips, True
+                        )
+                        continue
             restored[(scope_id, node_id)] = _decode_outputs(
                 decode,
-                node.provides,
+                provides,
                 node_record,
                 lambda label=label, node_id=node_id: (
                     f"run {record.run_id!r}, scope {label!r}, node {node_id!r}"
