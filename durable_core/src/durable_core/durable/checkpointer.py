@@ -302,7 +302,8 @@ class DurableCheckpointer(Checkpointer):
         if outputs is None:
             return None
         attempt_id = self._known_scopes[scope.id].nodes[node.id].attempt
-        outputs = self._restore_streams(node, outputs)
+        if not outputs.checked:  # checked: decoded values only, no stream descriptor
+            outputs = self._restore_streams(node, outputs)
         attempt = Attempt(id=attempt_id, scope=scope, node=node, restored=outputs)
         self.restored_count += 1
         if self._listening:  # the fields _event would fill in, for a restored root attempt

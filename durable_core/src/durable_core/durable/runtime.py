@@ -844,7 +844,7 @@ class Runtime:
                 "absolute path: resume such a run from its original folder, or fork it there. "
                 "Nothing was saved."
             )
-        validate_record(record, definition=graph.describe_provides())
+        validate_record(record, definition=graph.provided_names())
         return decode_confirmed(graph, record, self.codecs)
 
     def _failed_for_good(
