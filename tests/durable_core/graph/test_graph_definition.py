@@ -250,9 +250,7 @@ def test_provided_names_is_describe_provides_built_once_and_read_only():
     child = Graph("child", inputs=[a])
     child.add_node("inner", lambda rc: rc.set(inner, 1), requires=[a], provides=[inner])
     root = Graph("root", inputs=[a])
-    root.add_node(
-        "both", lambda rc: (rc.set(c, ""), rc.set(d, 0)), requires=[a], provides=[d, c]
-    )
+    root.add_node("both", lambda rc: (rc.set(c, ""), rc.set(d, 0)), requires=[a], provides=[d, c])
     root.sub("sub", child, bindings=[In(a, a), Out(inner, b)])
     names = root.provided_names()
     assert {g: {n: list(p) for n, p in nodes.items()} for g, nodes in names.items()} == (

@@ -152,8 +152,29 @@ class _StoredDecoders:
     def __init__(self, codecs: Codecs) -> None:
         self._codecs = codecs
         self._decoders: dict[tuple[Any, str, str], Any] = {}
+        self._last: tuple[Any, str, str, Any] | None = None  # the decoder used last, and for what
 
     def __call__(self, key: Any, value: Any) -> Any:
+        last = self._last
+        if (
+            last is not None
+            and last[0] is key.type
+            and last[1] == value.type_id
+            and last[2] == value.version
+        ):
+            decoder = last[3]  # the usual record: many values of one type in a row
+        else:
+            decoder = self._decoder(key, value)
+        try:
+            decoded = decoder.decode(value.data)
+        except Exception:
+            # Decode again on the checked path: it raises the error it names.
+            return decoder(value.data, key.name)
+        if type(decoded) is decoder.declared:
+            return decoded
+        return decoder.checked(decoded, key.name)
+
+    def _decoder(self, key: Any, value: Any) -> Any:
         try:
             cache_key = (key.type, value.type_id, value.version)
             decoder = self._decoders.get(cache_key)
@@ -165,7 +186,10 @@ class _StoredDecoders:
             )
             if cache_key is not None:
                 self._decoders[cache_key] = decoder
-        return decoder(value.data, key.name)
+                self._last = (key.type, value.type_id, value.version, decoder)
+        elif cache_key is not None:
+            self._last = (key.type, value.type_id, value.version, decoder)
+        return decoder
 
 
 def check_definition(graph: Graph, record: RunRecord) -> None:
