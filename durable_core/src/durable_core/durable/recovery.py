@@ -18,6 +18,7 @@ from typing import Any
 import attrs
 
 from durable_core._nogc import nogc
+from durable_core._quickinit import quick_init
 from durable_core.codecs import Codecs
 from durable_core.durable.fingerprint import sub_scope_fingerprint
 from durable_core.errors import CodecError, CorruptRecordError
@@ -34,6 +35,9 @@ __all__ = [
 ]
 
 _ADVICE = "Durable does not repair records: keep this one as evidence and find what wrote it."
+
+# ``NodeOutputs(reason, ready, skipped, checked)``, built once per confirmed node of a resume.
+_checked_outputs = quick_init(NodeOutputs, "reason", "ready", "skipped", "checked")
 
 
 def decode_outputs(
@@ -359,7 +363,7 @@ def decode_confirmed(
                     except (CorruptRecordError, CodecError):
                         pass
                     else:
-                        restored[(scope_id, node_id)] = NodeOutputs(
+                        restored[(scope_id, node_id)] = _checked_outputs(
                             node_record.reason, {key.name: decoded}, no_skips, True
                         )
                         continue
