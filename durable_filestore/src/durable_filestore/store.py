@@ -432,6 +432,10 @@ class FileSession(BaseSession):
     unchanged, a failure syncing the directory leaves the save uncertain (load again, R-RT-2).
     """
 
+    idle_saves = True
+    """A save never uses an event loop: the runtime may call it on its event loop's thread
+    while no body runs (it then waits for the save anyway)."""
+
     def __init__(self, store: FileStore, run_id: str, key: str, lock: RunLock) -> None:
         directory = store.directory
         record_path = os.path.join(directory, key + ".json")

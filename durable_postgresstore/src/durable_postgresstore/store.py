@@ -763,6 +763,10 @@ class PostgresSession(BaseSession):
     session never reconnects; acquire the run again (another owner may have taken it).
     """
 
+    idle_saves = True
+    """A save never uses an event loop: the runtime may call it on its event loop's thread
+    while no body runs (it then waits for the save anyway)."""
+
     def __init__(self, store: PostgresStore, run_id: str, key: int, link: Link) -> None:
         super().__init__(store, run_id, store._location(run_id))
         self._pg = store

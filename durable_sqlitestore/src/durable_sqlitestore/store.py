@@ -435,6 +435,10 @@ class SQLiteSession(BaseSession):
     ``DurableError``'s message says which.
     """
 
+    idle_saves = True
+    """A save never uses an event loop: the runtime may call it on its event loop's thread
+    while no body runs (it then waits for the save anyway)."""
+
     def __init__(
         self, store: SQLiteStore, run_id: str, lock: RunLock, connection: sqlite3.Connection
     ) -> None:

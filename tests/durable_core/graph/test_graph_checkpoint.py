@@ -659,3 +659,50 @@ def test_the_garbage_collector_is_paused_while_nodes_are_restored(enabled):
     assert result.status == "completed" and result[N] == 1
     assert seen == [False, False, False]
     assert after is enabled
+
+
+# covers: G-7, G-12
+def test_watch_bodies_counts_the_bodies_holding_a_running_slot():
+    """The checkpointer learns how many bodies run: a plain body in its worker thread and an
+    async body awaiting hold a slot; a node committing after its body returned holds none."""
+    A0, FAST, SLOW, LAST = (Key(name, int) for name in ("a0", "fast", "slow", "last"))
+    seen: dict[str, int] = {}
+
+    class Watching(Checkpointer):
+        running = None
+
+        def watch_bodies(self, running):
+            self.running = running
+
+        async def commit_node(self, attempt, outputs):
+            seen[attempt.node_id] = self.running()
+
+    g = Graph("g", inputs=[A0])
+    release = asyncio.Event()
+
+    @g.node("fast", requires=[A0], provides=[FAST])
+    async def fast(rc):
+        await asyncio.sleep(0.05)  # "slow" is in its body by now
+        rc.set(FAST, 1)
+
+    @g.node("slow", requires=[A0], provides=[SLOW])
+    async def slow(rc):
+        await release.wait()  # holds its slot while it waits
+        rc.set(SLOW, 2)
+
+    @g.node("plain", requires=[FAST], provides=[LAST])
+    def plain(rc):
+        # In a worker thread: the async "slow" body still waits, so two bodies run.
+        rc.set(LAST, rc.get(FAST) + 1)
+
+    class Releasing(Watching):
+        async def commit_node(self, attempt, outputs):
+            await super().commit_node(attempt, outputs)
+            if attempt.node_id == "plain":
+                release.set()
+
+    cp = Releasing()
+    result = execute(g, {A0: 0}, checkpointer=cp)
+    assert result.status == "completed"
+    assert seen == {"fast": 1, "plain": 1, "slow": 0}
+    assert cp.running() == 0

@@ -165,7 +165,7 @@ class DurableCheckpointer(Checkpointer):
             (:func:`~durable_core.durable.streamrecovery.plan_streams`); None for a new run.
         managed: the committed state of processor nodes adopted from the record.
         listening: whether anyone receives the events passed to ``emit``; when False, no
-            ``NODE_RESTORED`` event is built (the other events are, being few).
+            event is built.
 
     Attributes:
         restored_count: how many nodes were restored from the record so far (Sub graphs'
@@ -255,6 +255,8 @@ class DurableCheckpointer(Checkpointer):
     def _event(
         self, kind: EventKind, attempt: Attempt, error: str = "", revision: int | None = None
     ) -> None:
+        if not self._listening:  # nobody receives events: build none
+            return
         self._emit(
             RecoveryEvent(
                 kind=kind,
@@ -491,6 +493,10 @@ class DurableCheckpointer(Checkpointer):
             raise
         self._messages.confirmed(attempt_id)
         self._event(EventKind.NODE_CONFIRMED, attempt, revision=saved.revision)
+
+    def watch_bodies(self, running: Callable[[], int]) -> None:
+        # While no body runs, a save on the event loop holds up nobody (see Ledger.save_when).
+        self._ledger.save_when(lambda: running() <= 0)
 
     def share(
         self, scope: Scope, attempt: Attempt | None, ready: Mapping[str, Any]

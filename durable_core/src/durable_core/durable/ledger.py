@@ -173,6 +173,8 @@ class Ledger:
         self._encoder = RecordEncoder()
         self._pass_encoded = _accepts_encoded(session)
         self._inline = getattr(session, "quick_saves", False) is True
+        self._idle_saves = getattr(session, "idle_saves", False) is True
+        self._idle: Callable[[], bool] | None = None
         self._saver = _SaveThread()
         self.saves = 0
         """Number of successful saves made through this ledger."""
@@ -277,12 +279,24 @@ class Ledger:
                 self.changes += applied
             return results
 
+    def save_when(self, idle: Callable[[], bool]) -> None:
+        """Let :meth:`commit_async` save on the event loop while ``idle()`` is true.
+
+        Only for a session that says its saves may run there (``idle_saves = True``: its
+        ``save`` never uses an event loop); otherwise this does nothing. ``idle`` is asked on
+        the event loop before each save; it should be true only when nothing else could use
+        the loop during the save (no body running), since the loop waits for the save.
+        """
+        if self._idle_saves:
+            self._idle = idle
+
     async def commit_async(self, mutation: Mutation) -> Committed:
         """Commit ``mutation`` from the event loop, sharing a save with concurrent commits.
 
-        The save runs in the ledger's save thread (or, when the session says its saves are
-        quick, ``quick_saves = True``, on the event loop itself: nothing to wait for in another
-        thread); its outcome is handed to every caller of its batch by a callback of the event
+        The save runs in the ledger's save thread, or on the event loop itself (which spares
+        two thread hops) when the session says its saves are quick (``quick_saves = True``),
+        or when it allows it (``idle_saves = True``) and no body runs (:meth:`save_when`);
+        its outcome is handed to every caller of its batch by a callback of the event
         loop, not by a task: canceling a caller (or every task of the loop) cancels only that
         caller's wait. The change is still saved, the other
         callers still get their answer, and a mutation whose save succeeded is never reported
@@ -323,9 +337,10 @@ class Ledger:
         self._starting = False
         batch, self._pending = self._pending, []
         mutations = [mutation for mutation, _ in batch]
-        if self._inline:
-            # The store's saves never block nor use an event loop: save right here, which
-            # spares two thread hops per save. Nothing else runs on the loop meanwhile.
+        if self._inline or (self._idle is not None and self._idle()):
+            # The store's saves never block for long (quick_saves), or nothing else could use
+            # the loop meanwhile (no body runs): save right here, which spares two thread hops
+            # per save.
             try:
                 outcome = self._commit_batch(mutations)
             except Exception as exc:
@@ -414,9 +429,16 @@ class Ledger:
             delta, data = self._encoder.encode_change(committed, change, expected)
             encoded = EncodedRecord(data, delta)
             self._store(committed, expected, encoded)
-        except Exception as exc:
+        except BaseException as exc:
             rollback(undo)
             self._encoder = RecordEncoder()  # what it remembers is of the undone change
+            if not isinstance(exc, Exception):
+                # KeyboardInterrupt (a second Ctrl-C on the event loop's thread) and the
+                # like: the save may or may not be written; nothing more is saved, and the
+                # exception goes on as it is.
+                with contextlib.suppress(CheckpointError):
+                    self._stop(exc, committed.run_id, expected + 1)
+                raise
             self._stop(exc, committed.run_id, expected + 1)
         self.saves += 1
 

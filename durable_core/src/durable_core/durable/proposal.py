@@ -95,6 +95,7 @@ _RUN_MAPS = ("scopes", "attempts", "streams", "messages", "managed")
 _RUN_FIELDS = tuple(
     a.name for a in attrs.fields(RunRecord) if a.name not in _RUN_MAPS and a.name != "revision"
 )
+_ADOPTED_FIELDS = (*_RUN_FIELDS, "revision")
 _SCOPE_FIELDS = tuple(a.name for a in attrs.fields(ScopeRecord) if a.name != "nodes")
 
 
@@ -254,9 +255,9 @@ def adopt(proposal: Proposal, committed: RunRecord) -> tuple[ObjectChange, Undo]
     record = proposal.record
     undo: Undo = []
     change = ObjectChange()
-    for name in (*_RUN_FIELDS, "revision"):
+    for name in _ADOPTED_FIELDS:
         new, old = getattr(record, name), getattr(committed, name)
-        if new != old or type(new) is not type(old):
+        if new is not old and (new != old or type(new) is not type(old)):
             setattr(committed, name, new)
             undo.append(lambda name=name, old=old: setattr(committed, name, old))
             change.fields.append(name)
@@ -264,6 +265,8 @@ def adopt(proposal: Proposal, committed: RunRecord) -> tuple[ObjectChange, Undo]
         value = getattr(record, name)
         base = getattr(committed, name)
         if isinstance(value, Overlay) and value.base is base:
+            if not value.changes:
+                continue
             partial = _scope_partial(undo) if name == "scopes" else None
             changed = _apply_map(base, value, undo, partial)
             if changed:

@@ -489,6 +489,17 @@ class Checkpointer:
         """
         return None
 
+    def watch_bodies(self, running: Callable[[], int]) -> None:
+        """Called once (synchronous), before the root scope opens, with a function that says
+        how many bodies hold a ``max_running`` slot when it is called: async bodies from their
+        start to their return (not while they wait without a slot, for a stream or a Retry's
+        delay), plain bodies in worker threads, function-form bodies on an executor.
+
+        A checkpointer may use it to choose where its saves run: while it returns 0, nothing
+        else could use the event loop, so a save made on it holds up nobody. The default
+        ignores it.
+        """
+
     def share(
         self, scope: Scope, attempt: Attempt | None, ready: Mapping[str, Any]
     ) -> Mapping[str, Any]:

@@ -61,6 +61,28 @@ class _CascadeSkip(SkipNode):
     """Every required input was skipped: the node is skipped without running (G-4)."""
 
 
+class _Slots(asyncio.Semaphore):
+    """The run's ``max_running`` slots, counting those held (``held``) for the checkpointer's
+    ``watch_bodies``."""
+
+    def __init__(self, value: int) -> None:
+        super().__init__(value)
+        self.held = 0
+
+    async def acquire(self) -> bool:
+        await super().acquire()
+        self.held += 1
+        return True
+
+    def release(self) -> None:
+        self.held -= 1
+        super().release()
+
+    def running(self) -> int:
+        """How many slots are held now."""
+        return self.held
+
+
 class _Run(CheckpointCalls):
     """State shared by every scope of one run: checkpointer calls, observers, slots, threads."""
 
@@ -74,7 +96,7 @@ class _Run(CheckpointCalls):
         self.loop = asyncio.get_running_loop()
         self.observers = tuple(observers)
         self.max_running = max_running
-        self.sem = asyncio.Semaphore(max_running)
+        self.sem = _Slots(max_running)
         self.threads: BodyThreads | None = None
         self.jobs: set[asyncio.Future[Any]] = set()
         self.idle: asyncio.Future[None] | None = None
@@ -816,6 +838,7 @@ async def execute_async(
     max_running = _check_max_running(max_running)
     seeds = _root_inputs(graph, inputs)
     run = _Run(checkpointer, observers, max_running)
+    run.cp.watch_bodies(run.sem.running)
     if executor is not None:
         bodies = dump_bodies(graph, check_executor(executor))
         if bodies:
