@@ -18,7 +18,6 @@ def _fields(value: Any) -> dict[str, Any]:
 
 
 def test_a_restored_attempt_is_the_attempt_attrs_builds():
-    # covers: R-ATT-1
     graph = Graph("g", inputs=[Key("a", int)])
     graph.add_node("n", lambda rc: None, requires=[Key("a", int)], provides=[Key("b", int)])
     graph.validate()
@@ -35,7 +34,6 @@ def test_a_restored_attempt_is_the_attempt_attrs_builds():
 
 
 def test_checked_outputs_are_the_node_outputs_attrs_builds():
-    # covers: R-NODE-1
     make = quick_init(NodeOutputs, "reason", "ready", "skipped", "checked")
     made = make(NodeReason.COMPLETED, {"b": 1}, frozenset(), True)
     expected = NodeOutputs(NodeReason.COMPLETED, {"b": 1}, frozenset(), True)

@@ -244,7 +244,6 @@ def test_graph_names_are_unique_and_graphs_cannot_contain_themselves():
 
 
 def test_provided_names_is_describe_provides_built_once_and_read_only():
-    # covers: R-NODE-1
     a, b, c, d = Key("a", int), Key("b", int), Key("c", str), Key("d", int)
     inner = Key("inner", int)
     child = Graph("child", inputs=[a])
