@@ -354,22 +354,29 @@ class _Check:
 
     def check_attempt_outcomes(self) -> None:
         attempts, scopes, graphs = self.attempts, self.scopes, self.graphs
+        home, confirmed = self.home, AttemptState.CONFIRMED
+        last_sid: str | None = None
+        scope: ScopeRecord | None = None
+        shapes: Mapping[str, Sequence[str]] | None = None
         for aid, a in attempts.items():
-            scope = scopes[self.home[aid]]
-            if graphs is not None and a.node_id not in graphs[scope.graph]:
+            sid = home[aid]
+            if sid is not last_sid:  # attempts of one scope mostly come one after another
+                last_sid, scope = sid, scopes[sid]
+                shapes = None if graphs is None else graphs[scope.graph]
+            assert scope is not None
+            if shapes is not None and a.node_id not in shapes:
                 raise _fail(
                     "R-ATT-5",
-                    f"node {a.node_id!r} is not in graph {scope.graph!r} of its scope "
-                    f"{self.home[aid]}",
+                    f"node {a.node_id!r} is not in graph {scope.graph!r} of its scope {sid}",
                     "Attempts",
                     (aid,),
                     "NodeID",
                 )
-            if a.state != AttemptState.CONFIRMED:
+            if a.state != confirmed:  # != : a str state that check_shape took compares too
                 continue
             if a.boundary:
                 root = attempts[self.root_of[aid]]
-                if root.state != AttemptState.CONFIRMED:
+                if root.state != confirmed:
                     raise _fail(
                         "R-ATT-2",
                         f"a Retry attempt is confirmed while its root attempt {self.root_of[aid]} "
@@ -421,19 +428,21 @@ class _Check:
         """
         attempts, nodes = self.attempts, scope.nodes
         shapes = None if self.graphs is None else self.graphs[scope.graph]
-        confirmed, ready, skipped_value = (
+        confirmed, ready, skipped_value, skipped_node = (
             AttemptState.CONFIRMED,
             ValueState.READY,
             ValueState.SKIPPED,
+            NodeReason.SKIPPED,
         )
         sha256 = hashlib.sha256
+        get_attempt = attempts.get
         exact: list[str] = []
         for nid in nids:
             node = nodes[nid]
-            a = attempts.get(node.attempt)
+            a = get_attempt(node.attempt)
             if (
-                node.node_id != nid
-                or a is None
+                a is None
+                or node.node_id != nid
                 or a.boundary
                 or a.node_id != nid
                 or a.parent != sid
@@ -442,6 +451,24 @@ class _Check:
                 exact.append(nid)
                 continue
             outputs = node.outputs
+            if len(outputs) == 1:  # the usual node: one output, no list of names to build
+                value = outputs[0]
+                if shapes is not None:
+                    provided = shapes.get(nid)
+                    if provided is None or len(provided) != 1 or provided[0] != value.name:
+                        exact.append(nid)
+                        continue
+                if (
+                    value.stream is None
+                    and value.name
+                    and value.state is ready
+                    and node.reason is not skipped_node
+                    and value.type_id
+                    and value.version
+                    and sha256(value.data).hexdigest() == value.digest
+                ):
+                    continue
+                outputs = [value]  # anything else: the loop below decides
             if shapes is not None:
                 provided = shapes.get(nid)
                 if provided is None or len(provided) != len(outputs):
@@ -453,7 +480,7 @@ class _Check:
             elif len({value.name for value in outputs}) != len(outputs):
                 exact.append(nid)
                 continue
-            skipped = node.reason is NodeReason.SKIPPED
+            skipped = node.reason is skipped_node
             for value in outputs:
                 if value.stream is not None or not value.name:
                     break

@@ -198,7 +198,7 @@ def check_record(record: RunRecord, run_id: str, graph: Any = None) -> None:
             path="$.RunID",
             rule="R-STORE-3",
         )
-    shapes = graph.describe_provides() if definition_matches(record, graph) else None
+    shapes = graph.provided_names() if definition_matches(record, graph) else None
     validate_record(record, definition=shapes)
 
 

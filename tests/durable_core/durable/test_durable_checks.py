@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import hashlib
 import json
 import sqlite3
 import time
@@ -574,3 +575,59 @@ def test_a_confirmed_node_whose_upstream_is_not_confirmed_is_refused(
         assert raw_revision(store, "r1") == revision
     finally:
         store.close()
+
+
+@pytest.mark.parametrize("kind", ["file", "sqlite"])
+def test_a_value_that_no_longer_decodes_is_refused_naming_its_node(
+    kind: str, tmp_path: Path, log: CallLog
+) -> None:
+    # covers: R-VAL-3, C-1
+    # Bytes with a matching digest that the codec cannot decode: the record is refused before
+    # anything runs, as a CodecError naming the node and the key.
+    store = open_store(kind, tmp_path / "store")
+    store.kind, store.location = kind, tmp_path / "store"
+    try:
+        half_done(store, log)
+
+        def change(document: dict[str, Any]) -> None:
+            root = document["RootScope"]
+            value = document["Scopes"][root]["Nodes"]["norm"]["Outputs"][0]
+            data = b'"nine"'
+            value["Data"] = base64.b64encode(data).decode()
+            value["Digest"] = hashlib.sha256(data).hexdigest()
+
+        tamper(store, "r1", change)
+        revision = raw_revision(store, "r1")
+        with pytest.raises(CodecError) as caught:
+            resume(store, log)
+        assert "node 'norm'" in str(caught.value)
+        assert log.calls() == ["make", "norm", "halt"]
+        assert raw_revision(store, "r1") == revision
+    finally:
+        store.close()
+
+
+def test_a_codec_that_decodes_another_type_is_refused(store: Any, log: CallLog) -> None:
+    # covers: R-VAL-3, C-1
+    before = half_done(store, log)
+    stored = load(store, "r1")
+    point = stored.scopes[stored.root_scope].nodes["make"].outputs[0]
+
+    class Lying:
+        """Point's codec id and version, but it decodes a tuple."""
+
+        type, id, version = Point, point.type_id, point.version
+
+        def encode(self, value: Any) -> bytes:
+            return json.dumps([value.x, value.y]).encode()
+
+        def decode(self, data: bytes) -> Any:
+            return (3, 6)
+
+    registry = Codecs.default()
+    registry.register(Lying())
+    with pytest.raises(CodecError, match="not an instance of the declared type") as caught:
+        resume(store, log, codecs=registry)
+    assert "'make'" in str(caught.value)
+    assert log.calls() == ["make", "norm", "halt"]
+    assert stored_bytes(store, "r1") == before

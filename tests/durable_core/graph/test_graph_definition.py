@@ -241,3 +241,21 @@ def test_graph_names_are_unique_and_graphs_cannot_contain_themselves():
     inner.sub("out", outer, bindings=[])
     with pytest.raises(GraphError, match="contains itself through Sub nodes"):
         outer.validate()
+
+
+def test_provided_names_is_describe_provides_built_once_and_read_only():
+    a, b, c, d = Key("a", int), Key("b", int), Key("c", str), Key("d", int)
+    inner = Key("inner", int)
+    child = Graph("child", inputs=[a])
+    child.add_node("inner", lambda rc: rc.set(inner, 1), requires=[a], provides=[inner])
+    root = Graph("root", inputs=[a])
+    root.add_node("both", lambda rc: (rc.set(c, ""), rc.set(d, 0)), requires=[a], provides=[d, c])
+    root.sub("sub", child, bindings=[In(a, a), Out(inner, b)])
+    names = root.provided_names()
+    assert {g: {n: list(p) for n, p in nodes.items()} for g, nodes in names.items()} == (
+        root.describe_provides()
+    )
+    assert names["root"]["both"] == ("d", "c")  # the declared order
+    assert root.provided_names() is names  # a validated graph is frozen: built once
+    with pytest.raises(TypeError):
+        names["root"]["both"] = ("c",)  # type: ignore[index]

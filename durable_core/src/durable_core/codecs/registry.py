@@ -691,11 +691,14 @@ class StoredDecoder:
     """Decodes stored bytes with one codec for one declared type (see
     :meth:`Codecs.stored_decoder`); the digest is the caller's to check."""
 
-    __slots__ = ("_codec", "_declared")
+    __slots__ = ("_codec", "declared", "decode")
 
     def __init__(self, codec: Any, declared: Any) -> None:
         self._codec = codec
-        self._declared = declared
+        self.declared = declared
+        """The declared type (normalized): a decoded value of exactly this type is checked."""
+        self.decode = codec.decode
+        """The codec's own ``decode``: no instance check, errors not named (see ``checked``)."""
 
     def __call__(self, data: bytes, name: str | None = None) -> Any:
         """The decoded value, an instance of the declared type.
@@ -703,7 +706,15 @@ class StoredDecoder:
         Raises:
             CodecError: as :meth:`Codecs.decode_value`.
         """
-        return _decode_checked(self._codec, self._declared, data, name)
+        return _decode_checked(self._codec, self.declared, data, name)
+
+    def checked(self, value: Any, name: str | None = None) -> Any:
+        """``value`` (what ``decode`` returned) once it is an instance of the declared type.
+
+        Raises:
+            CodecError: it is not, as :meth:`__call__` would raise.
+        """
+        return _check_decoded(self._codec, self.declared, value, name)
 
 
 def _decode_checked(codec: Any, declared: Any, data: bytes, name: str | None) -> Any:
@@ -718,6 +729,10 @@ def _decode_checked(codec: Any, declared: Any, data: bytes, name: str | None) ->
             f"cannot decode {_subject(declared, name)} with codec {codec.id} version "
             f"{codec.version}: {type(exc).__name__}: {exc}"
         ) from exc
+    return _check_decoded(codec, declared, value, name)
+
+
+def _check_decoded(codec: Any, declared: Any, value: Any, name: str | None) -> Any:
     if type(value) is not declared:  # the exact type passes at once (int for int, ...)
         try:
             check_instance(value, declared)

@@ -56,6 +56,7 @@ from typing import Any
 
 import attrs
 
+from durable_core._quickinit import quick_init
 from durable_core.codecs import Codecs
 from durable_core.durable import ledger as L
 from durable_core.durable.copies import share_values
@@ -90,6 +91,9 @@ from durable_core.records import (
 __all__ = ["DurableCheckpointer", "decode_outputs", "describe_error", "encode_value_record"]
 
 log = logging.getLogger("durable_core.durable")
+
+# ``Attempt(id=…, scope=…, node=…, restored=…)``, built once per restored node of a resume.
+_restored_attempt = quick_init(Attempt, "id", "scope", "node", "restored")
 
 Emit = Callable[[RecoveryEvent], None]
 
@@ -304,8 +308,9 @@ class DurableCheckpointer(Checkpointer):
         if outputs is None:
             return None
         attempt_id = self._known_scopes[scope.id].nodes[node.id].attempt
-        outputs = self._restore_streams(node, outputs)
-        attempt = Attempt(id=attempt_id, scope=scope, node=node, restored=outputs)
+        if not outputs.checked:  # checked: decoded values only, no stream descriptor
+            outputs = self._restore_streams(node, outputs)
+        attempt = _restored_attempt(attempt_id, scope, node, outputs)
         self.restored_count += 1
         if self._listening:  # the fields _event would fill in, for a restored root attempt
             self._emit(

@@ -159,16 +159,21 @@ def share_values(
         CodecError: a root input cannot be encoded (``run`` and ``resume`` encode the root
             inputs before they start, so this does not happen in a durable run).
     """
-    keys = scope.graph.keys
+    keys: Mapping[str, Any] | None = None
     shared: dict[str, Any] | None = None
     saved: dict[str, ValueRecord] | None = None
     restored = attempt is not None and attempt.restored is not None
     for name, value in ready.items():
-        if type(value) is CopyOnRead or isinstance(value, Stream):
+        kind = type(value)
+        if restored and kind in _ATOMS:
+            continue  # decoded from the record already, and nobody can change it
+        if kind is CopyOnRead or isinstance(value, Stream):
             continue
         fixed = immutable(value)
         if restored and fixed:
-            continue  # decoded from the record already, and nobody can change it
+            continue  # as above
+        if keys is None:
+            keys = scope.graph.keys
         key = keys[name]
         if attempt is None:
             encoded = codecs.encode_value(key.type, value, name=name)

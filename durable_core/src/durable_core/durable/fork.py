@@ -166,7 +166,7 @@ def create_fork(
         attempts=attempts,
     )
     try:
-        validate_record(record, definition=graph.describe_provides())
+        validate_record(record, definition=graph.provided_names())
         decode_confirmed(graph, record, codecs)
     except (CorruptRecordError, CodecError) as exc:
         raise type(exc)(

@@ -18,6 +18,7 @@ from typing import Any
 import attrs
 
 from durable_core._nogc import nogc
+from durable_core._quickinit import quick_init
 from durable_core.codecs import Codecs
 from durable_core.durable.fingerprint import sub_scope_fingerprint
 from durable_core.errors import CodecError, CorruptRecordError
@@ -34,6 +35,9 @@ __all__ = [
 ]
 
 _ADVICE = "Durable does not repair records: keep this one as evidence and find what wrote it."
+
+# ``NodeOutputs(reason, ready, skipped, checked)``, built once per confirmed node of a resume.
+_checked_outputs = quick_init(NodeOutputs, "reason", "ready", "skipped", "checked")
 
 
 def decode_outputs(
@@ -152,8 +156,29 @@ class _StoredDecoders:
     def __init__(self, codecs: Codecs) -> None:
         self._codecs = codecs
         self._decoders: dict[tuple[Any, str, str], Any] = {}
+        self._last: tuple[Any, str, str, Any] | None = None  # the decoder used last, and for what
 
     def __call__(self, key: Any, value: Any) -> Any:
+        last = self._last
+        if (
+            last is not None
+            and last[0] is key.type
+            and last[1] == value.type_id
+            and last[2] == value.version
+        ):
+            decoder = last[3]  # the usual record: many values of one type in a row
+        else:
+            decoder = self._decoder(key, value)
+        try:
+            decoded = decoder.decode(value.data)
+        except Exception:
+            # Decode again on the checked path: it raises the error it names.
+            return decoder(value.data, key.name)
+        if type(decoded) is decoder.declared:
+            return decoded
+        return decoder.checked(decoded, key.name)
+
+    def _decoder(self, key: Any, value: Any) -> Any:
         try:
             cache_key = (key.type, value.type_id, value.version)
             decoder = self._decoders.get(cache_key)
@@ -165,7 +190,10 @@ class _StoredDecoders:
             )
             if cache_key is not None:
                 self._decoders[cache_key] = decoder
-        return decoder(value.data, key.name)
+                self._last = (key.type, value.type_id, value.version, decoder)
+        elif cache_key is not None:
+            self._last = (key.type, value.type_id, value.version, decoder)
+        return decoder
 
 
 def check_definition(graph: Graph, record: RunRecord) -> None:
@@ -285,6 +313,7 @@ def decode_confirmed(
     graphs = graph.graphs()
     decode = _StoredDecoders(codecs)
     restored: dict[tuple[str, str], NodeOutputs] = {}
+    ready_state, no_skips = ValueState.READY, frozenset()
     for scope_id, scope in record.scopes.items():
         scope_graph = graphs.get(scope.graph)
         if scope_graph is None:
@@ -295,7 +324,9 @@ def decode_confirmed(
             )
         label = scope.path or "(root)"
         graph_nodes = scope_graph.nodes
-        for node_id, node_record in scope.nodes.items():
+        scope_nodes = scope.nodes
+        source_of = scope_graph.source_of
+        for node_id, node_record in scope_nodes.items():
             node = graph_nodes.get(node_id)
             if node is None:
                 raise CorruptRecordError(
@@ -304,8 +335,8 @@ def decode_confirmed(
                     rule="R-NODE-1",
                 )
             for key in node.requires:
-                source = scope_graph.source_of(key)
-                if source is not None and source not in scope.nodes:
+                source = source_of(key)
+                if source is not None and source not in scope_nodes:
                     if key.stream and _reliably_open(record, scope_id, source, key.name):
                         continue  # a stream reader may be confirmed before its producer
                     raise CorruptRecordError(
@@ -315,9 +346,30 @@ def decode_confirmed(
                         "Durable does not repair records: keep this one as evidence.",
                         rule="R-NODE-2",
                     )
+            provides, outputs = node.provides, node_record.outputs
+            if len(provides) == 1 and len(outputs) == 1:
+                # The usual node, inline: what _decode_outputs does for it, without a call or
+                # a message builder per node. Anything unusual, and any error, takes the full
+                # path below, which names the node.
+                key, value = provides[0], outputs[0]
+                if (
+                    value.name == key.name
+                    and value.state is ready_state
+                    and value.stream is None
+                    and not key.stream
+                ):
+                    try:
+                        decoded = decode(key, value)
+                    except (CorruptRecordError, CodecError):
+                        pass
+                    else:
+                        restored[(scope_id, node_id)] = _checked_outputs(
+                            node_record.reason, {key.name: decoded}, no_skips, True
+                        )
+                        continue
             restored[(scope_id, node_id)] = _decode_outputs(
                 decode,
-                node.provides,
+                provides,
                 node_record,
                 lambda label=label, node_id=node_id: (
                     f"run {record.run_id!r}, scope {label!r}, node {node_id!r}"

@@ -541,16 +541,15 @@ class Runtime:
                     graph, record, run_id, version, inputs, input_identity
                 )
                 streams = plan_streams(graph, record, self.codecs)
-                managed = adopt_managed(
-                    graph, record, self.codecs, propagate_failures(record).propagated
-                )
+                failures = propagate_failures(record)
+                managed = adopt_managed(graph, record, self.codecs, failures.propagated)
                 ledger = Ledger(session, record)
                 if streams.repairs:
                     # One CAS converges every endpoint of each listed root and its failure
                     # (S-6); a failed save stops here, and the next resume loads what was stored.
                     repairs = streams.repairs
                     await asyncio.to_thread(ledger.commit, lambda p: repair(p, repairs))
-                failures = propagate_failures(ledger.record)
+                    failures = propagate_failures(ledger.record)
                 kind = EventKind.RUN_RESUMED
             self._ran.remember(run_id, graph)
             self._emit(
@@ -844,7 +843,7 @@ class Runtime:
                 "absolute path: resume such a run from its original folder, or fork it there. "
                 "Nothing was saved."
             )
-        validate_record(record, definition=graph.describe_provides())
+        validate_record(record, definition=graph.provided_names())
         return decode_confirmed(graph, record, self.codecs)
 
     def _failed_for_good(

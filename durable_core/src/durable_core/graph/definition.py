@@ -706,6 +706,25 @@ class Graph:
             pending.extend(n.child for n in graph._nodes.values() if n.child is not None)
         return result
 
+    def provided_names(self) -> Mapping[str, Mapping[str, tuple[str, ...]]]:
+        """:meth:`describe_provides` as read-only mappings of tuples, built once per graph.
+
+        A validated graph is frozen, so the answer never changes; ``resume`` checks every
+        record against it without building it again.
+
+        Raises:
+            GraphError: the graph is not valid.
+        """
+        plan = self._ensure_plan()
+        if plan.shapes is None:
+            shapes: dict[str, Mapping[str, tuple[str, ...]]] = {}
+            for name, graph in self.graphs().items():
+                each = graph._ensure_plan()
+                ids = (node.id for node in each.nodes)
+                shapes[name] = MappingProxyType(dict(zip(ids, each.provides, strict=True)))
+            plan.shapes = MappingProxyType(shapes)
+        return plan.shapes
+
     def graphs(self) -> dict[str, Graph]:
         """This graph and every child graph, by name.
 
@@ -765,6 +784,7 @@ class _Plan:
         "provides",
         "req_maps",
         "requires",
+        "shapes",
         "stream_keys",
     )
 
@@ -790,6 +810,7 @@ class _Plan:
                 consumers.setdefault(name, []).append(i)
         self.consumers = consumers
         self.stream_keys = frozenset(name for name, key in graph._keys.items() if key.stream)
+        self.shapes: Mapping[str, Mapping[str, tuple[str, ...]]] | None = None  # provided_names
         # Out bindings of Sub nodes by child key name, for publishing child streams upward.
         self.out_of: dict[int, dict[str, str]] = {}
         for i, node in enumerate(self.nodes):
