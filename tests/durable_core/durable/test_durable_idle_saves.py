@@ -1,7 +1,7 @@
 """Where a durable store's saves run: on the event loop's thread while no body runs (the built-in
 file, SQLite and PostgreSQL sessions allow it, ``idle_saves = True``), in the run's save thread
-while a body runs. Either way the run and its record are the same; an interruption in the middle
-of a save on the loop leaves the committed record exact and stops the ledger."""
+while a body runs. Either way the run and its record are the same (an interruption in the middle
+of a save on the loop: test_durable_save_threads.py)."""
 
 from __future__ import annotations
 
@@ -13,9 +13,8 @@ from typing import Any
 import pytest
 from durable_scenarios import load, open_store
 
-from durable_core import CheckpointError, Graph, Key, MemoryStore, Runtime, record_to_json
-from durable_core.durable.ledger import Ledger, begin_attempt, new_id
-from durable_core.records import RunRecord, ScopeRecord
+from durable_core import Graph, Key, Runtime
+from durable_core.records import RunRecord
 from durable_core.store import kit
 
 KINDS = ["file", "sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
@@ -108,72 +107,3 @@ def test_a_save_made_while_a_body_runs_goes_to_the_save_thread(store: Any, saves
     assert where["slow"] == threading.current_thread().name  # nothing else ran
     nodes = load(store, "pair").scopes[load(store, "pair").root_scope].nodes
     assert set(nodes) == {"slow", "fast", "after"}
-
-
-class _Interrupted:
-    """A real MemoryStore session that allows saves on the loop; its ``fail_at``-th revision is
-    interrupted (KeyboardInterrupt, as a second Ctrl-C raises on the loop's thread) after the
-    inner store wrote it."""
-
-    idle_saves = True
-
-    def __init__(self, inner: Any, fail_at: int) -> None:
-        self.inner = inner
-        self.run_id = inner.run_id
-        self.fail_at = fail_at
-
-    def load(self) -> RunRecord:
-        return self.inner.load()
-
-    def save(self, record: RunRecord, expected_revision: int, encoded: Any = None) -> None:
-        self.inner.save(record, expected_revision, encoded)
-        if record.revision == self.fail_at:
-            raise KeyboardInterrupt
-
-    def close(self) -> None:
-        self.inner.close()
-
-
-# covers: R-RT-1, R-RT-2
-def test_an_interrupt_during_a_save_on_the_loop_leaves_the_record_exact_and_stops() -> None:
-    session = _Interrupted(MemoryStore().acquire("r1"), fail_at=3)
-    ledger = Ledger(session, None)
-    ledger.save_when(lambda: True)
-    root = new_id()
-    ledger.create(
-        RunRecord(
-            run_id="r1",
-            version="v1",
-            definition="d" * 64,
-            inputs="e" * 64,
-            root_scope=root,
-            scopes={root: ScopeRecord(graph="g", inputs="e" * 64)},
-        )
-    )
-
-    def begin(node_id: str) -> Any:
-        attempt = new_id()
-        return ledger.commit_async(
-            lambda p: begin_attempt(p, attempt, parent=root, node_id=node_id)
-        )
-
-    before: list[bytes] = []
-
-    async def first() -> None:
-        await begin("a")  # revision 2, saved on the loop
-        before.append(record_to_json(ledger.record))
-        await begin("b")  # interrupted: the interrupt leaves the loop, as on the loop's thread
-
-    with pytest.raises(KeyboardInterrupt):
-        asyncio.run(first())
-    assert record_to_json(ledger.record) == before[0]  # the change was undone
-    assert ledger.revision == 2
-    assert isinstance(ledger.error, CheckpointError)
-
-    async def later() -> None:
-        await begin("c")
-
-    with pytest.raises(CheckpointError, match="may or may not have been written"):
-        asyncio.run(later())  # stopped: nothing more is saved
-    assert ledger.revision == 2
-    assert session.load().revision == 3  # written all the same: resume loads it again

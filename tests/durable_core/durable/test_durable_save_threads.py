@@ -18,13 +18,16 @@ from durable_core.durable.ledger import Ledger, begin_attempt, new_id
 
 class _Session:
     """A real MemoryStore session; notes the thread of every save, fails the ``fail_at``-th
-    revision (raising before anything is written)."""
+    revision (raising before anything is written), or with ``interrupt`` interrupts it after
+    the inner store wrote it (KeyboardInterrupt, as a second Ctrl-C raises on the loop's
+    thread)."""
 
-    def __init__(self, inner: Any, quick: bool, fail_at: int = 0) -> None:
+    def __init__(self, inner: Any, quick: bool, fail_at: int = 0, interrupt: bool = False) -> None:
         self.inner = inner
         self.run_id = inner.run_id
         self.quick_saves = quick
         self.fail_at = fail_at
+        self.interrupt = interrupt
         self.threads: list[threading.Thread] = []
         self.revisions: list[int] = []
 
@@ -33,17 +36,19 @@ class _Session:
 
     def save(self, record: RunRecord, expected_revision: int, encoded: Any = None) -> None:
         self.threads.append(threading.current_thread())
-        if record.revision == self.fail_at:
+        if record.revision == self.fail_at and not self.interrupt:
             raise OSError("the medium is gone")
         self.inner.save(record, expected_revision, encoded)
+        if record.revision == self.fail_at:
+            raise KeyboardInterrupt
         self.revisions.append(record.revision)
 
     def close(self) -> None:
         self.inner.close()
 
 
-def _ledger(quick: bool, fail_at: int = 0) -> tuple[Ledger, _Session]:
-    session = _Session(MemoryStore().acquire("r1"), quick, fail_at)
+def _ledger(quick: bool, fail_at: int = 0, interrupt: bool = False) -> tuple[Ledger, _Session]:
+    session = _Session(MemoryStore().acquire("r1"), quick, fail_at, interrupt)
     ledger = Ledger(session, None)
     root = new_id()
     ledger.create(
@@ -142,3 +147,28 @@ def test_the_save_thread_ends_when_idle_and_starts_again(monkeypatch) -> None:
     asyncio.run(main())
     assert session.load().revision == 3
     assert len({id(thread) for thread in session.threads[1:]}) == 2
+
+
+# covers: R-RT-1, R-RT-2
+def test_an_interrupt_during_a_save_on_the_loop_leaves_the_record_exact_and_stops() -> None:
+    ledger, session = _ledger(quick=True, fail_at=3, interrupt=True)
+    before: list[bytes] = []
+
+    async def first() -> None:
+        await _begin(ledger, "a")  # revision 2, saved on the loop
+        before.append(record_to_json(ledger.record))
+        await _begin(ledger, "b")  # interrupted: the interrupt leaves the loop, as it would
+
+    with pytest.raises(KeyboardInterrupt):
+        asyncio.run(first())
+    assert record_to_json(ledger.record) == before[0]  # the change was undone
+    assert ledger.revision == 2
+    assert isinstance(ledger.error, CheckpointError)
+
+    async def later() -> None:
+        await _begin(ledger, "c")
+
+    with pytest.raises(CheckpointError, match="may or may not have been written"):
+        asyncio.run(later())  # stopped: nothing more is saved
+    assert ledger.revision == 2
+    assert session.load().revision == 3  # written all the same: resume loads it again
