@@ -172,3 +172,27 @@ def test_an_interrupt_during_a_save_on_the_loop_leaves_the_record_exact_and_stop
         asyncio.run(later())  # stopped: nothing more is saved
     assert ledger.revision == 2
     assert session.load().revision == 3  # written all the same: resume loads it again
+
+
+@pytest.mark.parametrize("quick", [True, False])
+def test_the_first_committer_canceled_in_its_group_commit_turn_still_gets_the_batch_saved(
+    quick: bool,
+) -> None:
+    # covers: R-RT-1
+    ledger, session = _ledger(quick)
+
+    async def main() -> Any:
+        first = asyncio.ensure_future(_begin(ledger, "a"))  # starts the batch after one turn
+        second = asyncio.ensure_future(_begin(ledger, "b"))  # joins it
+        await asyncio.sleep(0)  # both have made their commit; the first waits for its turn
+        first.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await first
+        committed = await asyncio.wait_for(second, 10)
+        await ledger.settle()
+        return committed
+
+    committed = asyncio.run(main())
+    assert committed.revision == 2  # one save for both
+    assert ledger.saves == 2 and ledger.changes == 2
+    assert {a.node_id for a in session.load().attempts.values()} == {"a", "b"}

@@ -315,10 +315,16 @@ class Ledger:
         future: asyncio.Future[Committed] = loop.create_future()
         self._pending.append((mutation, future))
         if self._inflight is None and not self._starting:
-            # Start on the next turn of the loop, so that commits made in this turn (nodes
-            # finishing together) share the save.
+            # This caller starts the save after one turn of the loop, so that commits made in
+            # this turn (nodes finishing together) share it. A save made on the loop answers
+            # every caller before this one goes on, so it needs no turn to learn its outcome.
             self._starting = True
-            loop.call_soon(self._start_batch, loop)
+            try:
+                await asyncio.sleep(0)
+            except BaseException:  # canceled meanwhile: the batch is saved all the same
+                loop.call_soon(self._start_batch, loop)
+                raise
+            self._start_batch(loop)
         return await future
 
     async def settle(self) -> None:
