@@ -296,11 +296,12 @@ class Ledger:
         The save runs in the ledger's save thread, or on the event loop itself (which spares
         two thread hops) when the session says its saves are quick (``quick_saves = True``),
         or when it allows it (``idle_saves = True``) and no body runs (:meth:`save_when`);
-        its outcome is handed to every caller of its batch by a callback of the event
-        loop, not by a task: canceling a caller (or every task of the loop) cancels only that
-        caller's wait. The change is still saved, the other
-        callers still get their answer, and a mutation whose save succeeded is never reported
-        as failed.
+        its outcome is handed to every caller of its batch by the caller that started the
+        batch (a save on the loop, made once that caller's turn is over) or by a callback of
+        the event loop (a save in the save thread), never by a background task: canceling a
+        caller (or every task of the loop) cancels only that caller's wait. The change is
+        still saved, the other callers still get their answer, and a mutation whose save
+        succeeded is never reported as failed.
 
         Returns:
             When the save containing the mutation has succeeded: the mutation's result and the
