@@ -426,10 +426,13 @@ class FileSession(BaseSession):
 
     Created by :meth:`FileStore.acquire`; holds the run's OS lock until ``close``. ``load``
     raises ``NotFoundError`` only when ``<key>.json`` does not exist, and ``DurableError`` when
-    something other than a regular file is there or the directory vanished. ``save`` writes the
-    whole new record to ``<key>-<n>.tmp`` (0600), syncs it, renames it over ``<key>.json`` and
-    syncs the directory (B-FILE-3); a failure before the rename leaves the stored record
-    unchanged, a failure syncing the directory leaves the save uncertain (load again, R-RT-2).
+    something other than a regular file is there or the directory vanished. ``save`` appends
+    the save's delta to the journal beside ``<key>.json`` and syncs it (a failure there leaves
+    the save uncertain: load again, R-RT-2). With no delta known, or once the deltas outgrow
+    the record, it writes the whole new record to ``<key>-<n>.tmp`` (0600), syncs it, renames
+    it over ``<key>.json`` and syncs the directory (B-FILE-3); a failure before the rename
+    leaves the stored record unchanged, a failure syncing the directory leaves the save
+    uncertain. ``close`` folds the journal, so that the run rests as one complete record.
     """
 
     idle_saves = True

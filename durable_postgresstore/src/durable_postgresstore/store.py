@@ -753,8 +753,11 @@ class PostgresSession(BaseSession):
     only succeed while the lock is held. Usable as a context manager.
 
     A save is one statement, its own short transaction: ``INSERT … ON CONFLICT DO NOTHING``
-    for the first save (``expected_revision == 0``), else ``UPDATE … WHERE revision =
-    expected``. A failed statement may still have been committed (R-RT-2): load again.
+    for the first save (``expected_revision == 0``), else the revision's ``UPDATE … WHERE
+    revision = expected`` together with the save's delta (or the complete record when no delta
+    is known or the deltas have outgrown the record); ``close`` folds the deltas, so that the run
+    rests as one complete record. A failed statement may still have been committed (R-RT-2):
+    load again.
 
     When the connection is lost (server restart, ``pg_terminate_backend``, network failure, an
     operation past ``operation_timeout``), the server has released the lock: the failing call

@@ -429,10 +429,12 @@ class SQLiteSession(BaseSession):
     """Exclusive session of one run of an :class:`SQLiteStore` (R-STORE-2…4, B-SQL-2).
 
     Holds the run's OS lock and its own connection until ``close``. A save is one short
-    ``BEGIN IMMEDIATE`` transaction doing the revision compare-and-swap and writing the complete
-    record. Before ``COMMIT`` a failure rolls the transaction back (the stored record is
-    unchanged); a failing ``COMMIT`` leaves the save uncertain (load again, R-RT-2): the
-    ``DurableError``'s message says which.
+    ``BEGIN IMMEDIATE`` transaction doing the revision compare-and-swap and writing the save's
+    delta (one conditional ``INSERT``), or the complete record when no delta is known or the
+    deltas have outgrown the record (``FOLD_RATIO``); ``close`` folds the deltas, so that the run
+    rests as one complete record. Before ``COMMIT`` a failure rolls the transaction back (the
+    stored record is unchanged); a failing ``COMMIT`` leaves the save uncertain (load again,
+    R-RT-2): the ``DurableError``'s message says which.
     """
 
     idle_saves = True
