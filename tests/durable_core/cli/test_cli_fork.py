@@ -108,3 +108,24 @@ def test_fork_refusals(ops):
     taken = ops.invoke("fork", ops.config, "ops-1", "--new-run-id", "taken")
     assert taken.exit_code == ExitCode.CONFLICT and "already exists" in taken.stderr
     assert ops.calls().count("double") == 2  # no refusal ran anything
+
+
+def test_fork_reads_and_saves_in_the_store_given_with_store(ops):
+    elsewhere = f"file://{ops.folder / 'elsewhere'}"
+    (ops.folder / "broken").touch()
+    failed = ops.invoke("run", ops.config, "--store", elsewhere)
+    assert failed.exit_code == ExitCode.RUN_FAILED, failed.output
+    (ops.folder / "broken").unlink()
+    # the config's own store has no ops-1: without --store the fork finds nothing to fork
+    missing = ops.invoke("fork", ops.config, "ops-1", "--new-run-id", "ops-2")
+    assert missing.exit_code == ExitCode.NOT_FOUND, missing.output
+    forked = ops.invoke(
+        "fork", ops.config, "ops-1", "--new-run-id", "ops-2", "--store", elsewhere, "--json"
+    )
+    assert forked.exit_code == 0, forked.output
+    data = json.loads(forked.stdout)
+    assert (data["status"], data["copied"]) == ("completed", ["double", "price"])
+    assert ops.calls() == ["double", "price", "total", "total"]
+    # without its CONFIG, inspect cannot tell a completed run from one stopped between nodes
+    assert ops.json("inspect", "--store", elsewhere, "ops-2")["status"] == "settled"
+    assert ops.invoke("inspect", ops.config, "ops-2").exit_code == ExitCode.NOT_FOUND

@@ -27,6 +27,12 @@ __all__ = ["fork_command"]
     help="Override an input of the config (the fork needs the old run's inputs).",
 )
 @click.option("--max-running", type=click.IntRange(min=1), metavar="N", help="Node bodies at once.")
+@click.option(
+    "--store",
+    "store_url",
+    metavar="URL",
+    help="The store holding RUN_ID (NEW is saved there too), instead of the config's [store].",
+)
 @json_option("Print the result as JSON.")
 def fork_command(
     config_arg: str,
@@ -35,6 +41,7 @@ def fork_command(
     rerun: tuple[str, ...],
     input_options: tuple[str, ...],
     max_running: int | None,
+    store_url: str | None,
     as_json: bool,
 ) -> None:
     """Start run NEW from run RUN_ID's confirmed work, with the CONFIG's (fixed) graph.
@@ -55,4 +62,5 @@ def fork_command(
         max_running=max_running,
         fork_from=run_id,
         rerun=rerun,
+        store_url=store_url,
     )
