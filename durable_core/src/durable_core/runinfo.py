@@ -117,6 +117,12 @@ class RunInfo:
     streams: tuple[StreamInfo, ...]
     messages: dict[str, int]
     managed: int
+    definition_changes: dict[str, Any] | None = None
+    """When asked for and the definition differs from the graph: what changed, as lists of
+    paths under ``added``, ``removed``, ``changed`` (nodes), ``keys``, ``inputs`` and
+    ``graphs`` (mount paths, ``""`` the root graph), and ``complete`` (False when the
+    definition the run started with is not known on this machine, so only what the record
+    shows is listed). ``None`` otherwise."""
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict of every field."""
@@ -202,7 +208,9 @@ def check_record(record: RunRecord, run_id: str, graph: Any = None) -> None:
     validate_record(record, definition=shapes)
 
 
-def describe_record(record: RunRecord, graph: Any = None) -> RunInfo:
+def describe_record(
+    record: RunRecord, graph: Any = None, *, explain_mismatch: bool = False
+) -> RunInfo:
     """Summarize a record for an operator, without any business value (E-2).
 
     Args:
@@ -210,6 +218,8 @@ def describe_record(record: RunRecord, graph: Any = None) -> RunInfo:
         graph: the configuration's graph when known; used for the status and the root node
             total only when it wrote the record (same definition fingerprint). A run of another
             graph, or of another version of it, is judged from its own record.
+        explain_mismatch: when ``graph`` did not write the record, work out what changed
+            (``RunInfo.definition_changes``; reads the run's log on this machine).
 
     Returns:
         The run's metadata.
@@ -300,6 +310,13 @@ def describe_record(record: RunRecord, graph: Any = None) -> RunInfo:
     )
     root = record.scopes.get(record.root_scope)
     root_confirmed = len(root.nodes) if root is not None else 0
+    changes: dict[str, Any] | None = None
+    if explain_mismatch and matches is False:
+        from durable_core.durable.definition_diff import mismatch_changes
+
+        found, complete = mismatch_changes(graph, record)
+        changes = {kind: list(paths) for kind, paths in found.items()}
+        changes["complete"] = complete
     return RunInfo(
         run_id=record.run_id,
         format=record.format,
@@ -322,4 +339,5 @@ def describe_record(record: RunRecord, graph: Any = None) -> RunInfo:
             for state in AttemptState
         },
         managed=len(record.managed),
+        definition_changes=changes,
     )

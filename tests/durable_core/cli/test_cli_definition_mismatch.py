@@ -94,3 +94,37 @@ def test_durable_log_shows_the_definition_line(ops):
     assert shown.exit_code == 0, shown.output
     line = next(text for text in shown.stdout.splitlines() if " definition " in text)
     assert "3 nodes" in line and "fingerprint " in line
+
+
+def test_inspect_names_what_changed_since_the_run_started(ops):
+    failed_run(ops)
+    edit(ops, TOTAL_NODE, TOTAL_NODE.replace("requires=[PRICE,", "requires=[N, PRICE,"))
+    shown = ops.invoke("inspect", ops.config)
+    assert shown.exit_code == 0, shown.output
+    lines = shown.stdout.splitlines()
+    at = next(i for i, text in enumerate(lines) if text.startswith("definition "))
+    assert lines[at].endswith("(differs from the graph)")
+    assert lines[at + 1] == (
+        "changes    nodes changed (requires, provides, aspects or bindings): 'total'"
+    )
+    changes = ops.json("inspect", ops.config)["definition_changes"]
+    assert changes["changed"] == ["total"] and changes["added"] == changes["removed"] == []
+    assert changes["complete"] is True
+    # a run of the graph as it is now has nothing to explain
+    assert ops.invoke("run", ops.config, "--run-id", "ops-2").exit_code == ExitCode.RUN_FAILED
+    assert ops.json("inspect", ops.config, "ops-2")["definition_changes"] is None
+    # without a CONFIG there is no graph to compare with
+    assert ops.json("inspect", "ops-1", "--store", ops.store_url)["definition_changes"] is None
+
+
+def test_inspect_without_a_run_log_says_what_the_record_shows(ops, monkeypatch):
+    monkeypatch.setenv("DURABLE_BLOCK_PLUGINS", "runlog")
+    failed_run(ops)
+    edit(ops, TOTAL_NODE, TOTAL_NODE.replace("@graph.node(", "@_unused_graph.node("))
+    edit(ops, 'graph = Graph("ops"', '_unused_graph = Graph("unused")\ngraph = Graph("ops"')
+    shown = ops.invoke("inspect", ops.config)
+    assert shown.exit_code == 0, shown.output
+    assert "changes    nodes it holds that the graph no longer has: 'total'" in shown.stdout
+    assert "other changes are not known" in shown.stdout
+    changes = ops.json("inspect", ops.config)["definition_changes"]
+    assert (changes["removed"], changes["complete"]) == (["total"], False)

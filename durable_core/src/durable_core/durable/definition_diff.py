@@ -45,6 +45,8 @@ __all__ = [
     "RecentGraphs",
     "definition_mismatch",
     "definition_parts",
+    "describe_changes",
+    "mismatch_changes",
 ]
 
 PART_DIGITS = 16
@@ -271,14 +273,59 @@ def _saved_parts(record: RunRecord, known: Iterable[Graph]) -> dict[str, str] | 
     return saved_definition(record.run_id, record.definition)
 
 
+def mismatch_changes(
+    graph: Graph, record: RunRecord, known: Iterable[Graph] = ()
+) -> tuple[dict[str, tuple[str, ...]], bool]:
+    """What changed between the definition ``record`` was started with and ``graph``.
+
+    The saved definition's parts are looked up first among ``known`` (graphs the runtime ran
+    this run with), then in the run's log on this machine; each must have the record's whole
+    fingerprint, so a log shared by two stores' runs of one run id cannot mislead.
+
+    Args:
+        graph: the current graph.
+        record: the run's record (never changed).
+        known: graphs that ran this run earlier in this process, if any.
+
+    Returns:
+        ``(changes, complete)``: ``changes`` maps ``"added"``, ``"removed"``, ``"changed"``
+        (node paths), ``"keys"`` (key paths), ``"inputs"`` (graph input paths) and
+        ``"graphs"`` (mount paths, ``""`` for the root graph) to sorted tuples; ``complete``
+        is True when the saved parts were known, so every change is listed, and False when
+        only the record could be compared (nodes it holds that the graph no longer has,
+        confirmed nodes whose outputs changed, renamed graphs).
+    """
+    saved = _saved_parts(record, known)
+    if saved is None:
+        return _from_record(record, graph), False
+    now = definition_parts(graph)
+    added, removed, changed = _compare(saved, now, "node")
+    keys = sorted({p for group in _compare(saved, now, "key") for p in group})
+    inputs = sorted({p for group in _compare(saved, now, "input") for p in group})
+    graphs = _compare(saved, now, "graph")[2]  # a new or lost graph is a node's change
+    changes = {
+        "added": added,
+        "removed": removed,
+        "changed": changed,
+        "keys": tuple(keys),
+        "inputs": tuple(inputs),
+        "graphs": graphs,
+    }
+    return changes, True
+
+
+def describe_changes(changes: Mapping[str, tuple[str, ...]], complete: bool) -> list[str]:
+    """One line per kind of change of :func:`mismatch_changes` (at most :data:`LIST_LIMIT`
+    names each), for an operator; an empty list when it names nothing."""
+    return _describe(changes, from_record=not complete)
+
+
 def definition_mismatch(
     graph: Graph, record: RunRecord, known: Iterable[Graph] = ()
 ) -> DefinitionMismatchError:
     """The error for a record whose ``Definition`` is not ``graph``'s fingerprint.
 
-    The saved definition's parts are looked up first among ``known`` (graphs the runtime ran
-    this run with), then in the run's log on this machine; each must have the record's whole
-    fingerprint, so a log shared by two stores' runs of one run id cannot mislead.
+    What changed is worked out by :func:`mismatch_changes` (same arguments).
 
     Args:
         graph: the graph given to resume.
@@ -292,27 +339,13 @@ def definition_mismatch(
     """
     run_id = record.run_id
     current = graph.fingerprint()
-    saved = _saved_parts(record, known)
     head = (
         f"run {run_id!r} was started with another definition of graph {graph.name!r} "
         f"(stored fingerprint {record.definition[:12]}…, current {current[:12]}…)"
     )
-    changes: dict[str, tuple[str, ...]]
-    if saved is not None:
-        now = definition_parts(graph)
-        added, removed, changed = _compare(saved, now, "node")
-        keys = sorted({p for group in _compare(saved, now, "key") for p in group})
-        inputs = sorted({p for group in _compare(saved, now, "input") for p in group})
-        graphs = _compare(saved, now, "graph")[2]  # a new or lost graph is a node's change
-        changes = {
-            "added": added,
-            "removed": removed,
-            "changed": changed,
-            "keys": tuple(keys),
-            "inputs": tuple(inputs),
-            "graphs": graphs,
-        }
-        lines = _describe(changes)
+    changes, complete = mismatch_changes(graph, record, known)
+    lines = describe_changes(changes, complete)
+    if complete:
         what = (
             "; ".join(lines)
             if lines
@@ -321,8 +354,6 @@ def definition_mismatch(
         )
         detail = f"What changed since it started: {what}."
     else:
-        changes = _from_record(record, graph)
-        lines = _describe(changes, from_record=True)
         unknown = (
             "the definition it was started with is not known on this machine (the run log "
             "keeps it when the plugin 'runlog' is on)"
@@ -342,6 +373,6 @@ def definition_mismatch(
     )
     return DefinitionMismatchError(
         f"{head}. {detail} {advice}",
-        complete=saved is not None,
+        complete=complete,
         **changes,
     )

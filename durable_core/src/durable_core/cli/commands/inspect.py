@@ -76,7 +76,7 @@ def inspect_command(
             path=exc.path,
             rule=exc.rule,
         ) from exc
-    info = describe_record(record, graph)
+    info = describe_record(record, graph, explain_mismatch=True)
     failures = _last_failures(run_id, info)
     if as_json:
         data = info.to_json()
@@ -201,6 +201,26 @@ def _last_failures(run_id: str, info: Any) -> dict[str, Any]:
     }
 
 
+def _change_lines(changes: dict[str, Any] | None) -> list[str]:
+    """What changed in the definition, a line each (none when it matches or is unknown)."""
+    if changes is None:
+        return []
+    from durable_core.durable.definition_diff import describe_changes
+
+    complete = bool(changes["complete"])
+    lines = describe_changes(
+        {kind: tuple(paths) for kind, paths in changes.items() if kind != "complete"}, complete
+    )
+    if complete and not lines:
+        lines.append("no node, key, input or graph-wide aspect differs (the format changed)")
+    if not complete:
+        lines.append(
+            "other changes are not known: the definition the run started with is not kept on "
+            "this machine (the run log keeps it when the plugin 'runlog' is on)"
+        )
+    return lines
+
+
 def print_info(info: Any, store: str) -> None:
     """The text form of :class:`~durable_core.runinfo.RunInfo`."""
 
@@ -223,6 +243,8 @@ def print_info(info: Any, store: str) -> None:
     row("status", status)
     match = {None: "", True: "  (matches the graph)", False: "  (differs from the graph)"}
     row("definition", (info.definition or "(empty)") + match[info.definition_matches])
+    for index, line in enumerate(_change_lines(info.definition_changes)):
+        row("changes" if index == 0 else "", line)
     row("inputs", info.inputs or "(empty)")
     a = info.attempts
     row(
