@@ -129,3 +129,13 @@ def test_fork_reads_and_saves_in_the_store_given_with_store(ops):
     # without its CONFIG, inspect cannot tell a completed run from one stopped between nodes
     assert ops.json("inspect", "--store", elsewhere, "ops-2")["status"] == "settled"
     assert ops.invoke("inspect", ops.config, "ops-2").exit_code == ExitCode.NOT_FOUND
+
+
+def test_a_missing_run_to_fork_is_named_not_the_new_run_id(ops):
+    missing = ops.invoke("fork", ops.config, "nope", "--new-run-id", "brand-new")
+    assert missing.exit_code == ExitCode.NOT_FOUND, missing.output
+    assert "no record of run 'nope' to fork" in missing.stderr
+    assert "brand-new" not in missing.stderr  # NEW does not exist yet: that is not the problem
+    as_json = ops.invoke("fork", ops.config, "nope", "--new-run-id", "brand-new", "--json")
+    error = json.loads(as_json.stdout)
+    assert error["exit"] == ExitCode.NOT_FOUND and "run 'nope' to fork" in error["error"]

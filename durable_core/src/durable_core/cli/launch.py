@@ -231,6 +231,8 @@ def launch(
                     raise _before_start(exc, config, config_arg, run_id_option) from exc
                 raise
             except NotFoundError as exc:
+                if fork_from is not None and plan is None:
+                    raise  # the run to fork is missing: _fork's message names it
                 raise NotFoundError(
                     f"no record of run {config.run_id!r} in the {config.store.describe()}: "
                     f"check the store and the run id, or start it with "
