@@ -338,6 +338,12 @@ def launch(
                 ),
                 err=True,
             )
+            if status == "failed":  # failed for good: resume would fail again, a fork goes on
+                fork = f"durable fork {shlex.quote(config_arg)} {shlex.quote(config.run_id)}"
+                fork += " --new-run-id NEW"
+                if store_url is not None:
+                    fork += f" --store {shlex.quote(redact(store_url))}"
+                click.echo(f"after a fix, continue its confirmed work with: {fork}", err=True)
     if status != "completed":
         sys.exit(ExitCode.RUN_FAILED)
 
