@@ -13,7 +13,7 @@ from typing import Any
 import click
 
 from durable_core.cli.exitcodes import ExitCode
-from durable_core.cli.targets import busy
+from durable_core.cli.targets import busy, store_words
 from durable_core.config._text import redact
 from durable_core.errors import (
     BusyError,
@@ -240,7 +240,8 @@ def launch(
                     "does not mean the run finished)"
                 ) from exc
             except BusyError as exc:
-                raise busy(config.run_id, config.store, exc) from exc
+                named = store_words(config_arg, store_url)
+                raise busy(config.run_id, config.store, exc, named) from exc
             except DefinitionMismatchError as exc:
                 raise _with_config(exc, config_arg) from exc
     finally:
