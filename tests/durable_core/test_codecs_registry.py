@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pathlib
 import typing
 from concurrent.futures import ThreadPoolExecutor
 from typing import Annotated, NewType, Optional
@@ -324,6 +325,8 @@ def test_check_declared_accepts_served_and_intentionally_broad_types(declared):
         (Cat | Point, r"codecs.register_json\(Point\)"),  # one member without codec
         (set[int], r"^no codec for set\[int\]: sets are not stored"),
         (typing.Sequence[int], "abstract"),
+        (pathlib.Path, r"^no codec is registered for pathlib.Path: declare the key str"),
+        (list[pathlib.PurePosixPath], r"PurePosixPath: declare the key str"),
     ],
 )
 def test_check_declared_refuses_types_no_value_could_be_stored_with(declared, problem):
