@@ -124,3 +124,19 @@ def test_an_unreadable_record_is_reported_once_in_plain_sentences(
     assert ".." not in message  # one sentence ends once
     assert message.count("evidence") == 1  # the advice is given once
     assert stored() == before
+
+
+@pytest.mark.parametrize("ops", ["file", "sqlite"], indirect=True)  # damaged on disk
+def test_resume_of_a_damaged_record_names_the_run_and_its_store(ops):
+    (ops.folder / "broken").touch()
+    assert ops.invoke("run", ops.config).exit_code == ExitCode.RUN_FAILED
+    url = f"file://{ops.folder / 'runs'}" if ops.store_kind == "file" else ops.store_url
+    _damage_stored_record(url, ops.folder, "ops-1")
+    refused = ops.invoke("resume", ops.config)
+    assert refused.exit_code == ExitCode.CORRUPT, refused.output
+    assert f"error (CorruptRecordError): run 'ops-1' in the {ops.store_kind} store at " in (
+        refused.stderr
+    )
+    assert "Digest does not match" in refused.stderr
+    assert "docs/operations.md, 'A corrupt record'" in refused.stderr
+    assert ops.calls() == ["double", "price", "total"]  # nothing ran

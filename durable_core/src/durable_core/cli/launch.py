@@ -21,6 +21,7 @@ from durable_core.errors import (
     CodecError,
     ConfigError,
     ConflictError,
+    CorruptRecordError,
     DefinitionMismatchError,
     DurableError,
     NotFoundError,
@@ -238,6 +239,16 @@ def launch(
                     f"check the store and the run id, or start it with "
                     f"'{_run_hint(config_arg, run_id_option, store_url)}' (a missing record "
                     "does not mean the run finished)"
+                ) from exc
+            except CorruptRecordError as exc:
+                loaded = fork_from if fork_from is not None and plan is None else config.run_id
+                if f"run {loaded!r}" in str(exc):  # the store's message names it already
+                    raise
+                raise CorruptRecordError(
+                    f"run {loaded!r} in the {config.store.describe()} is corrupt: {exc} (what "
+                    "to do: docs/operations.md, 'A corrupt record')",
+                    path=exc.path,
+                    rule=exc.rule,
                 ) from exc
             except BusyError as exc:
                 named = store_words(config_arg, store_url)
