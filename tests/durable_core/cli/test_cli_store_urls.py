@@ -201,11 +201,12 @@ def test_a_plain_path_to_a_sqlite_database_says_to_open_it_as_sqlite(tmp_path, m
     runner = CliRunner()
     database = runner.invoke(cli, ["list", "--store", "runs.sqlite"])
     assert database.exit_code == ExitCode.CONFIG, database.output
-    suggested = f"--store sqlite:{tmp_path / 'runs.sqlite'}"
+    suggested = f"--store sqlite://{tmp_path / 'runs.sqlite'}"  # sqlite:///abs/path
     assert f"It is a SQLite database: open it as the SQLite store ({suggested}" in database.stderr
     # the suggested URL works
     assert (
-        runner.invoke(cli, ["list", "--store", f"sqlite:{tmp_path / 'runs.sqlite'}"]).exit_code == 0
+        runner.invoke(cli, ["list", "--store", f"sqlite://{tmp_path / 'runs.sqlite'}"]).exit_code
+        == 0
     )
     other = runner.invoke(cli, ["list", "--store", "notes.txt"])
     assert other.exit_code == ExitCode.CONFIG

@@ -112,9 +112,10 @@ def make_private_directory(path: str | os.PathLike[str]) -> str:
         if os.path.lexists(current):
             hint = "Choose another path or move the file away"
             if _is_sqlite_database(current):
+                url = f"sqlite://{current}" if current.startswith("/") else f"sqlite:{current}"
                 hint = (
-                    "It is a SQLite database: open it as the SQLite store (--store "
-                    f'sqlite:{current}, or backend = "sqlite" with path = ... in [store])'
+                    f"It is a SQLite database: open it as the SQLite store (--store {url}, or "
+                    'backend = "sqlite" with path = ... in [store])'
                 )
             raise ConfigError(
                 f"{current} exists and is not a directory; a store needs a directory there. " + hint
