@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pathlib
 import typing
 from concurrent.futures import ThreadPoolExecutor
 from typing import Annotated, NewType, Optional
@@ -324,6 +325,8 @@ def test_check_declared_accepts_served_and_intentionally_broad_types(declared):
         (Cat | Point, r"codecs.register_json\(Point\)"),  # one member without codec
         (set[int], r"^no codec for set\[int\]: sets are not stored"),
         (typing.Sequence[int], "abstract"),
+        (pathlib.Path, r"^no codec is registered for pathlib.Path: declare the key str"),
+        (list[pathlib.PurePosixPath], r"PurePosixPath: declare the key str"),
     ],
 )
 def test_check_declared_refuses_types_no_value_could_be_stored_with(declared, problem):
@@ -341,3 +344,50 @@ def test_the_no_codec_message_says_it_once_and_mentions_codec_plugins():
     message = str(caught.value)
     assert message.count("no codec") == 1, message
     assert "Codecs.from_plugins()" in message
+
+
+@pytest.mark.parametrize(
+    "declared",
+    [
+        list[int],
+        dict[str, float],
+        Optional[str],  # noqa: UP045 - the spelling under test
+        int | str,
+        tuple[int, ...],
+        tuple[str, int, bytes],
+        tuple[()],
+        list[dict[str, int | None]],
+        Optional[int | str],  # noqa: UP045
+        dict[str, list[tuple[Point, ...]]],
+        list[Money],
+    ],
+)
+def test_by_stored_id_builds_a_container_codec_from_its_id(declared):
+    # covers: C-1 (a stored value names its codec; a reader without the graph finds it again)
+    writer = Codecs.default()
+    writer.register_json(Point)
+    writer.register(MoneyCodec())
+    written = writer.lookup(declared)
+    reader = Codecs.default()
+    reader.register_json(Point)
+    reader.register(MoneyCodec())
+    codec = reader.by_stored_id(written.id)
+    assert (codec.id, codec.version) == (written.id, written.version)
+
+
+@pytest.mark.parametrize(
+    "codec_id",
+    [
+        "json:list[myapp.Unknown]",  # a part no codec serves
+        "json:set[int]",  # not a form Durable writes
+        "json:list[int",
+        "json:list[int]]",
+        "json:dict[int,str]",
+        "json:list[]",
+        "json:union[int]",
+        "test:other",
+    ],
+)
+def test_by_stored_id_refuses_what_no_registered_codec_serves(codec_id):
+    with pytest.raises(CodecError, match=r"no codec with id .* is registered"):
+        Codecs.default().by_stored_id(codec_id)

@@ -92,6 +92,17 @@ def test_blocked_plugin_is_not_loaded(site, monkeypatch):
     assert make_plugin_manager(block=[]).stores().names().count("fakestore") == 1
 
 
+# covers: foundation (blocking)
+def test_a_blocked_backend_is_named_blocked_not_missing(site, monkeypatch):
+    monkeypatch.setenv("DURABLE_BLOCK_PLUGINS", "sqlite")
+    pm = make_plugin_manager()
+    with pytest.raises(PluginError) as refused:
+        pm.store_factory("sqlite")
+    message = str(refused.value)
+    assert "blocked by the environment variable DURABLE_BLOCK_PLUGINS" in message
+    assert "install it" not in message  # it is installed: installing again would not help
+
+
 # covers: foundation (duplicate store name)
 def test_duplicate_store_name_is_a_clear_error(site):
     dup = """
@@ -122,8 +133,9 @@ def test_unknown_store_name_lists_installed_and_known(site, monkeypatch):
     message = str(exc.value)
     assert "unknown store backend 'nosuch'" in message
     assert "Installed store backends: file, memory, sqlite" in message
+    # not loaded and not blocked (blocked is another message): install it
     with pytest.raises(PluginError, match=r"durable-postgresstore.*install it"):
-        pm.store_factory("postgres")
+        make_plugin_manager(block=[], autoload=False).store_factory("postgres")
 
 
 # covers: foundation (a broken plugin does not stop the others)

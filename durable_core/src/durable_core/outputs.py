@@ -104,7 +104,7 @@ def decode_output(value: ValueRecord, codecs: Codecs) -> StoredOutput:
             rule="R-VAL-3",
         )
     try:
-        codec = codecs.by_id(value.type_id)
+        codec = codecs.by_stored_id(value.type_id)
     except CodecError as exc:
         raise CodecError(
             f"output {value.name!r} was written by codec {label}, which is not registered: "

@@ -307,11 +307,18 @@ class DurablePluginManager(pluggy.PluginManager):
 
     def _factory(self, registry: Any, name: str) -> Callable[..., Any]:
         """``registry.factory(name)``; when ``name`` is missing because the plugin named so
-        failed to load, that load error instead."""
+        failed to load, that load error instead, and a :class:`PluginError` saying so when
+        that plugin is blocked (``DURABLE_BLOCK_PLUGINS``)."""
         if name not in registry.names():
             error = self.load_errors.get(name)
             if error is not None:
                 raise error
+            if self.is_blocked(name):  # installed, but not loaded: "install it" would mislead
+                raise PluginError(
+                    f"{registry.kind} backend {name!r} is provided by the plugin {name!r}, "
+                    "which is blocked by the environment variable DURABLE_BLOCK_PLUGINS: "
+                    "remove it from that list to use this backend"
+                )
         return registry.factory(name)
 
     def describe(self) -> list[PluginInfo]:

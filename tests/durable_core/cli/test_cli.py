@@ -153,3 +153,17 @@ def test_cli_reference_documents_every_exit_code():
         int(line.split("|")[1]) for line in section.splitlines() if line[:3].strip("| ").isdigit()
     }
     assert documented == {code.value for code in ExitCode}
+
+
+def test_help_lists_every_exit_code():
+    import re
+
+    from click.testing import CliRunner
+
+    from durable_core.cli import ExitCode, cli
+
+    shown = CliRunner().invoke(cli, ["--help"])
+    assert shown.exit_code == 0
+    text = " ".join(shown.output.split())
+    listed = {int(code) for code in re.findall(r"\b(\d+) [a-zA-Z(]", text.split("Exit codes:")[1])}
+    assert listed >= {int(code) for code in ExitCode}, sorted(set(ExitCode) - listed)

@@ -35,6 +35,9 @@ def test_inspect_of_a_running_run_names_the_owner_process(ops):
     child = _running(ops)
     try:
         busy = ops.invoke("inspect", ops.config)
+        by_url = ops.invoke("inspect", "--store", ops.store_url, "ops-1")
+        shown = ops.invoke("show", ops.config, "ops-1", "double")
+        deleted = ops.invoke("delete", ops.config, "ops-1", "--yes")
     finally:
         (ops.folder / "hold").unlink()
         assert child.wait(timeout=60) == 0, child.communicate()[1]
@@ -42,6 +45,13 @@ def test_inspect_of_a_running_run_names_the_owner_process(ops):
     message = busy.stderr
     assert child.pid != os.getpid()
     assert f"in use by pid {child.pid} on host {socket.gethostname()!r} since " in message
-    assert " UTC" in message and "durable cancel ops-1" in message
+    assert " UTC" in message
+    # the hint is a complete command: the same config (or --store URL) and the run id
+    assert f"run 'durable cancel {ops.config} ops-1' to ask it to stop" in message
     # The owner is named with its host; a local store never suggests "another host".
     assert "another host" not in message
+    for other in (shown, deleted):
+        assert other.exit_code == ExitCode.BUSY, other.output
+        assert f"run 'durable cancel {ops.config} ops-1' to ask it to stop" in other.stderr
+    assert by_url.exit_code == ExitCode.BUSY, by_url.output
+    assert "run 'durable cancel --store " in by_url.stderr and " ops-1' to ask it" in by_url.stderr

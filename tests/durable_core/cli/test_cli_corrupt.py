@@ -85,3 +85,58 @@ def test_a_record_naming_another_run_is_corrupt(tmp_path):
     b_file.write_bytes(a_file.read_bytes())
     inspected = runner.invoke(cli, ["inspect", "--store", url, "r-b"])
     assert inspected.exit_code == ExitCode.CORRUPT, inspected.output
+
+
+@pytest.mark.parametrize(
+    ("damage", "reason"),
+    [
+        (lambda data: data[: len(data) // 2], "the text is not one JSON value"),
+        (lambda data: re.sub(rb'"Revision":(\d+)', rb'"Revision":"\1"', data), "$.Revision"),
+    ],
+    ids=["truncated", "revision-as-string"],
+)
+def test_an_unreadable_record_is_reported_once_in_plain_sentences(
+    store_url, tmp_path, damage, reason
+):
+    """A hand-edited record that no longer parses: the reason and what to do, said once, with
+    the stored bytes untouched."""
+    runner = CliRunner()
+    save(store_url, make_record("r-edited", shard_state=AttemptState.ACTIVE, merge_done=False))
+    if store_url.startswith("file://"):
+        (record_file,) = (tmp_path / "runs").glob("*.json")
+        record_file.write_bytes(damage(record_file.read_bytes()))
+        stored = record_file.read_bytes
+    else:
+        db_path = tmp_path / "db" / "runs.sqlite"
+        with sqlite3.connect(db_path) as db:
+            (data,) = db.execute("SELECT record FROM durable_runs").fetchone()
+            db.execute("UPDATE durable_runs SET record = ?", (damage(bytes(data)),))
+
+        def stored() -> bytes:
+            with sqlite3.connect(db_path) as db:
+                return bytes(db.execute("SELECT record FROM durable_runs").fetchone()[0])
+
+    before = stored()
+    inspected = runner.invoke(cli, ["inspect", "--store", store_url, "r-edited"])
+    assert inspected.exit_code == ExitCode.CORRUPT, inspected.output
+    message = inspected.stderr
+    assert "is not a valid run record" in message and reason in message
+    assert ".." not in message  # one sentence ends once
+    assert message.count("evidence") == 1  # the advice is given once
+    assert stored() == before
+
+
+@pytest.mark.parametrize("ops", ["file", "sqlite"], indirect=True)  # damaged on disk
+def test_resume_of_a_damaged_record_names_the_run_and_its_store(ops):
+    (ops.folder / "broken").touch()
+    assert ops.invoke("run", ops.config).exit_code == ExitCode.RUN_FAILED
+    url = f"file://{ops.folder / 'runs'}" if ops.store_kind == "file" else ops.store_url
+    _damage_stored_record(url, ops.folder, "ops-1")
+    refused = ops.invoke("resume", ops.config)
+    assert refused.exit_code == ExitCode.CORRUPT, refused.output
+    assert f"error (CorruptRecordError): run 'ops-1' in the {ops.store_kind} store at " in (
+        refused.stderr
+    )
+    assert "Digest does not match" in refused.stderr
+    assert "docs/operations.md, 'A corrupt record'" in refused.stderr
+    assert ops.calls() == ["double", "price", "total"]  # nothing ran

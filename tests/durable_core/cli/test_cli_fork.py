@@ -129,3 +129,31 @@ def test_fork_reads_and_saves_in_the_store_given_with_store(ops):
     # without its CONFIG, inspect cannot tell a completed run from one stopped between nodes
     assert ops.json("inspect", "--store", elsewhere, "ops-2")["status"] == "settled"
     assert ops.invoke("inspect", ops.config, "ops-2").exit_code == ExitCode.NOT_FOUND
+
+
+def test_a_missing_run_to_fork_is_named_not_the_new_run_id(ops):
+    missing = ops.invoke("fork", ops.config, "nope", "--new-run-id", "brand-new")
+    assert missing.exit_code == ExitCode.NOT_FOUND, missing.output
+    assert "no record of run 'nope' to fork" in missing.stderr
+    assert "brand-new" not in missing.stderr  # NEW does not exist yet: that is not the problem
+    as_json = ops.invoke("fork", ops.config, "nope", "--new-run-id", "brand-new", "--json")
+    error = json.loads(as_json.stdout)
+    assert error["exit"] == ExitCode.NOT_FOUND and "run 'nope' to fork" in error["error"]
+
+
+def test_a_failed_run_prints_the_fork_command_that_continues_it(ops):
+    (ops.folder / "broken").touch()
+    failed = ops.invoke("run", ops.config, "--run-id", "ops-9")
+    assert failed.exit_code == ExitCode.RUN_FAILED, failed.output
+    hint = f"after a fix, continue its confirmed work with: durable fork {ops.config} ops-9"
+    assert f"{hint} --new-run-id NEW\n" in failed.stderr
+    # the hint is a command that works once NEW is named
+    (ops.folder / "broken").unlink()
+    forked = ops.invoke("fork", ops.config, "ops-9", "--new-run-id", "ops-9b")
+    assert forked.exit_code == 0, forked.output
+    # a store given with --store is named again
+    (ops.folder / "broken").touch()
+    elsewhere = f"file://{ops.folder / 'elsewhere'}"
+    again = ops.invoke("run", ops.config, "--run-id", "ops-10", "--store", elsewhere)
+    assert again.exit_code == ExitCode.RUN_FAILED
+    assert f"ops-10 --new-run-id NEW --store {elsewhere}\n" in again.stderr

@@ -187,3 +187,28 @@ def test_a_malformed_scheme_is_refused_when_registered(bad):
     pm = make_plugin_manager(autoload=False, plugins=[("bad", Plugin())])
     with pytest.raises(PluginError, match="URL scheme"):
         pm.stores()
+
+
+def test_a_plain_path_to_a_sqlite_database_says_to_open_it_as_sqlite(tmp_path, monkeypatch):
+    from click.testing import CliRunner
+
+    from durable_core.cli import cli
+    from durable_sqlitestore import SQLiteStore
+
+    monkeypatch.chdir(tmp_path)
+    SQLiteStore(tmp_path / "runs.sqlite").close()  # an empty SQLite store
+    (tmp_path / "notes.txt").write_text("not a store")
+    runner = CliRunner()
+    database = runner.invoke(cli, ["list", "--store", "runs.sqlite"])
+    assert database.exit_code == ExitCode.CONFIG, database.output
+    suggested = f"--store sqlite://{tmp_path / 'runs.sqlite'}"  # sqlite:///abs/path
+    assert f"It is a SQLite database: open it as the SQLite store ({suggested}" in database.stderr
+    # the suggested URL works
+    assert (
+        runner.invoke(cli, ["list", "--store", f"sqlite://{tmp_path / 'runs.sqlite'}"]).exit_code
+        == 0
+    )
+    other = runner.invoke(cli, ["list", "--store", "notes.txt"])
+    assert other.exit_code == ExitCode.CONFIG
+    assert "Choose another path or move the file away" in other.stderr
+    assert (tmp_path / "notes.txt").read_text() == "not a store"

@@ -174,6 +174,18 @@ def test_invalid_toml_names_the_line(tmp_path):
     assert "line 5" in message
 
 
+def test_a_graph_module_given_as_config_says_to_write_the_toml_file(tmp_path):
+    module = tmp_path / "jobs.py"
+    module.write_text("from durable_core import Graph\n\ngraph = Graph('g')\n")
+    with pytest.raises(ConfigError) as refused:
+        load_config(module)
+    message = str(refused.value)
+    assert "invalid TOML" in message
+    assert "CONFIG is the run's TOML file, not the graph's module" in message
+    assert 'graph = "jobs:graph"' in message
+    assert "not the graph's module" not in config_error(tmp_path, MINIMAL + "[runtime\n")
+
+
 def test_missing_file_is_a_config_error(tmp_path):
     with pytest.raises(ConfigError, match="no such configuration file"):
         load_config(tmp_path / "absent.toml")

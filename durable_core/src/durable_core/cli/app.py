@@ -96,7 +96,8 @@ def cli(ctx: click.Context, debug: bool) -> None:
     """Durable: run, resume and inspect durable dataflow graphs.
 
     Exit codes: 0 ok, 1 run failed, 2 usage, 3 busy, 4 not found, 5 conflict or mismatch,
-    6 bad config, 7 checkpoint error, 8 corrupt record, 9 other error, 130 interrupted.
+    6 bad config, 7 checkpoint error, 8 corrupt record, 9 other error, 130 interrupted
+    (Ctrl-C), 143 stopped by SIGTERM.
     """
     ctx.ensure_object(dict)
     ctx.obj["debug"] = debug

@@ -13,7 +13,7 @@ from typing import Any
 import click
 
 from durable_core.cli.exitcodes import ExitCode
-from durable_core.cli.targets import busy
+from durable_core.cli.targets import busy, store_words
 from durable_core.config._text import redact
 from durable_core.errors import (
     BusyError,
@@ -21,6 +21,7 @@ from durable_core.errors import (
     CodecError,
     ConfigError,
     ConflictError,
+    CorruptRecordError,
     DefinitionMismatchError,
     DurableError,
     NotFoundError,
@@ -231,14 +232,27 @@ def launch(
                     raise _before_start(exc, config, config_arg, run_id_option) from exc
                 raise
             except NotFoundError as exc:
+                if fork_from is not None and plan is None:
+                    raise  # the run to fork is missing: _fork's message names it
                 raise NotFoundError(
                     f"no record of run {config.run_id!r} in the {config.store.describe()}: "
                     f"check the store and the run id, or start it with "
                     f"'{_run_hint(config_arg, run_id_option, store_url)}' (a missing record "
                     "does not mean the run finished)"
                 ) from exc
+            except CorruptRecordError as exc:
+                loaded = fork_from if fork_from is not None and plan is None else config.run_id
+                if f"run {loaded!r}" in str(exc):  # the store's message names it already
+                    raise
+                raise CorruptRecordError(
+                    f"run {loaded!r} in the {config.store.describe()} is corrupt: {exc} (what "
+                    "to do: docs/operations.md, 'A corrupt record')",
+                    path=exc.path,
+                    rule=exc.rule,
+                ) from exc
             except BusyError as exc:
-                raise busy(config.run_id, config.store, exc) from exc
+                named = store_words(config_arg, store_url)
+                raise busy(config.run_id, config.store, exc, named) from exc
             except DefinitionMismatchError as exc:
                 raise _with_config(exc, config_arg) from exc
     finally:
@@ -336,6 +350,12 @@ def launch(
                 ),
                 err=True,
             )
+            if status == "failed":  # failed for good: resume would fail again, a fork goes on
+                fork = f"durable fork {shlex.quote(config_arg)} {shlex.quote(config.run_id)}"
+                fork += " --new-run-id NEW"
+                if store_url is not None:
+                    fork += f" --store {shlex.quote(redact(store_url))}"
+                click.echo(f"after a fix, continue its confirmed work with: {fork}", err=True)
     if status != "completed":
         sys.exit(ExitCode.RUN_FAILED)
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import pathlib
+import shlex
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -19,6 +20,7 @@ from durable_core.config import (
     load_config,
     parse_store_url,
 )
+from durable_core.config._text import redact
 from durable_core.errors import BusyError, DurableError, NotFoundError
 
 if TYPE_CHECKING:
@@ -34,6 +36,7 @@ __all__ = [
     "split_store_args",
     "store_exists",
     "store_target",
+    "store_words",
 ]
 
 
@@ -120,20 +123,34 @@ _LOCAL_BACKENDS = frozenset({"file", "sqlite", "memory"})
 """Stores whose runs are owned on this host only (local files, this process)."""
 
 
-def busy(run_id: str, store: StoreConfig, exc: BusyError) -> BusyError:
+def store_words(config_arg: str | None, store_url: str | None) -> str:
+    """How the command line named a store, to repeat it in a hint: ``--store URL`` (its
+    password hidden), the ``CONFIG`` path, or ``""`` for the default store."""
+    if store_url is not None:
+        return f"--store {shlex.quote(redact(store_url))}"
+    if config_arg is not None:
+        return shlex.quote(config_arg)
+    return ""
+
+
+def busy(run_id: str, store: StoreConfig, exc: BusyError, named: str | None = None) -> BusyError:
     """The BusyError a command reports: who owns the run (``exc.owner``, where the store can
     name it) and what to do. Only a store that can be shared between hosts mentions another
-    host."""
+    host. ``named`` (see :func:`store_words`) makes the ``durable cancel`` hint a complete
+    command; without it, the hint says to give the same store."""
     owner = exc.owner
     who = owner.describe() if owner is not None else "another session"
     what = "a 'durable run' or 'durable resume' still running"
     if store.backend not in _LOCAL_BACKENDS and (owner is None or owner.host is None):
         what += ", here or on another host"
     what += ", or a program using the run through Durable's Python API"
+    if named is None:
+        cancel = f"'durable cancel {shlex.quote(run_id)}' (with the same store)"
+    else:
+        cancel = f"'durable cancel {named + ' ' if named else ''}{shlex.quote(run_id)}'"
     return BusyError(
         f"run {run_id!r} in the {store.describe()} is busy: it is in use by {who} ({what}). "
-        f"Wait for it to finish, or run 'durable cancel {run_id}' (with the same store) to ask "
-        f"it to stop. Details: {exc}",
+        f"Wait for it to finish, or run {cancel} to ask it to stop. Details: {exc}",
         owner=owner,
     )
 
@@ -172,8 +189,11 @@ def not_found(run_id: str, store: StoreConfig) -> NotFoundError:
     )
 
 
-def load_record(store_config: StoreConfig, store: Any, run_id: str) -> Any:
-    """Load one record through an exclusive session, never saving (E-2).
+def load_record(
+    store_config: StoreConfig, store: Any, run_id: str, named: str | None = None
+) -> Any:
+    """Load one record through an exclusive session, never saving (E-2). ``named``: how the
+    command line named the store (see :func:`busy`).
 
     Raises:
         BusyError: another session owns the run.
@@ -183,7 +203,7 @@ def load_record(store_config: StoreConfig, store: Any, run_id: str) -> Any:
     try:
         session = store.acquire(run_id)
     except BusyError as exc:
-        raise busy(run_id, store_config, exc) from exc
+        raise busy(run_id, store_config, exc, named) from exc
     with session:
         try:
             return session.load()

@@ -26,6 +26,7 @@ from durable_core._typeforms import (
 )
 from durable_core.codecs.canonical import ResolveProblem
 from durable_core.codecs.classes import make_converter
+from durable_core.codecs.ids import form_of_id
 from durable_core.codecs.jsoncodec import JSONCodec, compose_version
 from durable_core.codecs.persistable import find_unpersistable
 from durable_core.codecs.resolver import (
@@ -414,6 +415,30 @@ class Codecs:
                     f"no codec with id {codec_id!r} is registered (registered: {known}); "
                     "install or register the codec that wrote the value"
                 )
+            return codec
+
+    def by_stored_id(self, codec_id: str) -> Any:
+        """The codec that wrote a stored value naming ``codec_id``, without its declared type.
+
+        A registered id gives its codec (as :meth:`by_id`). A container id that no codec is
+        registered under (``json:list[int]``, ``json:dict[str,optional[myapp.Cat]]``) is read
+        back as its type form and built by :meth:`lookup` from the registered codecs of its
+        parts, as it was when the value was written.
+
+        Raises:
+            CodecError: no registered codec has the id and it is not a container form of
+                registered codecs; the message lists the registered ids.
+        """
+        try:
+            return self.by_id(codec_id)
+        except CodecError as missing:
+            try:
+                form = form_of_id(codec_id, lambda part: self.by_id(part).type)
+                codec = self.lookup(form)
+            except (ValueError, CodecError):
+                raise missing from None
+            if codec.id != codec_id:
+                raise missing from None
             return codec
 
     def __iter__(self) -> Iterator[Any]:

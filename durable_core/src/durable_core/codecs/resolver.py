@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import inspect
+import pathlib
 import typing
 from abc import ABCMeta
 from collections.abc import Callable
@@ -150,6 +151,13 @@ class Resolver:
                 f"no codec is registered for {type_name(tp)}: call "
                 f"codecs.register_json({tp.__qualname__}) first (or, when an installed codec "
                 "plugin provides it, build the registry with Codecs.from_plugins())"
+            )
+        if issubclass(tp, pathlib.PurePath):
+            raise ResolveProblem(
+                f"no codec is registered for {type_name(tp)}: declare the key str (a config's "
+                "{ path = ... } input then gives the absolute path as a str) and build the "
+                "Path in the body, or register a custom codec for it (codecs.register, see "
+                "docs/codecs.md)"
             )
         raise ResolveProblem(
             f"no codec is registered for {type_name(tp)}: register a custom codec for it "

@@ -74,7 +74,14 @@ def load_config(path: str | os.PathLike[str]) -> RunConfig:
     except UnicodeDecodeError as exc:
         raise ConfigError(f"{file}: not UTF-8 text ({exc}); TOML files are UTF-8") from None
     except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{file}: invalid TOML: {exc}") from None
+        hint = ""
+        if file.suffix == ".py":
+            hint = (
+                f". CONFIG is the run's TOML file, not the graph's module: write one that "
+                f'names it (graph = "{file.stem}:graph", run_id, version, [inputs]; see '
+                "docs/cli.md, 'Configuration reference')"
+            )
+        raise ConfigError(f"{file}: invalid TOML: {exc}{hint}") from None
     try:
         parsed = CONFIG_CONVERTER.structure(document, ConfigFile)
     except Exception as exc:

@@ -834,14 +834,19 @@ class Runtime:
                 "started with. Nothing was saved."
             ) from exc
         if record.inputs not in accepted:
+            paths = ""
+            if input_identity:  # inputs that name a place: moving the project may be the cause
+                paths = (
+                    " A { path = ... } input of a run configuration counts by its path relative "
+                    "to the configuration's folder; a run started before that rule counts it by "
+                    "its absolute path: resume such a run from its original folder, or fork it "
+                    "there."
+                )
             raise InputsMismatchError(
                 f"the inputs given to resume run {run_id!r} differ from those it was started "
                 "with (their fingerprints differ: a value, or the codec id/version of an input "
-                "type, changed). Resume needs the original inputs again. A { path = ... } "
-                "input of a run configuration counts by its path relative to the "
-                "configuration's folder; a run started before that rule counts it by its "
-                "absolute path: resume such a run from its original folder, or fork it there. "
-                "Nothing was saved."
+                f"type, changed). Resume needs the original inputs again.{paths} Nothing was "
+                "saved."
             )
         validate_record(record, definition=graph.provided_names())
         return decode_confirmed(graph, record, self.codecs)

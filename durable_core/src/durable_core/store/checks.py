@@ -185,9 +185,11 @@ def decode_stored(run_id: str, data: object, location: str, column: int | None =
     try:
         record = record_from_json(data)
     except CorruptRecordError as exc:
+        reason = str(exc).rstrip(". ")
+        if "keep them as evidence" not in reason:  # the reason may say so already
+            reason += ". It was left untouched; keep it as evidence and fix the cause"
         raise CorruptRecordError(
-            f"the record of run {run_id!r} at {location} is not a valid run record: {exc}. It "
-            "was left untouched; keep it as evidence and fix the cause"
+            f"the record of run {run_id!r} at {location} is not a valid run record: {reason}"
         ) from exc
     validate_loaded(run_id, record, location)
     if column is not None and record.revision != column:

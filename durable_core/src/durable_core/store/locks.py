@@ -110,9 +110,15 @@ def make_private_directory(path: str | os.PathLike[str]) -> str:
     current = absolute
     while not os.path.isdir(current):
         if os.path.lexists(current):
+            hint = "Choose another path or move the file away"
+            if _is_sqlite_database(current):
+                url = f"sqlite://{current}" if current.startswith("/") else f"sqlite:{current}"
+                hint = (
+                    f"It is a SQLite database: open it as the SQLite store (--store {url}, or "
+                    'backend = "sqlite" with path = ... in [store])'
+                )
             raise ConfigError(
-                f"{current} exists and is not a directory; a store needs a directory there. "
-                "Choose another path or move the file away"
+                f"{current} exists and is not a directory; a store needs a directory there. " + hint
             )
         missing.append(current)
         parent = os.path.dirname(current)
@@ -128,6 +134,15 @@ def make_private_directory(path: str | os.PathLike[str]) -> str:
                     f"{directory} exists and is not a directory; a store needs a directory there"
                 ) from None
     return absolute
+
+
+def _is_sqlite_database(path: str) -> bool:
+    """True when the file at ``path`` starts with the SQLite database header."""
+    try:
+        with open(path, "rb") as f:
+            return f.read(16) == b"SQLite format 3\x00"
+    except OSError:
+        return False
 
 
 def _try_lock(fd: int, path: str) -> bool:

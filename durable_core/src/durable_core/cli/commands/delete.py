@@ -24,13 +24,20 @@ def delete_command(args: tuple[str, ...], store_url: str | None, yes: bool, as_j
     refused (exit 3) and left intact. The store must support deleting (the file, SQLite,
     PostgreSQL and memory stores do).
     """
-    from durable_core.cli.targets import busy, not_found, require_existing_store, split_store_args
+    from durable_core.cli.targets import (
+        busy,
+        not_found,
+        require_existing_store,
+        split_store_args,
+        store_words,
+    )
     from durable_core.errors import BusyError, NotFoundError
     from durable_core.maintenance import delete_run, each
     from durable_core.plugins import make_plugin_manager
 
     pm = make_plugin_manager()
-    store_config, _, run_ids = split_store_args(args, store_url, pm)
+    store_config, config, run_ids = split_store_args(args, store_url, pm)
+    named = store_words(args[0] if config is not None else None, store_url)
     if not run_ids:
         raise click.UsageError("give the RUN_ID of each run to delete")
     where = store_config.describe()
@@ -48,7 +55,7 @@ def delete_command(args: tuple[str, ...], store_url: str | None, yes: bool, as_j
             try:
                 record = delete_run(store, run_id, store_name=where)
             except BusyError as exc:
-                raise busy(run_id, store_config, exc) from exc
+                raise busy(run_id, store_config, exc, named) from exc
             except NotFoundError as exc:
                 raise not_found(run_id, store_config) from exc
             revision = record.revision if record is not None else None

@@ -45,6 +45,7 @@ def inspect_command(
         looks_like_config,
         require_existing_store,
         store_target,
+        store_words,
     )
     from durable_core.errors import CorruptRecordError
     from durable_core.plugins import make_plugin_manager
@@ -64,7 +65,8 @@ def inspect_command(
         if peek:
             record = peek_record(store_config, store, run_id)
         else:
-            record = load_record(store_config, store, run_id)
+            named = store_words(args[0] if config is not None else None, store_url)
+            record = load_record(store_config, store, run_id, named)
         times = run_times(store, run_id)
     finally:
         store.close()

@@ -24,7 +24,12 @@ def show_command(args: tuple[str, ...], store_url: str | None, as_json: bool) ->
     its graph's module registers) and printed as its repr, or as JSON with --json. The run is
     read through an exclusive session and never saved.
     """
-    from durable_core.cli.targets import load_record, require_existing_store, split_store_args
+    from durable_core.cli.targets import (
+        load_record,
+        require_existing_store,
+        split_store_args,
+        store_words,
+    )
     from durable_core.codecs import Codecs
     from durable_core.errors import NotFoundError
     from durable_core.outputs import decode_output, node_outputs
@@ -45,7 +50,8 @@ def show_command(args: tuple[str, ...], store_url: str | None, as_json: bool) ->
     require_existing_store(store_config)
     store = store_config.open(pm)
     try:
-        record = load_record(store_config, store, run_id)
+        named = store_words(args[0] if config is not None else None, store_url)
+        record = load_record(store_config, store, run_id, named)
     finally:
         store.close()
     check_record(record, run_id)
