@@ -36,8 +36,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 pytest_plugins = ["pytester"]
+
+# Property tests judge results, never speed: no deadline per example and no "too slow" health
+# check, which a loaded or slower machine trips (speed is measured in benchmarks/).
+settings.register_profile("durable", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("durable")
 
 POSTGRES_DSN_ENV = "PULSE_POSTGRES_TEST_DSN"
 POSTGRES_BINDIR_ENV = "PULSE_POSTGRES_TEST_BINDIR"
