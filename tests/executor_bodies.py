@@ -188,7 +188,7 @@ def kill_owner_then_resume(
     if workers_die_with_owner:
         # The worker running c had no release file: it must end because its owner died.
         pids = {int(p.name.split(".")[1]) for p in mark_dir.glob("c.*")}
-        wait_for(lambda: not any(_alive(pid) for pid in pids), 10)
+        wait_for(lambda: not any(_alive(pid) for pid in pids), 30)
     pathlib.Path(mark_dir, "release").touch()
     runtime = Runtime(FileStore(store_dir), executor=executor)
     result = runtime.resume(crash_graph(), run_id="crash", version="1", inputs={DIR: str(mark_dir)})
