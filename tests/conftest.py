@@ -282,7 +282,7 @@ class ThrowawayServer:
     def _create_database(self) -> None:
         import psycopg
 
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 120
         while True:
             try:
                 with psycopg.connect(self.admin_dsn, autocommit=True) as conn:

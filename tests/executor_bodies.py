@@ -80,10 +80,24 @@ def die_once(directory: str) -> int:
     return 7
 
 
-def sleep_then(directory: str) -> int:
-    """Mark, then sleep 3 s (longer than the tests' timeouts)."""
-    mark(directory, "sleep")
-    time.sleep(3)
+def wait_for_release(directory: str, seconds: float = 60.0) -> None:
+    """Wait for a file named ``release`` in ``directory`` (at most ``seconds``)."""
+    deadline = time.monotonic() + seconds
+    while not pathlib.Path(directory, "release").exists():
+        if time.monotonic() > deadline:
+            raise TimeoutError("no release file")
+        time.sleep(0.05)
+
+
+def held(directory: str) -> int:
+    """Mark ``held``, wait for a file named ``release`` (at most 60 s), then mark ``held-end``
+    (also when the wait ran out): a test sees whether the body is still running, whatever the
+    machine's speed."""
+    mark(directory, "held")
+    try:
+        wait_for_release(directory)
+    finally:
+        mark(directory, "held-end")
     return 1
 
 
@@ -100,11 +114,7 @@ def step_b(directory: str) -> int:
 def step_c(directory: str, a: int, b: int) -> int:
     """Mark, then wait for a file named ``release`` (at most 60 s)."""
     mark(directory, "c")
-    deadline = time.monotonic() + 60
-    while not pathlib.Path(directory, "release").exists():
-        if time.monotonic() > deadline:
-            raise TimeoutError("no release file")
-        time.sleep(0.05)
+    wait_for_release(directory)
     return a + b
 
 
@@ -178,7 +188,7 @@ def kill_owner_then_resume(
     if workers_die_with_owner:
         # The worker running c had no release file: it must end because its owner died.
         pids = {int(p.name.split(".")[1]) for p in mark_dir.glob("c.*")}
-        wait_for(lambda: not any(_alive(pid) for pid in pids), 10)
+        wait_for(lambda: not any(_alive(pid) for pid in pids), 30)
     pathlib.Path(mark_dir, "release").touch()
     runtime = Runtime(FileStore(store_dir), executor=executor)
     result = runtime.resume(crash_graph(), run_id="crash", version="1", inputs={DIR: str(mark_dir)})
@@ -190,10 +200,3 @@ def die_always(directory: str) -> int:
     os.kill(os.getpid(), signal.SIGKILL)
     time.sleep(10)
     return 0
-
-
-def sleep_short(directory: str) -> int:
-    """Mark, then sleep 1 s."""
-    mark(directory, "short")
-    time.sleep(1)
-    return 1

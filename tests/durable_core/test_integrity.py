@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import time
 from typing import Any
 
 import pytest
@@ -902,9 +901,8 @@ def test_deep_retry_chains_are_followed_without_recursion():
             parent=parent, node_id="fetch", boundary=str(depth), index=1, limit=1
         )
         parent = aid
-    started = time.perf_counter()
+    # 5000 levels: a recursive walk would raise RecursionError (the limit is 1000)
     validate_record(record, DEFINITION2)
-    assert time.perf_counter() - started < 2.0
 
 
 # -- Fuzz: only CorruptRecordError, never a crash --------------------------------------------

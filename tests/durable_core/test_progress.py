@@ -72,9 +72,7 @@ def test_status_line_redraws_and_erases_itself():
     stream = io.StringIO()
     line = StatusLine(counter, stream, interval=0.01, label="r").start()
     counter(ev(EventKind.NODE_CONFIRMED))
-    deadline = time.monotonic() + 5
-    while "1/2 nodes" not in stream.getvalue() and time.monotonic() < deadline:
-        time.sleep(0.01)
+    wait_for(lambda: "1/2 nodes" in stream.getvalue())
     line.stop()
     line.stop()
     text = stream.getvalue()
@@ -103,7 +101,7 @@ def render(output: str) -> list[str]:
     return lines
 
 
-def wait_for(condition, seconds: float = 5.0) -> None:
+def wait_for(condition, seconds: float = 60.0) -> None:
     deadline = time.monotonic() + seconds
     while not condition() and time.monotonic() < deadline:
         time.sleep(0.01)
@@ -134,15 +132,29 @@ def test_printed_lines_never_glue_onto_the_status_line(monkeypatch):
     assert render(terminal.getvalue())[-2] == "after the run"
 
 
+class CountingCounter(ProgressCounter):
+    """A counter that counts its snapshots: each redraw of the status line reads one."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.snapshots = 0
+
+    def snapshot(self):
+        self.snapshots += 1
+        return super().snapshot()
+
+
 def test_an_unfinished_printed_line_is_not_overwritten(monkeypatch):
     terminal = io.StringIO()
     monkeypatch.setattr(sys, "stdout", terminal)
     monkeypatch.setattr(sys, "stderr", terminal)
-    counter = ProgressCounter()
+    counter = CountingCounter()
     line = StatusLine(counter, terminal, interval=0.01, label="r").start()
     print("working", end="", flush=True)
     drawn = terminal.getvalue()
-    time.sleep(0.1)  # ten redraw intervals: none may draw over the unfinished line
+    tried = counter.snapshots
+    # ten redraws were due (each one reads the counter): none may draw over the unfinished line
+    wait_for(lambda: counter.snapshots >= tried + 10)
     assert terminal.getvalue() == drawn
     print(" … done")
     line.stop()

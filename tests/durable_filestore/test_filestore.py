@@ -13,7 +13,6 @@ import subprocess
 import sys
 import textwrap
 import threading
-import time
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
@@ -31,7 +30,7 @@ from durable_core import (
     make_plugin_manager,
     record_to_json,
 )
-from durable_core.testing import BUSY_LIMIT, StoreProcess, record_delta, sample_record
+from durable_core.testing import StoreProcess, record_delta, sample_record
 from durable_filestore import FileSession, FileStore, run_key
 from durable_filestore.store import FOLD_RATIO
 
@@ -232,9 +231,7 @@ def test_cleanup_failure_raises_and_releases_the_lock(
     with pytest.raises(DurableError, match="stale temp files"):
         store.acquire("run")
     monkeypatch.undo()
-    started = time.monotonic()
-    FileStore(directory).acquire("run").close()  # the lock was released
-    assert time.monotonic() - started < BUSY_LIMIT
+    FileStore(directory).acquire("run").close()  # the lock was released (else: busy)
     assert not (directory / f"{sha('run')}-5.tmp").exists()
 
 
@@ -316,9 +313,8 @@ def test_crash_during_save_keeps_an_authoritative_record(
     expected = sample_record("run", survivor, marker="new" if survivor == 2 else "")
     assert (directory / f"{key}.json").read_bytes() == record_to_json(expected)
 
-    started = time.monotonic()
-    with FileStore(directory).acquire("run") as session:  # the dead owner's lock is gone
-        assert time.monotonic() - started < BUSY_LIMIT
+    # the dead owner's lock is gone (else: busy)
+    with FileStore(directory).acquire("run") as session:
         assert list(directory.glob(f"{key}-*.tmp")) == []
         assert session.load() == expected
         session.save(sample_record("run", survivor + 1), survivor)
@@ -335,11 +331,12 @@ def test_killed_owner_process_lets_a_new_process_acquire_at_once(directory: Path
     with StoreProcess(factory) as owner, StoreProcess(factory) as successor:
         owner.acquire("run").expect_ok()
         owner.save("run", sample_record("run", 1), 0).expect_ok()
+        # The owner holds the run for the whole call: a successor that waited for it would
+        # not reply (the StoreProcess reply timeout fails the test).
         busy = successor.acquire("run")
-        assert busy.raised(BusyError) and busy.elapsed < BUSY_LIMIT, busy
+        assert busy.raised(BusyError), busy
         owner.kill()
-        reply = successor.acquire("run").expect_ok()
-        assert reply.elapsed < BUSY_LIMIT
+        successor.acquire("run").expect_ok()  # the killed owner's lock is gone (else: busy)
         assert successor.load("run").expect_ok().record == sample_record("run", 1)
 
 

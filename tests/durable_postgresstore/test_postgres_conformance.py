@@ -42,7 +42,7 @@ class TestPostgresStoreConformance(StoreConformance):
     def durable_store_factory(self, postgres_dsn: str) -> StoreSpec:
         # Every test starts without the pulse_durable schema (tests/conftest.py drops it), so
         # each gets a fresh, empty storage; every store made here shares it.
-        return StoreSpec(functools.partial(PostgresStore, postgres_dsn), release_timeout=10.0)
+        return StoreSpec(functools.partial(PostgresStore, postgres_dsn), release_timeout=60.0)
 
     @pytest.fixture
     def durable_raw_records(self, postgres_dsn: str) -> PostgresRawRecords:

@@ -15,6 +15,7 @@ from durable_core import (
     RunRecord,
     SessionClosedError,
 )
+from durable_core.store import Acquiring
 from durable_postgresstore import PostgresStoreError
 
 pytestmark = pytest.mark.postgres
@@ -22,6 +23,33 @@ pytestmark = pytest.mark.postgres
 
 def record(run_id: str, revision: int, version: str = "v1") -> RunRecord:
     return RunRecord(run_id=run_id, revision=revision, version=version)
+
+
+# What a wrong implementation would wait (the timeout it should not have used, seconds) and the
+# bound that tells it apart from the right one: ten times shorter, and far longer than any
+# machine needs for the waits these tests expect (a few tenths of a second). Lower bounds are
+# exact: a timeout never fires early, however fast the machine.
+WRONG_WAIT = 600.0
+BOUND = WRONG_WAIT / 10
+# How long to wait at most for the server to act on something (a backend ending, a lock going).
+SETTLE = 60.0
+
+
+def waiting_for_a_lock(admin) -> bool:
+    """Some backend of the test database waits for a row lock."""
+    row = admin.execute(
+        "SELECT count(*) FROM pg_stat_activity "
+        "WHERE datname = current_database() AND wait_event_type = 'Lock'"
+    ).fetchone()
+    return row[0] > 0
+
+
+def eventually(predicate, what: str) -> None:
+    """Poll ``predicate`` until it holds; fail after SETTLE seconds."""
+    deadline = time.monotonic() + SETTLE
+    while not predicate():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.02)
 
 
 def timed(fn, *args, **kwargs):
@@ -34,12 +62,13 @@ def timed(fn, *args, **kwargs):
 
 # covers: B-PG-1, R-STORE-1
 def test_two_stores_on_one_run_the_second_is_busy_at_once(make_store, owner_pid):
-    host_a, host_b = make_store(), make_store()
+    host_a, host_b = make_store(), make_store(acquire_timeout=WRONG_WAIT)
     with host_a.acquire("shared") as owner:
         error, elapsed = timed(host_b.acquire, "shared")
         assert isinstance(error, BusyError), error
         assert "advisory lock" in str(error)
-        assert elapsed < 1.0  # right after the network check, never waiting (30 s default)
+        # right after the network check, never waiting for the owner (until acquire_timeout)
+        assert elapsed < BOUND
         # The lock is held by the owner's connection, as pg_locks shows.
         assert owner_pid("shared") is not None
         owner.save(record("shared", 1), 0)
@@ -55,9 +84,8 @@ def test_a_run_held_in_the_same_store_is_busy_without_touching_the_network(make_
     # capacity and end in AcquireTimeoutError. BusyError proves no network was needed.
     store = make_store(max_connections=1)
     with store.acquire("mine"):
-        error, elapsed = timed(store.acquire, "mine")
+        error, _ = timed(store.acquire, "mine")
         assert isinstance(error, BusyError) and "owned" in str(error)
-        assert elapsed < 0.2
 
 
 # covers: B-PG-1, B-PG-2
@@ -71,12 +99,13 @@ def test_a_run_being_acquired_in_the_same_store_is_busy_at_once(make_store):
 
     thread = threading.Thread(target=pending)
     thread.start()
-    time.sleep(0.3)  # the thread now waits for the only connection
-    error, elapsed = timed(store.acquire, "wanted")
+    # the thread now waits for the only connection, its place in the store taken
+    eventually(lambda: isinstance(store._runs.get("wanted"), Acquiring), "the acquire never began")
+    # BusyError, not AcquireTimeoutError: decided before waiting for the connection
+    error, _ = timed(store.acquire, "wanted", timeout=WRONG_WAIT)
     assert isinstance(error, BusyError) and "being acquired" in str(error)
-    assert elapsed < 0.2
     blocker.close()
-    thread.join(10)
+    thread.join(SETTLE)
     session, _ = results["pending"]
     assert session.run_id == "wanted"
     session.close()
@@ -85,14 +114,14 @@ def test_a_run_being_acquired_in_the_same_store_is_busy_at_once(make_store):
 # covers: B-PG-2
 def test_no_free_connection_is_a_timeout_never_a_false_busy(make_store):
     holder = make_store()
-    full = make_store(max_connections=1)
+    full = make_store(max_connections=1, acquire_timeout=WRONG_WAIT)
     with holder.acquire("held-elsewhere"), full.acquire("occupies-the-only-connection"):
         # A free run: capacity runs out before anything is known.
         error, elapsed = timed(full.acquire, "free-run", timeout=0.3)
         assert isinstance(error, AcquireTimeoutError), error
         assert isinstance(error, TimeoutError)
         assert "not decided" in str(error)
-        assert 0.25 <= elapsed < 2.0
+        assert 0.25 <= elapsed < BOUND  # the caller's timeout, not the store's
         # A run really held elsewhere: still a timeout, because ownership could not be checked.
         error, _ = timed(full.acquire, "held-elsewhere", timeout=0.3)
         assert isinstance(error, AcquireTimeoutError), error
@@ -101,30 +130,33 @@ def test_no_free_connection_is_a_timeout_never_a_false_busy(make_store):
 
 # covers: B-PG-2
 def test_the_shorter_of_caller_timeout_and_acquire_timeout_wins(make_store):
-    store = make_store(max_connections=1, acquire_timeout=0.4)
-    with store.acquire("only"):
-        error, elapsed = timed(store.acquire, "other", timeout=60)
+    short = make_store(max_connections=1, acquire_timeout=0.4)
+    with short.acquire("only"):
+        error, elapsed = timed(short.acquire, "other", timeout=WRONG_WAIT)
         assert isinstance(error, AcquireTimeoutError)
-        assert 0.35 <= elapsed < 2.0
-        error, elapsed = timed(store.acquire, "other", timeout=0.1)
+        assert 0.35 <= elapsed < BOUND
+    long = make_store(max_connections=1, acquire_timeout=WRONG_WAIT)
+    with long.acquire("only"):
+        error, elapsed = timed(long.acquire, "other", timeout=0.1)
         assert isinstance(error, AcquireTimeoutError)
-        assert elapsed < 0.35
-        error, elapsed = timed(store.acquire, "other", timeout=0)
+        assert elapsed < BOUND
+        error, elapsed = timed(long.acquire, "other", timeout=0)
         assert isinstance(error, AcquireTimeoutError)
-        assert elapsed < 0.2
+        assert elapsed < BOUND  # 0 is no waiting, not the store's limit
 
 
 # covers: B-PG-2
 def test_a_silent_network_makes_acquire_time_out_at_the_callers_deadline(make_store, proxy):
     frozen, dsn = proxy
-    store = make_store(dsn)
+    # libpq's connect_timeout follows acquire_timeout
+    store = make_store(dsn, acquire_timeout=WRONG_WAIT)
     busy = store.acquire("keeps-the-idle-one-busy")
     frozen.freeze()
-    # A new connection must be opened; the server never answers. libpq alone would wait at
-    # least 2 s (connect_timeout); the caller's 0.3 s wins.
+    # A new connection must be opened; the server never answers. libpq alone would wait for
+    # its connect_timeout; the caller's 0.3 s wins.
     error, elapsed = timed(store.acquire, "new", timeout=0.3)
     assert isinstance(error, AcquireTimeoutError), error
-    assert elapsed < 1.0
+    assert elapsed < BOUND
     frozen.thaw()
     busy.close()
 
@@ -134,18 +166,15 @@ def test_a_silent_network_during_the_lock_check_is_a_timeout_and_the_connection_
     make_store, proxy, owner_pid
 ):
     frozen, dsn = proxy
-    store = make_store(dsn)
+    store = make_store(dsn, acquire_timeout=WRONG_WAIT)
     store.acquire("warm-up").close()  # leaves one idle connection for the next acquire
     frozen.freeze()
     error, elapsed = timed(store.acquire, "checked", timeout=0.5)
     assert isinstance(error, AcquireTimeoutError), error
-    assert 0.45 <= elapsed < 1.5
+    assert 0.45 <= elapsed < BOUND
     frozen.thaw()
     # The cut connection was destroyed: whatever the server did, the lock is not kept.
-    deadline = time.monotonic() + 5
-    while owner_pid("checked") is not None and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert owner_pid("checked") is None
+    eventually(lambda: owner_pid("checked") is None, "the cut connection kept the lock")
     with store.acquire("checked"):
         pass
 
@@ -161,7 +190,7 @@ def test_a_terminated_owner_fails_closed_and_the_run_can_be_acquired_again(
     assert pid is not None
     admin.execute("SELECT pg_terminate_backend(%s)", [pid])
     # The server released the lock with the connection: another host takes the run.
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + SETTLE
     while True:
         try:
             newcomer = other.acquire("victim")
@@ -186,6 +215,14 @@ def test_a_terminated_owner_fails_closed_and_the_run_can_be_acquired_again(
         assert session.load().revision == 2
 
 
+def durable_backends(admin) -> int:
+    row = admin.execute(
+        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+        "AND pid <> pg_backend_pid() AND application_name = 'durable'"
+    ).fetchone()
+    return row[0]
+
+
 # covers: B-PG-1
 def test_a_stale_idle_connection_is_replaced_not_reported(make_store, admin):
     store = make_store()
@@ -195,7 +232,7 @@ def test_a_stale_idle_connection_is_replaced_not_reported(make_store, admin):
         "WHERE datname = current_database() AND pid <> pg_backend_pid() "
         "AND application_name = 'durable'"
     )
-    time.sleep(0.1)
+    eventually(lambda: not durable_backends(admin), "the terminated backends stayed")
     with store.acquire("second") as session:
         session.save(record("second", 1), 0)
     # The same for listing: the idle connection left by "second" is dead too.
@@ -204,7 +241,7 @@ def test_a_stale_idle_connection_is_replaced_not_reported(make_store, admin):
         "WHERE datname = current_database() AND pid <> pg_backend_pid() "
         "AND application_name = 'durable'"
     )
-    time.sleep(0.1)
+    eventually(lambda: not durable_backends(admin), "the terminated backends stayed")
     assert [s.run_id for s in store.list_runs()] == ["second"]
 
 
@@ -225,7 +262,7 @@ def test_an_operation_past_operation_timeout_cuts_the_connection_and_loses_the_r
         assert error.connection_lost
         assert "operation_timeout" in str(error)
         assert "may or may not have been written" in str(error)
-        assert 0.45 <= elapsed < 2.0
+        assert 0.45 <= elapsed < BOUND  # without operation_timeout: until the blocker ends
         # The server backend of the cut connection still waits with the run's lock: until it
         # ends, nobody else can own the run, so its late write cannot mix with a new owner's.
         with pytest.raises(BusyError):
@@ -233,7 +270,7 @@ def test_an_operation_past_operation_timeout_cuts_the_connection_and_loses_the_r
         blocker.rollback()
     with pytest.raises(PostgresStoreError, match="never reconnects"):
         session.load()
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + SETTLE
     while True:
         try:
             again = store.acquire("slow")
@@ -254,16 +291,19 @@ def test_close_cancels_pending_acquires_and_closes_open_sessions(make_store, own
     open_session.save(record("open", 1), 0)
     results: dict[str, object] = {}
     thread = threading.Thread(
-        target=lambda: results.setdefault("pending", timed(store.acquire, "pending", timeout=20))
+        target=lambda: results.setdefault(
+            "pending", timed(store.acquire, "pending", timeout=WRONG_WAIT)
+        )
     )
     thread.start()
-    time.sleep(0.3)
+    # the thread waits for the only connection, its place in the store taken
+    eventually(lambda: isinstance(store._runs.get("pending"), Acquiring), "no pending acquire")
     _, elapsed = timed(store.close)
-    thread.join(5)
-    assert elapsed < 2.0
+    thread.join(SETTLE)
+    assert elapsed < BOUND
     error, waited = results["pending"]
     assert isinstance(error, SessionClosedError), error
-    assert waited < 3.0
+    assert waited < BOUND  # not until its timeout
     with pytest.raises(SessionClosedError):
         open_session.load()
     # The lock was released before close returned: another store takes the run at once.
@@ -274,7 +314,7 @@ def test_close_cancels_pending_acquires_and_closes_open_sessions(make_store, own
 
 # covers: B-PG-2
 def test_close_does_not_wait_more_than_its_budget_for_a_stuck_save(
-    make_store, postgres_dsn, monkeypatch
+    make_store, postgres_dsn, admin, monkeypatch
 ):
     import psycopg
 
@@ -289,10 +329,11 @@ def test_close_does_not_wait_more_than_its_budget_for_a_stuck_save(
             target=lambda: results.setdefault("save", timed(session.save, record("stuck", 2), 1))
         )
         thread.start()
-        time.sleep(0.3)
+        # the save is stuck behind the blocker's row lock
+        eventually(lambda: waiting_for_a_lock(admin), "the save never reached the row lock")
         _, elapsed = timed(store.close)
-        thread.join(5)
-        assert elapsed < 1.5
+        thread.join(SETTLE)
+        assert elapsed < BOUND  # its budget, not until the blocker ends
         error, _ = results["save"]
         assert isinstance(error, PostgresStoreError) and error.connection_lost
         blocker.rollback()
@@ -322,13 +363,10 @@ def test_an_unlock_that_cannot_finish_destroys_the_connection(
     old_pid = owner_pid("unlock")
     frozen.freeze()
     _, elapsed = timed(session.close)
-    assert elapsed < 1.0
+    assert elapsed < BOUND  # its budget, not until the network answers again
     frozen.thaw()
     # The connection was not kept for reuse: its server session ends and the lock goes with it.
-    deadline = time.monotonic() + 5
-    while owner_pid("unlock") is not None:
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
+    eventually(lambda: owner_pid("unlock") is None, "the lock stayed with the old connection")
     with store.acquire("unlock"):
         assert owner_pid("unlock") != old_pid
     alive = admin.execute("SELECT count(*) FROM pg_stat_activity WHERE pid = %s", [old_pid])

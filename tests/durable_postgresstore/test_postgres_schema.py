@@ -226,29 +226,32 @@ def test_schema_drift_is_refused_naming_the_object(make_store, admin, ddl, named
 def test_several_processes_creating_the_schema_at_once_all_succeed(postgres_dsn, admin):
     script = textwrap.dedent(
         """
-        import sys, time
+        import sys
         from durable_postgresstore import PostgresStore
-        start = float(sys.argv[2])
-        while time.time() < start:
-            time.sleep(0.001)
+        print("ready", flush=True)
+        sys.stdin.readline()  # the go, once every process is ready
         with PostgresStore(sys.argv[1]) as store:
-            with store.acquire(f"proc-{sys.argv[3]}"):
+            with store.acquire(f"proc-{sys.argv[2]}"):
                 pass
         print("ok")
         """
     )
-    import time
-
-    start = time.time() + 1.5  # all processes construct at the same moment
     procs = [
         subprocess.Popen(
-            [sys.executable, "-c", script, postgres_dsn, str(start), str(n)],
+            [sys.executable, "-c", script, postgres_dsn, str(n)],
+            stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
         )
         for n in range(4)
     ]
+    # all processes construct at the same moment, however long each took to start
+    for p in procs:
+        assert p.stdout.readline().strip() == "ready", p.communicate()
+    for p in procs:
+        p.stdin.write("go\n")
+        p.stdin.flush()
     outputs = [p.communicate(timeout=60) for p in procs]
     assert [p.returncode for p in procs] == [0] * 4, outputs
     assert all(out.strip() == "ok" for out, _ in outputs)

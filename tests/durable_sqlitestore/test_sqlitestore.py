@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from bounded import returns_within
 
 from durable_core import (
     MAX_REVISION,
@@ -35,7 +36,7 @@ from durable_core import (
     record_to_json,
 )
 from durable_core.store.locks import RunLock
-from durable_core.testing import BUSY_LIMIT, record_delta, sample_record
+from durable_core.testing import record_delta, sample_record
 from durable_sqlitestore import (
     DELTAS_V3,
     FOLD_RATIO,
@@ -110,19 +111,25 @@ def test_init_lock_guards_construction_with_a_timeout(db_path: Path) -> None:
     SQLiteStore(db_path).close()
     with RunLock.acquire(db_path.parent / ".init.lock"):
         started = time.monotonic()
+        # the lock is held for the whole call: without its timeout it would never return
         with pytest.raises(AcquireTimeoutError):
-            SQLiteStore(db_path, timeout=0.3)
-        assert 0.3 <= time.monotonic() - started < 3
+            returns_within(lambda: SQLiteStore(db_path, timeout=0.3))
+        assert time.monotonic() - started >= 0.3  # it waited its timeout
 
 
 def test_construction_waits_for_the_init_lock(db_path: Path) -> None:
     # covers: B-SQL-1
     SQLiteStore(db_path).close()
     init_lock = RunLock.acquire(db_path.parent / ".init.lock")
-    threading.Timer(0.3, init_lock.release).start()
-    started = time.monotonic()
-    with SQLiteStore(db_path, timeout=10) as store:
-        assert time.monotonic() - started >= 0.25
+    released = threading.Event()
+
+    def release() -> None:
+        released.set()
+        init_lock.release()
+
+    threading.Timer(0.3, release).start()
+    with SQLiteStore(db_path, timeout=60) as store:
+        assert released.is_set()  # it waited for the lock instead of going ahead
         assert store.settings()["journal_mode"] == "wal"
     assert (db_path.parent / ".init.lock").is_file()
 
@@ -585,11 +592,9 @@ def test_eight_processes_save_concurrently_without_lock_errors(db_path: Path) ->
 def test_busy_is_immediate_between_stores_of_one_database(db_path: Path) -> None:
     # covers: B-SQL-2, R-STORE-1
     with SQLiteStore(db_path) as first, SQLiteStore(db_path) as second:
-        with first.acquire("run"):
-            started = time.monotonic()
-            with pytest.raises(BusyError):
-                second.acquire("run")
-            assert time.monotonic() - started < BUSY_LIMIT
+        # held for the whole call: an acquire that waited for the owner would never return
+        with first.acquire("run"), pytest.raises(BusyError):
+            returns_within(lambda: second.acquire("run"))
         second.acquire("run").close()
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import threading
-import time
 
 import cloudpickle
 import executor_bodies as eb
@@ -104,14 +103,16 @@ def test_timeout_on_a_remote_body(executor, tmp_path):
     d = Key("d", str)
     g = Graph("slow", inputs=[d])
     g.node("slow", requires=[d], provides=[OUT], aspects=[Timeout(1.0)], executor="default")(
-        eb.sleep_then
+        eb.held
     )
     assert execute(one_node(eb.double), {N: 1}, executor=executor)[OUT] == 2  # warm workers
-    started = time.monotonic()
     result = execute(g, {d: str(tmp_path)}, executor=executor)
+    # the body waits for a release file that comes only now: the owner did not wait for it
+    ended = eb.runs(str(tmp_path), "held-end")
+    (tmp_path / "release").touch()
     assert isinstance(result.error.original, TimeoutError)
     assert "node 'slow' timed out" in str(result.error.original)
-    assert time.monotonic() - started < 2.9  # the body sleeps 3 s: the owner did not wait
+    assert ended == 0
 
 
 @pytest.mark.slow
@@ -147,19 +148,23 @@ def test_cloudpickle_is_the_body_pickler(executor):
     assert cloudpickle.loads(executor.dumps(eb.double))(2) == 4
 
 
-def test_cancelling_the_run_cancels_futures_that_have_not_started(executor, tmp_path):
+def _unfinished_tasks(dask_scheduler) -> int:
+    """Tasks the scheduler still has to run (or is running)."""
+    done = ("memory", "erred", "released", "forgotten")
+    return sum(task.state not in done for task in dask_scheduler.tasks.values())
+
+
+def test_cancelling_the_run_cancels_futures_that_have_not_started(executor, cluster, tmp_path):
     from durable_core import CancelToken
 
     d = Key("d", str)
     g = Graph("many", inputs=[d])
     for i in range(8):
-        g.node(f"s{i}", requires=[d], provides=[Key(f"o{i}", int)], executor="default")(
-            eb.sleep_short
-        )
+        g.node(f"s{i}", requires=[d], provides=[Key(f"o{i}", int)], executor="default")(eb.held)
     token = CancelToken()
 
     def cancel_once_one_runs():
-        eb.wait_for(lambda: eb.runs(str(tmp_path), "short") >= 1)
+        eb.wait_for(lambda: eb.runs(str(tmp_path), "held") >= 1)
         token.cancel()
 
     timer = threading.Thread(target=cancel_once_one_runs)
@@ -167,8 +172,12 @@ def test_cancelling_the_run_cancels_futures_that_have_not_started(executor, tmp_
     result = execute(g, {d: str(tmp_path)}, executor=executor, cancel=token, max_running=8)
     timer.join()
     assert result.status == "canceled"
-    time.sleep(2.5)  # long enough for two more rounds of bodies, had they not been canceled
-    assert eb.runs(str(tmp_path), "short") <= 2  # one per worker thread at most
+    # The bodies wait for a release file: the running ones end now, and any future that had
+    # not been canceled would run to its end before the scheduler is idle.
+    (tmp_path / "release").touch()
+    with distributed.Client(cluster, set_as_default=False) as client:
+        eb.wait_for(lambda: client.run_on_scheduler(_unfinished_tasks) == 0)
+    assert eb.runs(str(tmp_path), "held") <= 2  # one per worker thread at most
 
 
 # The tests that kill workers come last: the nanny restarts a killed worker, which takes a

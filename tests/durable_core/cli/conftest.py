@@ -62,7 +62,11 @@ def double(rc):
     called(rc, "double")
     hold = pathlib.Path(rc.get(CALLS)).with_name("hold")  # a test holds the run here
     deadline = time.monotonic() + 60
+    canceled = False
     while hold.exists() and time.monotonic() < deadline:
+        if rc.canceled and not canceled:
+            called(rc, "double-canceled")  # a test waits for this before it lets go
+            canceled = True
         time.sleep(0.02)
     rc.set(TWICE, rc.get(N) * 2)
 

@@ -23,7 +23,7 @@ def test_cancel_stops_a_running_run_that_resumes_later(ops):
         text=True,
     )
     try:
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 120
         while "double" not in ops.calls():
             assert proc.poll() is None, proc.communicate()
             assert time.monotonic() < deadline
@@ -31,7 +31,12 @@ def test_cancel_stops_a_running_run_that_resumes_later(ops):
         asked = ops.invoke("cancel", ops.config)
         assert asked.exit_code == 0, asked.output
         assert "asked the owner of run 'ops-1' to stop" in asked.stdout
-        time.sleep(0.5)  # the owner sees the request within its polling interval
+        # the owner sees the request within its polling interval; ``double`` logs when its
+        # node was canceled, and only then is it let go (else the run could go on and end)
+        while "double-canceled" not in ops.calls():
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "the owner never saw the cancel request"
+            time.sleep(0.05)
         hold.unlink()
         out, err = proc.communicate(timeout=60)
     finally:

@@ -10,7 +10,7 @@ import json
 import subprocess
 import sys
 import textwrap
-import time
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from click.testing import CliRunner
@@ -207,7 +207,7 @@ def hold(tmp_path):
     """Hold a run's session in another process until the test ends."""
     procs = []
 
-    def start(url: str, run_id: str) -> None:
+    def start(url: str, run_id: str) -> subprocess.Popen:
         proc = subprocess.Popen(
             [sys.executable, "-c", HOLDER, url, run_id],
             stdin=subprocess.PIPE,
@@ -216,6 +216,7 @@ def hold(tmp_path):
         )
         procs.append(proc)
         assert proc.stdout.readline().strip() == "held"
+        return proc
 
     yield start
     for proc in procs:
@@ -226,10 +227,17 @@ def hold(tmp_path):
 # covers: E-2, R-STORE-1
 def test_inspect_of_a_run_owned_elsewhere_is_busy_at_once(runner, store_url, hold):
     save(store_url, make_record("run-1", shard_state=None, merge_done=True))
-    hold(store_url, "run-1")
-    started = time.monotonic()
-    result = invoke(runner, "inspect", "--store", store_url, "run-1")
-    assert time.monotonic() - started < 5
+    holder = hold(store_url, "run-1")
+    # The holder keeps the run for the whole call: a store that waited for the owner would
+    # never return (the bound turns that into a failure instead of a hang).
+    with ThreadPoolExecutor(1) as pool:
+        call = pool.submit(invoke, runner, "inspect", "--store", store_url, "run-1")
+        try:
+            result = call.result(timeout=300)
+        except TimeoutError:
+            holder.stdin.close()  # let the waiting call end
+            pytest.fail("inspect waited for the run's owner instead of saying it is busy")
+    assert holder.poll() is None  # still the owner when the answer came
     assert result.exit_code == ExitCode.BUSY
     assert "is busy" in result.stderr and "owned by another session" in result.stderr
     assert "never delete the lock file" in result.stderr

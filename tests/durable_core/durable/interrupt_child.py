@@ -26,10 +26,18 @@ from durable_core import CancelToken, Graph, Key, Runtime
 
 SEED, A, B, C = Key("seed", int), Key("a", int), Key("b", int), Key("c", int)
 
+# seconds the slow bodies last at most when no interrupt reaches them (the test then fails)
+BOUND = 60.0
+
 
 def graph(log: CallLog, seconds: float) -> Graph:
-    """seed -> first -> (plain: a plain body busy for ``seconds``, waits: an async body asleep
-    for ``seconds``)."""
+    """seed -> first -> (plain: a plain body busy until the run was interrupted, waits: an
+    async body asleep for ``seconds``).
+
+    The plain body does not look at ``rc.canceled``: it stays busy until ``waits`` logged that
+    it was canceled (so the interrupt has reached the run, however slow the machine), or for at
+    most ``seconds``.
+    """
     g = Graph("interrupt", inputs=[SEED])
 
     @g.node("first", requires=[SEED], provides=[A])
@@ -42,6 +50,8 @@ def graph(log: CallLog, seconds: float) -> Graph:
         log.write("plain")
         deadline = time.monotonic() + seconds
         while time.monotonic() < deadline:  # busy, and not looking at rc.canceled
+            if "waits-canceled" in log.calls():
+                break
             time.sleep(0.01)
         log.write("plain-returned")
         rc.set(B, 2)
@@ -49,7 +59,11 @@ def graph(log: CallLog, seconds: float) -> Graph:
     @g.node("waits", requires=[A], provides=[C])
     async def waits(rc: Any) -> None:
         log.write("waits")
-        await asyncio.sleep(seconds)
+        try:
+            await asyncio.sleep(seconds)
+        except asyncio.CancelledError:
+            log.write("waits-canceled")
+            raise
         rc.set(C, 3)
 
     return g
@@ -66,7 +80,7 @@ def main() -> None:
         signal.signal(signal.SIGINT, lambda signum, frame: token.cancel())
         options["cancel"] = token
     try:
-        result = runtime.run(graph(log, 1.0), **options)
+        result = runtime.run(graph(log, BOUND), **options)
     except KeyboardInterrupt:
         outcome = {"raised": "KeyboardInterrupt", "plain_returned": "plain-returned" in log.calls()}
     else:

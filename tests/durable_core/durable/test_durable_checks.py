@@ -11,6 +11,7 @@ import base64
 import hashlib
 import json
 import sqlite3
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ from durable_scenarios import CallLog, load, open_store, stored_bytes
 from durable_core import (
     AttemptRecord,
     AttemptState,
+    BusyError,
     CancelToken,
     CheckpointError,
     CodecError,
@@ -518,34 +520,58 @@ def test_a_hand_built_format_1_record_resumes_and_is_written_as_format_2(
 
 
 class SlowAcquire:
-    """A real MemoryStore whose ``acquire`` takes a while (a busy network, a full pool)."""
+    """A real MemoryStore whose ``acquire`` takes a while (a busy network, a full pool): it
+    waits until ``release`` is set (at most 60 s); ``entered`` and ``returned`` tell a test
+    where it is."""
 
     def __init__(self, store: MemoryStore) -> None:
         self.store = store
+        self.entered = threading.Event()
+        self.release = threading.Event()
+        self.returned = threading.Event()
 
     def acquire(self, run_id: str, timeout: float | None = None) -> Any:
-        time.sleep(0.2)
-        return self.store.acquire(run_id, timeout)
+        self.entered.set()
+        self.release.wait(60)
+        try:
+            return self.store.acquire(run_id, timeout)
+        finally:
+            self.returned.set()
+
+
+def owned_once_closed(store: MemoryStore, run_id: str) -> Any:
+    """Acquire ``run_id`` once the session that holds it was closed (at most 60 s)."""
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            return store.acquire(run_id)
+        except BusyError:
+            assert time.monotonic() < deadline, "the late session was never closed"
+            time.sleep(0.01)
 
 
 def test_a_run_canceled_while_acquiring_does_not_keep_the_run(log: CallLog) -> None:
     # covers: R-STORE-1, R-STORE-4
     real = MemoryStore()
-    runtime = Runtime(SlowAcquire(real), codecs())
+    slow = SlowAcquire(real)
+    runtime = Runtime(slow, codecs())
 
     async def cancel_early() -> None:
         task = asyncio.ensure_future(
             runtime.run_async(pipeline(log), run_id="r1", version="v1", inputs={SEED: 3})
         )
-        await asyncio.sleep(0.05)
+        while not slow.entered.is_set():  # canceled while acquiring
+            await asyncio.sleep(0.005)
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
-        await asyncio.sleep(0.4)  # the acquire in its thread has finished by now
+        slow.release.set()  # the acquire in its thread ends after the cancel
+        while not slow.returned.is_set():
+            await asyncio.sleep(0.005)
 
     asyncio.run(cancel_early())
     # not BusyError: the session the late acquire got was closed
-    with real.acquire("r1") as session, pytest.raises(NotFoundError):
+    with owned_once_closed(real, "r1") as session, pytest.raises(NotFoundError):
         session.load()
     assert log.calls() == []
 

@@ -98,8 +98,13 @@ class _GatedSession(_Session):
     def save(self, record: RunRecord, expected_revision: int, encoded: Any = None) -> None:
         if record.revision > 1:
             self.owner.saving.set()
-            assert self.owner.gate.wait(10)
+            assert self.owner.gate.wait(60)
         self.inner.save(record, expected_revision, encoded)
+
+
+def _saving(store: _Store) -> None:
+    """Wait until a gated save is in flight (at most 60 s)."""
+    assert store.saving.wait(60), "no save started"
 
 
 def _store(session_class: type) -> _Store:
@@ -184,12 +189,11 @@ def test_a_sweep_of_every_other_task_never_strands_a_waiter_or_fails_a_saved_cha
         for task in asyncio.all_tasks() - ours:
             task.cancel()
         # … and while it is in flight.
-        while not store.saving.is_set():
-            await asyncio.sleep(0.01)
+        await asyncio.to_thread(_saving, store)
         for task in asyncio.all_tasks() - ours:
             task.cancel()
         store.gate.set()
-        return await asyncio.wait_for(waiter, 10)
+        return await asyncio.wait_for(waiter, 60)
 
     committed = asyncio.run(main())
     assert committed.revision == 2
@@ -214,13 +218,12 @@ def test_a_canceled_waiter_leaves_its_change_saved_and_the_others_answered() -> 
         two = asyncio.ensure_future(
             ledger.commit_async(lambda p: begin_attempt(p, second, parent=root, node_id="b"))
         )
-        while not store.saving.is_set():
-            await asyncio.sleep(0.01)
+        await asyncio.to_thread(_saving, store)
         one.cancel()
         store.gate.set()
         with pytest.raises(asyncio.CancelledError):
             await one
-        result = await asyncio.wait_for(two, 10)
+        result = await asyncio.wait_for(two, 60)
         await ledger.settle()
         return result
 
@@ -260,15 +263,14 @@ def test_canceling_the_run_waits_for_the_save_in_flight_and_leaves_no_task(tmp_p
         run = asyncio.ensure_future(
             runtime.run_async(graph, run_id="r1", version="v1", inputs={SEED: 4})
         )
-        while not store.saving.is_set():
-            await asyncio.sleep(0.01)
+        await asyncio.to_thread(_saving, store)
         run.cancel()
         await asyncio.sleep(0.05)
         assert not run.done()  # the session is not closed under the save in flight
         assert store.closed_in == []
         store.gate.set()
         with pytest.raises(asyncio.CancelledError):
-            await asyncio.wait_for(run, 10)
+            await asyncio.wait_for(run, 60)
         return asyncio.all_tasks() - {asyncio.current_task()}
 
     left = asyncio.run(main())

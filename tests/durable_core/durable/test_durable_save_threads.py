@@ -138,7 +138,7 @@ def test_the_save_thread_ends_when_idle_and_starts_again(monkeypatch) -> None:
 
     async def main() -> None:
         await _begin(ledger, "a")
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + 60
         while save_threads() and time.monotonic() < deadline:
             await asyncio.sleep(0.02)
         assert not save_threads()

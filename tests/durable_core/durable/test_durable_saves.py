@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -378,10 +377,8 @@ def test_a_failing_save_cancels_the_bodies_that_are_running(tmp_path: Path) -> N
 
     real = open_store("file", tmp_path / "store")
     failing = FailingStore(real, confirms("fast"))
-    started = time.monotonic()
-    with pytest.raises(CheckpointError) as caught:
+    with pytest.raises(CheckpointError) as caught:  # "slow" lasts 60 s unless canceled
         Runtime(failing).run(g, run_id="r1", version="v1", inputs={seed: 0})
-    assert time.monotonic() - started < 10
     assert isinstance(caught.value.__cause__, SaveFailure)
     assert outcome == ["canceled"]
     assert failing.saves == len(failing.failed) + 1  # the first record (root attempts wait)

@@ -82,6 +82,39 @@ def test_a_killed_stream_run_resumes_exactly_where_it_was(kind: str, tmp_path: P
     assert max(starts) > 0 and max(generations) >= 3, (starts, generations)
 
 
+def lines(path: Path) -> int:
+    return path.read_bytes().count(b"\n") if path.exists() else 0
+
+
+def kill_after_deliveries(
+    proc: subprocess.Popen,
+    logs: Path,
+    started: int,
+    delivered: int,
+    remaining: int,
+    kills_left: int,
+    rng: random.Random,
+) -> None:
+    """SIGKILL ``proc`` once its producer started (the ``started``-th start in the log) and the
+    group ``every`` was delivered a random number of elements by it (none to a share of
+    ``remaining``; earlier processes logged ``delivered`` deliveries).
+
+    ``remaining`` elements are not acknowledged by ``every`` yet, so this process delivers at
+    least that many; the number drawn stays within a share of them (``kills_left`` more kills
+    must still find work), so the kill lands mid-stream however fast the machine is.
+    """
+    target = rng.randint(0, max(1, remaining // (kills_left + 1)))
+    deadline = time.monotonic() + 300  # a process that makes no progress fails the test
+    while proc.poll() is None:
+        if producer_starts(logs) >= started and lines(logs / "every.log") - delivered >= target:
+            break
+        if time.monotonic() >= deadline:
+            proc.kill()
+            pytest.fail("the stream run made no progress for 300 s")
+        time.sleep(0.002)
+    proc.send_signal(signal.SIGKILL)
+
+
 def killed_run(kind: str, root: Path, rng: random.Random, budget: int) -> tuple[int, int, int]:
     """Run one stream run to its end, killing it up to ``budget`` times; check everything.
     Returns the number of kills, the highest position a producer started from and the highest
@@ -97,6 +130,7 @@ def killed_run(kind: str, root: Path, rng: random.Random, budget: int) -> tuple[
         before = stored(kind, location)
         mode = "run" if before is None else "resume"
         generation = entries(before).get(WRITER_GROUP)
+        delivered = lines(logs / "every.log")  # by earlier processes, all ended
         proc = subprocess.Popen(
             [sys.executable, str(CHILD), mode, kind, str(location), str(logs), str(ELEMENTS)],
             stdout=subprocess.PIPE,
@@ -105,24 +139,18 @@ def killed_run(kind: str, root: Path, rng: random.Random, budget: int) -> tuple[
         )
         processes.append((proc.pid, 0 if generation is None else generation.generation))
         if kills < budget:
-            # A random moment after the producer's body started in this process (interpreter
-            # start-up varies a lot on a loaded machine).
-            started = len(processes)
-            deadline = time.monotonic() + 60
-            while proc.poll() is None and time.monotonic() < deadline:
-                if producer_starts(logs) >= started:
-                    break
-                time.sleep(0.01)
-            time.sleep(rng.uniform(0.0, 0.6))
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGKILL)
-                kills += 1
+            every = entries(before).get("every")
+            acked = 0 if every is None else every.acked_through
+            kill_after_deliveries(
+                proc, logs, len(processes), delivered, ELEMENTS - acked, budget - kills, rng
+            )
         out, err = proc.communicate(timeout=300)
-        if proc.returncode == 0:
+        if proc.returncode == -signal.SIGKILL:
+            kills += 1
+        else:
+            assert proc.returncode == 0, (proc.returncode, err)
             assert out.startswith("completed"), (out, err)
             finished = True
-        else:
-            assert proc.returncode == -signal.SIGKILL, (proc.returncode, err)
         now = entries(stored(kind, location))
         for group, entry in now.items():
             old = previous.get(group)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import itertools
 import os
 import threading
-import time
 
 import executor_bodies as eb
 import pytest
@@ -132,17 +131,18 @@ def test_timeout_fails_a_remote_body_without_waiting_for_it(tmp_path):
     d = Key("d", str)
     g = Graph("slow", inputs=[d])
     g.node("slow", requires=[d], provides=[OUT], aspects=[Timeout(1.0)], executor="default")(
-        eb.sleep_then
+        eb.held
     )
     with ProcessExecutor(max_workers=1) as executor:
         assert execute(one_node(eb.double), {N: 1}, executor=executor)[OUT] == 2  # warm worker
-        started = time.monotonic()
         result = execute(g, {d: str(tmp_path)}, executor=executor)
-        elapsed = time.monotonic() - started
+        # the body waits for a release file that comes only now: the owner did not wait for it
+        ended = eb.runs(str(tmp_path), "held-end")
+        (tmp_path / "release").touch()
     assert result.status == "failed"
     assert isinstance(result.error.original, TimeoutError)
     assert "node 'slow' timed out after 1.0 s" in str(result.error.original)
-    assert elapsed < 2.9, elapsed  # the body sleeps 3 s: the owner did not wait for it
+    assert ended == 0
 
 
 def test_a_killed_worker_fails_the_try_and_retry_runs_it_again(tmp_path):
@@ -158,27 +158,27 @@ def test_cancelling_the_run_cancels_bodies_that_have_not_started(tmp_path):
     d = Key("d", str)
     g = Graph("many", inputs=[d])
     for i in range(6):
-        g.node(f"s{i}", requires=[d], provides=[Key(f"o{i}", int)], executor="default")(
-            eb.sleep_then
-        )
+        g.node(f"s{i}", requires=[d], provides=[Key(f"o{i}", int)], executor="default")(eb.held)
     token = CancelToken()
     with ProcessExecutor(max_workers=1) as executor:
 
         def cancel_once_one_runs():
-            eb.wait_for(lambda: eb.runs(str(tmp_path), "sleep") >= 1)
+            eb.wait_for(lambda: eb.runs(str(tmp_path), "held") >= 1)
             token.cancel()
 
         timer = threading.Thread(target=cancel_once_one_runs)
         assert execute(one_node(eb.double), {N: 1}, executor=executor)[OUT] == 2  # warm worker
         timer.start()
-        started = time.monotonic()
         result = execute(g, {d: str(tmp_path)}, executor=executor, cancel=token)
-        elapsed = time.monotonic() - started
         timer.join()
+        # the bodies wait for a release file that comes only now: the run did not wait for them
+        ended = eb.runs(str(tmp_path), "held-end")
+        (tmp_path / "release").touch()
+    # the pool is shut down: whatever was still queued has run by now
     assert result.status == "canceled"
-    assert elapsed < 5.5, elapsed  # six bodies of 3 s each: the run did not wait for them
+    assert ended == 0
     # One body ran, at most one more was already handed to the worker; the others never started.
-    assert eb.runs(str(tmp_path), "sleep") <= 2
+    assert eb.runs(str(tmp_path), "held") <= 2
 
 
 @pytest.mark.slow

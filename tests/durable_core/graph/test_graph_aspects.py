@@ -105,13 +105,12 @@ def test_timeout_counts_waiting_for_input():
 
     @g.node("slow", requires=[A], provides=[B])
     async def slow(rc):
-        await asyncio.sleep(2)
+        await asyncio.sleep(30)  # canceled by the failure of "waits"
         rc.set(B, 1)
 
     g.add_node("waits", lambda rc: None, requires=[B], provides=[C], aspects=[Timeout(0.05)])
-    started = time.monotonic()
     result = execute(g, {A: 0})
-    assert time.monotonic() - started < 1.5  # failed during the wait, long before 2 s
+    # failed during the wait: had the wait not counted, the run would complete after 30 s
     assert result.status == "failed"
     assert result.error.path == "waits"
     assert isinstance(result.error.__cause__, TimeoutError)
@@ -121,14 +120,24 @@ def test_timeout_counts_waiting_for_input():
 # covers: G-8
 def test_retry_wraps_waiting_for_input_and_the_body():
     tries = []
+    entered: list[int] = []
     g = Graph("g", inputs=[A])
 
     @g.node("slow", requires=[A], provides=[B])
     async def slow(rc):
-        await asyncio.sleep(0.3)
+        # B comes once try 1 timed out and try 2 began, however slow the machine
+        deadline = time.monotonic() + 60
+        while len(entered) < 2:
+            assert time.monotonic() < deadline, entered
+            await asyncio.sleep(0.001)
         rc.set(B, 1)
 
-    @g.node("waits", requires=[B], provides=[C], aspects=[Retry(3), Timeout(0.2)])
+    @g.node(
+        "waits",
+        requires=[B],
+        provides=[C],
+        aspects=[Retry(3), Entered(entered), Timeout(0.5)],
+    )
     async def waits(rc):
         tries.append(rc.attempt.index)
         rc.set(C, rc.get(B) + 1)
@@ -147,7 +156,9 @@ def test_timeout_on_a_plain_body_keeps_its_slot_until_it_returns():
     @g.node("stuck", requires=[A], provides=[B], aspects=[Retry(2), Timeout(0.3)])
     def stuck(rc):
         if rc.attempt.index == 1:
-            time.sleep(0.45)
+            deadline = time.monotonic() + 60  # busy past its Timeout, not looking at it
+            while not rc.canceled and time.monotonic() < deadline:
+                time.sleep(0.01)
             assert rc.canceled
             try:
                 rc.set(B, -1)  # too late: this try was canceled by its Timeout
@@ -161,6 +172,20 @@ def test_timeout_on_a_plain_body_keeps_its_slot_until_it_returns():
     result = execute(g, {A: 0}, max_running=1)
     assert result.status == "completed" and result[B] == 2
     assert len(errors) == 1
+
+
+@attrs.frozen
+class Entered(Aspect):
+    """Logs the attempt index each time the chain below it is entered (each Retry try)."""
+
+    log: list = attrs.field(eq=False)
+
+    async def around(self, call):
+        self.log.append(call.attempt.index)
+        return await call.proceed()
+
+    def describe(self):
+        return {"kind": "entered"}
 
 
 @attrs.frozen

@@ -158,7 +158,7 @@ def test_commits_of_nodes_finishing_together_are_concurrent():
                 if self.waiting == 2:
                     self.both.set()
                 # a group commit: both confirmations are in flight at once
-                await asyncio.wait_for(self.both.wait(), 5)
+                await asyncio.wait_for(self.both.wait(), 60)
             await super().commit_node(attempt, outputs)
 
     g = Graph("g", inputs=[N])

@@ -12,10 +12,28 @@ SEED = Key("seed", int)
 
 
 class Peak:
-    def __init__(self):
+    """How many bodies run at once, at most. Bodies entered before ``limit`` were running
+    together stay until it was reached (at most 60 s): a worker thread that starts late cannot
+    keep the peak below the limit, so the check does not depend on the machine's speed."""
+
+    def __init__(self, limit):
         self.lock = threading.Lock()
+        self.limit = limit
         self.now = 0
         self.peak = 0
+
+    def full(self):
+        return self.peak >= self.limit
+
+    def wait_until_full(self):
+        deadline = time.monotonic() + 60
+        while not self.full() and time.monotonic() < deadline:
+            time.sleep(0.001)
+
+    async def wait_until_full_async(self):
+        deadline = time.monotonic() + 60
+        while not self.full() and time.monotonic() < deadline:
+            await asyncio.sleep(0.001)
 
     def enter(self):
         with self.lock:
@@ -34,7 +52,8 @@ def wide(graph, peak, count, prefix, kind, seed=SEED):
 
             def body(rc, key=key):
                 peak.enter()
-                time.sleep(0.02)
+                peak.wait_until_full()
+                time.sleep(0.02)  # time for a body beyond the limit to show up
                 peak.leave()
                 rc.set(key, 1)
 
@@ -42,7 +61,8 @@ def wide(graph, peak, count, prefix, kind, seed=SEED):
 
             async def body(rc, key=key):
                 peak.enter()
-                await asyncio.sleep(0.02)
+                await peak.wait_until_full_async()
+                await asyncio.sleep(0.02)  # time for a body beyond the limit to show up
                 peak.leave()
                 rc.set(key, 1)
 
@@ -52,7 +72,7 @@ def wide(graph, peak, count, prefix, kind, seed=SEED):
 # covers: G-7
 @pytest.mark.parametrize("kind", ["sync", "async", "mixed"])
 def test_max_running_bounds_running_bodies(kind):
-    peak = Peak()
+    peak = Peak(3)
     g = Graph("g", inputs=[SEED])
     wide(g, peak, 12, "n", kind)
     result = execute(g, {SEED: 0}, max_running=3)
@@ -62,7 +82,7 @@ def test_max_running_bounds_running_bodies(kind):
 
 # covers: G-7, G-9
 def test_max_running_bounds_the_whole_sub_tree():
-    peak = Peak()
+    peak = Peak(4)
     child_seed = Key("child_seed", int)
     child = Graph("child", inputs=[child_seed])
     wide(child, peak, 8, "c", "mixed", seed=child_seed)

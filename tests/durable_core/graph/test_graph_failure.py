@@ -18,6 +18,22 @@ from durable_core import (
 
 A, B, C, D = (Key(name, int) for name in "abcd")
 
+WAIT = 60.0  # seconds a body waits at most for another one (a test then fails, never hangs)
+
+
+def wait_until(condition) -> None:
+    deadline = time.monotonic() + WAIT
+    while not condition():
+        assert time.monotonic() < deadline, "waited too long"
+        time.sleep(0.005)
+
+
+async def wait_until_async(condition) -> None:
+    deadline = time.monotonic() + WAIT
+    while not condition():
+        assert time.monotonic() < deadline, "waited too long"
+        await asyncio.sleep(0.005)
+
 
 # covers: G-6
 def test_first_failure_cancels_the_rest_and_is_the_runs_error():
@@ -26,11 +42,13 @@ def test_first_failure_cancels_the_rest_and_is_the_runs_error():
 
     @g.node("fails", requires=[A], provides=[B])
     async def fails(rc):
-        await asyncio.sleep(0.02)
+        # fail once the others run, however late the worker thread starts
+        await wait_until_async(lambda: {"async_started", "sync_started"} <= state.keys())
         raise ValueError("bad input 42")
 
     @g.node("slow_async", requires=[A], provides=[C])
     async def slow_async(rc):
+        state["async_started"] = True
         try:
             await asyncio.sleep(30)
         except asyncio.CancelledError:
@@ -39,6 +57,7 @@ def test_first_failure_cancels_the_rest_and_is_the_runs_error():
 
     @g.node("slow_sync", requires=[A], provides=[D])
     def slow_sync(rc):
+        state["sync_started"] = True
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             if rc.canceled:
@@ -46,9 +65,7 @@ def test_first_failure_cancels_the_rest_and_is_the_runs_error():
                 rc.raise_if_canceled()
             time.sleep(0.005)
 
-    started = time.monotonic()
-    result = execute(g, {A: 0})
-    assert time.monotonic() - started < 5
+    result = execute(g, {A: 0})  # the bodies would last 30 s unless canceled
     assert result.status == "failed"
     assert isinstance(result.error, NodeFailedError)
     assert result.error.path == "fails"
@@ -56,7 +73,12 @@ def test_first_failure_cancels_the_rest_and_is_the_runs_error():
     assert str(result.error.__cause__) == "bad input 42"
     assert result.error.original is result.error.__cause__
     assert "node 'fails' failed: ValueError: bad input 42" in str(result.error)
-    assert state == {"async_canceled": True, "sync_saw_cancel": True}
+    assert state == {
+        "async_started": True,
+        "sync_started": True,
+        "async_canceled": True,
+        "sync_saw_cancel": True,
+    }
     assert result.pending(C) and result.pending(D)
 
 
@@ -70,7 +92,7 @@ def test_a_later_failure_does_not_replace_the_first():
 
     @g.node("second", requires=[A], provides=[C])
     def second(rc):
-        time.sleep(0.05)
+        wait_until(lambda: rc.canceled)  # fails after the first failure was taken
         raise RuntimeError("second")
 
     result = execute(g, {A: 0})
@@ -98,7 +120,7 @@ def test_cancel_token_from_another_thread_ends_the_run_canceled():
     g.add_node("after", lambda rc: None, requires=[B], provides=[D])
 
     def cancel_later():
-        started.wait(5)
+        started.wait(WAIT)
         token.cancel()
 
     threading.Thread(target=cancel_later).start()
@@ -132,6 +154,7 @@ def test_canceling_the_task_running_the_graph_cancels_every_body():
 
     @g.node("x", requires=[A], provides=[B])
     async def x(rc):
+        state["x_started"] = True
         try:
             await asyncio.sleep(30)
         finally:
@@ -139,27 +162,30 @@ def test_canceling_the_task_running_the_graph_cancels_every_body():
 
     async def main():
         task = asyncio.create_task(execute_async(g, {A: 0}))
-        await asyncio.sleep(0.05)
+        await wait_until_async(lambda: "x_started" in state)
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
 
     asyncio.run(main())
-    assert state == {"x_ended": True}
+    assert state == {"x_started": True, "x_ended": True}
 
 
 # covers: G-6
 def test_execute_waits_for_plain_bodies_to_return():
     finished = []
+    started = threading.Event()
     g = Graph("g", inputs=[A])
 
     @g.node("boom", requires=[A], provides=[B])
     async def boom(rc):
-        await asyncio.sleep(0.01)
+        await wait_until_async(started.is_set)  # fail while the plain body runs
         raise ValueError
 
     @g.node("slow", requires=[A], provides=[C])
     def slow(rc):
+        started.set()
+        wait_until(lambda: rc.canceled)  # the run is ending
         time.sleep(0.2)  # ignores cancellation: execute still waits for it
         finished.append("slow")
 

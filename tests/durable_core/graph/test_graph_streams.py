@@ -1,9 +1,11 @@
 """Streams: one producer, reading groups in order, back-pressure, end and failure (G-10)."""
 
 import asyncio
+import threading
 import time
 
 import pytest
+from bounded import returns_within
 
 from durable_core import (
     Graph,
@@ -287,20 +289,25 @@ def test_stream_keys_are_not_values():
 def test_canceling_a_run_unblocks_plain_bodies_waiting_on_a_stream():
     g = Graph("g", inputs=[START])
 
+    received = threading.Event()
+
     @g.node("produce", requires=[START], provides=[LINES])
     async def produce(rc):
         await rc.writer(LINES).send("only one")
-        await asyncio.sleep(0.05)
+        # fail once the reader got the element and waits on the stream for the next one
+        deadline = time.monotonic() + 60
+        while not received.is_set():
+            assert time.monotonic() < deadline, "the reader never got the element"
+            await asyncio.sleep(0.005)
         raise RuntimeError("stop")
 
     @g.node("read", requires=[LINES], provides=[TOTAL])
     def read(rc):
         for _ in rc.reader(LINES):
-            time.sleep(0.001)
+            received.set()
 
-    started = time.monotonic()
-    result = execute(g, {START: 0})
-    assert time.monotonic() - started < 5
+    # a reader left waiting would never return: the bound fails the test instead of hanging
+    result = returns_within(lambda: execute(g, {START: 0}))
     assert result.status == "failed" and result.error.path == "produce"
 
 
