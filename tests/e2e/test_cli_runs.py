@@ -265,6 +265,8 @@ def test_ctrl_c_stops_cleanly_and_says_how_to_resume(tmp_path, baseline, signum,
         time.sleep(0.005)
     code, _, err = finish(proc)
     assert code == exit_code, err
+    again = "Ctrl-C again" if signum == signal.SIGINT else "send SIGTERM again (or press Ctrl-C)"
+    assert f"waiting for running nodes to end ({again} to stop at once)" in err
     assert f"Continue it with: durable resume {config}" in err
     assert "Traceback" not in err
     stopped = read()

@@ -50,10 +50,13 @@ class _Interrupt:
         self.requested = True
         self.signal = signum
         if not self.quiet:
-            name = "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
+            if signum == signal.SIGINT:
+                name, again = "Ctrl-C", "Ctrl-C again"
+            else:
+                name = signal.Signals(signum).name
+                again = f"send {name} again (or press Ctrl-C)"
             click.echo(
-                f"\nstopping ({name}): waiting for running nodes to end (Ctrl-C again to stop "
-                "at once)",
+                f"\nstopping ({name}): waiting for running nodes to end ({again} to stop at once)",
                 err=True,
             )
         self.token.cancel()
