@@ -96,6 +96,7 @@ def test_durable_log_shows_the_definition_line(ops):
     assert "3 nodes" in line and "fingerprint " in line
 
 
+# covers: E-2, R-REC-2
 def test_inspect_names_what_changed_since_the_run_started(ops):
     failed_run(ops)
     edit(ops, TOTAL_NODE, TOTAL_NODE.replace("requires=[PRICE,", "requires=[N, PRICE,"))
@@ -117,6 +118,7 @@ def test_inspect_names_what_changed_since_the_run_started(ops):
     assert ops.json("inspect", "ops-1", "--store", ops.store_url)["definition_changes"] is None
 
 
+# covers: E-2, R-REC-2
 def test_inspect_without_a_run_log_says_what_the_record_shows(ops, monkeypatch):
     monkeypatch.setenv("DURABLE_BLOCK_PLUGINS", "runlog")
     failed_run(ops)
