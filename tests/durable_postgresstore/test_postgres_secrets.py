@@ -51,6 +51,12 @@ def test_an_unreachable_server_error_hides_the_password(dsn, caplog):
     assert SECRET not in caplog.text
 
 
+def test_an_unreachable_server_error_says_what_durable_was_doing():
+    with pytest.raises(PostgresStoreError) as caught:
+        PostgresStore(f"host=127.0.0.1 port={closed_port()} dbname=x user=u", acquire_timeout=5)
+    assert "creating and checking Durable's schema `pulse_durable`" in str(caught.value)
+
+
 # covers: B-PG-3
 @pytest.mark.parametrize(
     "dsn",

@@ -45,6 +45,7 @@ import attrs
 from durable_core import records as r
 from durable_core._nogc import nogc
 from durable_core._recordpath import Path, corrupt, describe
+from durable_core._words import a
 from durable_core.errors import CorruptRecordError
 from durable_core.recorddelta import GONE, Partial
 from durable_core.records import copy_record
@@ -334,13 +335,13 @@ def _object_codec(spec: _Class) -> tuple[Reader, Writer]:
         if type(raw) is not dict:
             if isinstance(raw, _Duplicates):
                 raise _duplicate((path, raw.duplicate))
-            raise rd.error(path, f"an object (a {cls.__name__})", raw)
+            raise rd.error(path, f"an object ({a(cls.__name__)})", raw)
         if not raw.keys() <= keys:
             unknown = next(k for k in raw if k not in keys)
             raise corrupt(
                 (path, unknown),
                 "R-REC-4",
-                f"unknown field {json.dumps(unknown)} in a {cls.__name__} (its fields are "
+                f"unknown field {json.dumps(unknown)} in {a(cls.__name__)} (its fields are "
                 f"{', '.join(sorted(keys))}); a newer or foreign writer produced it",
                 _READ_ADVICE,
             )
@@ -352,7 +353,7 @@ def _object_codec(spec: _Class) -> tuple[Reader, Writer]:
                     raise corrupt(
                         (path, key),
                         "R-REC-4",
-                        f"the required field {key} of a {cls.__name__} is missing",
+                        f"the required field {key} of {a(cls.__name__)} is missing",
                         _READ_ADVICE,
                     )
                 args.append(absent())
@@ -1200,7 +1201,7 @@ class _Object:
     @classmethod
     def build(cls, record_cls: type, value: Any) -> _Object:
         if not isinstance(value, record_cls):
-            raise TypeError(f"expected a {record_cls.__name__}")
+            raise TypeError(f"expected {a(record_cls.__name__)}")
         memo = cls()
         maps = _MAP_FIELDS[record_cls]
         for field in _SPECS[record_cls].fields:

@@ -44,6 +44,7 @@ import re
 
 import psycopg
 
+from durable_core._words import a
 from durable_core.errors import SchemaError
 from durable_postgresstore.keys import SCHEMA_INIT_KEY
 
@@ -393,7 +394,8 @@ def check_schema(conn: psycopg.Connection, version: int = SCHEMA_VERSION) -> lis
             problems.append(f"unexpected {kind_names.get(kind, 'relation')} {SCHEMA}.{name}")
         elif kind != want:
             problems.append(
-                f"{SCHEMA}.{name} is a {kind_names.get(kind, kind)}, expected a {kind_names[want]}"
+                f"{SCHEMA}.{name} is {a(kind_names.get(kind, kind))}, "
+                f"expected {a(kind_names[want])}"
             )
         elif persistence != "p":
             problems.append(

@@ -272,7 +272,7 @@ class PostgresStore(BaseStore):
         assert self._acquire_timeout is not None
         try:
             self._on_link(
-                "creating and checking the pulse_durable schema",
+                f"creating and checking Durable's schema `{SCHEMA}`",
                 ensure_schema,
                 capacity_timeout=self._acquire_timeout,
                 operation_timeout=self._acquire_timeout,

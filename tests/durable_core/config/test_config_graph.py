@@ -122,7 +122,7 @@ def test_graph_factory_and_dotted_attribute(project, attr):
     [
         ("no_such_module_xyz:graph", r"cannot import module 'no_such_module_xyz': no such module"),
         ("{module}:missing", r"has no attribute 'missing'"),
-        ("{module}:number", r"'{module}:number' is a int; expected a Graph"),
+        ("{module}:number", r"'{module}:number' is an int; expected a Graph"),
         ("{module}:returns_other", r"returned int, expected a Graph"),
         ("{module}:not_a_factory", r"calling '{module}:not_a_factory' failed: TypeError"),
         ("{module}", r"expected 'package.module:attribute'"),

@@ -24,6 +24,7 @@ from durable_core._typeforms import (
     normalize,
     type_name,
 )
+from durable_core._words import a
 from durable_core.codecs.canonical import ResolveProblem
 from durable_core.codecs.classes import make_converter
 from durable_core.codecs.ids import form_of_id
@@ -530,7 +531,7 @@ class Codecs:
             return dynamic
         if static is not None and dynamic_problem and isinstance(value, _class_of(declared)):
             raise CodecError(
-                f"cannot encode {_subject(declared, name)}: the value is a {type_name(actual)}, "
+                f"cannot encode {_subject(declared, name)}: the value is {a(type_name(actual))}, "
                 f"a subclass, and a value is stored with the codec of its own class: "
                 f"{dynamic_problem}"
             )

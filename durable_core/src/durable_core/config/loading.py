@@ -37,6 +37,7 @@ from typing import Any
 
 import attrs
 
+from durable_core._words import a
 from durable_core.config._text import explain
 from durable_core.config.schema import CONFIG_CONVERTER, TABLE_KEYS, ConfigFile, RunConfig
 from durable_core.config.stores import default_store_config
@@ -197,6 +198,6 @@ def load_graph(reference: str, base_dir: pathlib.Path, *, origin: str = "graph")
             f"{origin}: {reference!r} returned {type(built).__name__}, expected a Graph"
         )
     raise ConfigError(
-        f"{origin}: {reference!r} is a {type(target).__name__}; expected a Graph or a function "
+        f"{origin}: {reference!r} is {a(type(target).__name__)}; expected a Graph or a function "
         f"taking no arguments that returns one"
     )

@@ -22,6 +22,7 @@ from typing import Any
 
 import attrs
 
+from durable_core._words import a
 from durable_core.errors import NotPicklableError, RemoteBodyError
 
 __all__ = ["NODE_SKIPPED", "RemoteCall", "dump_body", "dump_inputs", "load_result", "run_call"]
@@ -92,7 +93,7 @@ def dump_inputs(
             out.append(dumps(value))
         except Exception as exc:
             raise NotPicklableError(
-                f"node {path!r}: the value of its input {name!r} (a {type(value).__name__}) "
+                f"node {path!r}: the value of its input {name!r} ({a(type(value).__name__)}) "
                 f"cannot be pickled for the worker ({_problem(exc)}); make it picklable, or "
                 "declare the node with executor='local'"
             ) from exc
@@ -157,7 +158,7 @@ def run_call(call: RemoteCall) -> bytes:
     except Exception as exc:
         keys = ", ".join(repr(n) for n in call.provides) or "none"
         raise NotPicklableError(
-            f"node {call.path!r}: the value its body returned (a {type(returned).__name__}, "
+            f"node {call.path!r}: the value its body returned ({a(type(returned).__name__)}, "
             f"for provided keys {keys}) cannot be pickled back to the owner ({_problem(exc)})"
         ) from None
 

@@ -16,6 +16,7 @@ import contextlib
 from collections.abc import Mapping
 from typing import Any, Protocol
 
+from durable_core._words import a
 from durable_core.errors import CorruptRecordError
 from durable_core.graph.checkpoint import Attempt, Checkpointer, NodeOutputs, Scope, Values
 from durable_core.graph.definition import Graph, Node
@@ -107,7 +108,9 @@ class CheckpointCalls:
 
     def _expect(self, value: Any, kind: type, method: str) -> Any:
         if not isinstance(value, kind):
-            error = TypeError(f"Checkpointer.{method} must return a {kind.__name__}, got {value!r}")
+            error = TypeError(
+                f"Checkpointer.{method} must return {a(kind.__name__)}, got {value!r}"
+            )
             self.abort(error)
             raise RunAborted from error
         return value
@@ -274,5 +277,5 @@ class CheckpointCalls:
                     raise self._corrupt(path, what, f"stream key {name!r} holds {value!r}")
             elif not key.accepts(value):
                 raise self._corrupt(
-                    path, what, f"key {name!r} holds a {type(value).__name__}, expected {key!r}"
+                    path, what, f"key {name!r} holds {a(type(value).__name__)}, expected {key!r}"
                 )

@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import attrs
 
+from durable_core._words import a
 from durable_core.errors import GraphError, RetryExhaustedError, SlotError, UndeclaredKeyError
 from durable_core.graph.aspects import Retry
 from durable_core.graph.checkpoint import Values
@@ -395,7 +396,7 @@ class Processor(Generic[S]):
         state_key = Key(f"{id}.state", state)
         if not state_key.accepts(initial):
             raise GraphError(
-                f"{where}: the initial state {initial!r:.80} is not a {type_name(state)}"
+                f"{where}: the initial state {initial!r:.80} is not {a(type_name(state))}"
             )
         if retry is not None and not isinstance(retry, Retry):
             raise GraphError(f"{where}: retry takes Retry(attempts, delay=…), got {retry!r}")
