@@ -89,6 +89,9 @@ def make_record(
         scopes=scopes,
         attempts=attempts,
         streams={
+            "s0": StreamRecord(
+                scope=ROOT, node_id="list", key="lines", group="", generation=2, last_sequence=5
+            ),
             "s1": StreamRecord(
                 scope=ROOT,
                 node_id="list",
@@ -144,6 +147,8 @@ def test_inspect_shows_metadata_and_never_a_business_value(runner, store_url):
     assert "active    shard  root 1/1" in out
     assert "failed    shard  retry at 0 1/3" in out
     assert "lines group 'g': generation 2, sent 5, acked through 3" in out
+    assert "list.lines writer: generation 2, sent 5" in out
+    assert "group ''" not in out
     for secret in (SECRET, base64.b64encode(json.dumps(SECRET).encode()).decode()):
         assert secret not in out
 

@@ -271,6 +271,12 @@ def print_info(info: Any, store: str) -> None:
     row("streams", len(info.streams))
     for s in info.streams:
         node = f"{s.scope_path}/{s.node_id}" if s.scope_path else s.node_id
+        if not s.group:  # the producer's own entry: what it sent, never acks
+            click.echo(
+                f"  {node}.{s.key} writer: generation {s.generation}, sent {s.last_sequence}, "
+                f"{s.terminal}"
+            )
+            continue
         click.echo(
             f"  {node}.{s.key} group {s.group!r}: generation {s.generation}, sent "
             f"{s.last_sequence}, acked through {s.acked_through}, {s.pending} pending, "
