@@ -72,8 +72,12 @@ def show_command(args: tuple[str, ...], store_url: str | None, as_json: bool) ->
                     "node": node,
                     "reason": reason,
                     "outputs": {
-                        o.name: {"state": o.state, "codec": o.codec, "value": _jsonable(o.value)}
-                        for o in outputs
+                        o.name: {
+                            "state": o.state,
+                            "codec": o.codec,
+                            "value": _jsonable(o.value, v),
+                        }
+                        for o, v in zip(outputs, stored, strict=True)
                     },
                 },
                 indent=2,
@@ -96,10 +100,19 @@ def _text(output: Any) -> str:
     return f"({output.state})"
 
 
-def _jsonable(value: Any) -> Any:
-    """JSON values as they are; anything else as ``{"repr": "…"}``."""
+def _jsonable(value: Any, stored: Any) -> Any:
+    """JSON values as they are; a value that a JSON codec wrote (an attrs class, a dataclass,
+    a ``register_json`` class) as the JSON document it was stored as; anything else (a binary
+    codec's value) as ``{"repr": "…"}``."""
     try:
         json.dumps(value, allow_nan=False)
     except (TypeError, ValueError):
-        return {"repr": repr(value)}
-    return value
+        pass
+    else:
+        return value
+    if stored.stream is None and stored.type_id.startswith("json:"):
+        try:
+            return json.loads(bytes(stored.data))
+        except ValueError:
+            pass
+    return {"repr": repr(value)}
