@@ -391,6 +391,10 @@ def test_list_shows_an_unreadable_record_with_its_location(runner, tmp_path):
     assert table.exit_code == 0, table.output
     assert bad[0]["error"] not in table.stdout  # the reason is not in the table...
     assert f"{broken}: unreadable: " in table.stderr  # ...but right after it
+    unnamed = next(line for line in table.stdout.splitlines() if line.startswith("?"))
+    assert unnamed.startswith("? (…") and str(broken) not in unnamed  # the path is below
+    widths = {len(line.split("  ")[0]) for line in table.stdout.splitlines()[1:]}
+    assert max(widths) <= 24  # an unreadable record does not widen the RUN ID column
     assert broken.read_bytes() == b"{not json"  # evidence kept
 
 

@@ -91,7 +91,7 @@ def print_table(rows: list[dict[str, Any]], *, with_definition: bool) -> None:
     header.update(created="CREATED", saved="SAVED", duration="DURATION")
     lines = [header] + [
         {
-            "run_id": r["run_id"] or f"? ({r['location']})",
+            "run_id": r["run_id"] or _unnamed(r["location"]),
             "status": r["status"],
             "revision": str(r["revision"]),
             "format": str(r["format"]),
@@ -115,6 +115,15 @@ def print_table(rows: list[dict[str, Any]], *, with_definition: bool) -> None:
     for r in rows:
         if r["error"] is not None:
             click.echo(f"{r['run_id'] or r['location']}: {r['status']}: {r['error']}", err=True)
+
+
+def _unnamed(location: str) -> str:
+    """The RUN ID cell of a record that could not be read: ``?`` and the end of where it is
+    (its whole location is printed below the table), at most 24 characters."""
+    tail = location.replace("\\", "/").rstrip("/").rpartition("/")[2] or location
+    if len(tail) > 20:
+        tail = "…" + tail[-19:]
+    return f"? ({tail})" if tail else "?"
 
 
 def list_row(store: Any, summary: Any, graph: Any) -> dict[str, Any]:
