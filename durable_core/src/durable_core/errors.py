@@ -58,6 +58,8 @@ class BusyError(DurableError):
     Args:
         message: the full explanation.
         owner: who owns the run, where the store can know it.
+        run_id: the run that is busy, where the raiser knows it (a command that reads two
+            runs, such as ``fork``, names which one); ``None`` otherwise.
 
     Attributes:
         owner: a :class:`~durable_core.store.owner.RunOwner` (``pid``, ``host``, ``since`` as
@@ -67,12 +69,15 @@ class BusyError(DurableError):
             process.
     """
 
-    def __init__(self, message: str, *, owner: RunOwner | None = None) -> None:
+    def __init__(
+        self, message: str, *, owner: RunOwner | None = None, run_id: str | None = None
+    ) -> None:
         super().__init__(message)
         self.owner = owner
+        self.run_id = run_id
 
     def __reduce__(self) -> tuple[object, ...]:  # keep ``owner`` across processes (pickle)
-        return (type(self), self.args, {"owner": self.owner})
+        return (type(self), self.args, {"owner": self.owner, "run_id": self.run_id})
 
 
 class NotFoundError(DurableError, LookupError):

@@ -157,3 +157,26 @@ def test_a_failed_run_prints_the_fork_command_that_continues_it(ops):
     again = ops.invoke("run", ops.config, "--run-id", "ops-10", "--store", elsewhere)
     assert again.exit_code == ExitCode.RUN_FAILED
     assert f"ops-10 --new-run-id NEW --store {elsewhere}\n" in again.stderr
+
+
+# covers: E-1
+def test_fork_of_a_running_run_names_the_run_that_is_busy(ops):
+    from durable_core.config import parse_store_url
+
+    fail_first_run(ops)
+    (ops.folder / "broken").unlink()
+    holder = parse_store_url(ops.store_url).open()
+    try:
+        with holder.acquire("ops-1"):  # as a 'durable resume ops-1' still running would
+            forked = ops.invoke("fork", ops.config, "ops-1", "--new-run-id", "ops-2")
+        assert forked.exit_code == ExitCode.BUSY, forked.output
+        assert "run 'ops-1' in the" in forked.stderr and "is busy" in forked.stderr
+        assert "durable cancel" in forked.stderr and "ops-1'" in forked.stderr
+        assert "'ops-2'" not in forked.stderr  # the new run is not the one in use
+        assert ops.invoke("inspect", ops.config, "ops-2").exit_code == ExitCode.NOT_FOUND
+        with holder.acquire("ops-2"):  # now the new id is the one in use
+            taken = ops.invoke("fork", ops.config, "ops-1", "--new-run-id", "ops-2")
+        assert taken.exit_code == ExitCode.BUSY, taken.output
+        assert "run 'ops-2' in the" in taken.stderr and "is busy" in taken.stderr
+    finally:
+        holder.close()

@@ -255,7 +255,7 @@ def launch(
                 ) from exc
             except BusyError as exc:
                 named = store_words(config_arg, store_url)
-                raise busy(config.run_id, config.store, exc, named) from exc
+                raise busy(exc.run_id or config.run_id, config.store, exc, named) from exc
             except DefinitionMismatchError as exc:
                 raise _with_config(exc, config_arg) from exc
     finally:

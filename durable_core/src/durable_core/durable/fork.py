@@ -124,7 +124,11 @@ def create_fork(
             f"node; its nodes: {', '.join(sorted(graph.nodes))}"
         )
     store, codecs = runtime.store, runtime.codecs
-    with store.acquire(run_id) as session:
+    try:
+        source = store.acquire(run_id)
+    except BusyError as exc:  # name the run to fork, not the new one
+        raise BusyError(str(exc), owner=exc.owner, run_id=run_id) from exc
+    with source as session:
         old = session.load()
     _check_source(old, run_id)
     accepted = runtime.input_fingerprints(graph, inputs, input_identity)
@@ -175,8 +179,8 @@ def create_fork(
         ) from exc
     try:
         new_session = store.acquire(new_run_id)
-    except BusyError:
-        raise
+    except BusyError as exc:
+        raise BusyError(str(exc), owner=exc.owner, run_id=new_run_id) from exc
     with new_session:
         new_session.save(record, 0)
     everything = set(graph.nodes)
