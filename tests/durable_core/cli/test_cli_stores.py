@@ -100,7 +100,7 @@ def make_record(
                 generation=2,
                 last_sequence=5,
                 acked_through=3,
-            )
+            ),
         },
     )
 
