@@ -73,7 +73,8 @@ def test_a_failing_save_stops_the_run_and_resume_continues_from_what_was_stored(
     assert log.calls() == ["n1", "n2", "n3"]  # nothing after the failing save ran
     confirmed = [e.node_id for e in events if e.kind is EventKind.NODE_CONFIRMED]
     assert confirmed == ["n1", "n2"]  # no event for the change whose save failed
-    assert events[-1].kind is EventKind.RUN_FINISHED and events[-1].status == "failed"
+    # not a node failure: the record stays resumable, and the history says the run stopped
+    assert events[-1].kind is EventKind.RUN_FINISHED and events[-1].status == "stopped"
 
     record = load(real, "r1")
     assert failing.failed == [record.revision + (0 if written else 1)]
@@ -413,3 +414,38 @@ def test_the_root_attempt_id_is_a_stable_idempotency_key_across_a_restart(
     node = record.scopes[record.root_scope].nodes["charge"]
     assert node.attempt == keys_seen[0]
     real.close()
+
+
+@pytest.mark.parametrize("kind", ["file", "sqlite"])
+def test_a_value_no_codec_encodes_names_its_node_and_leaves_the_run_resumable(
+    kind: str, tmp_path: Path
+) -> None:
+    # covers: R-RT-2, E-1
+    ratio = Key("ratio", dict[str, float])
+    done = Key("done", float)
+    bad = {"value": float("nan")}
+    graph = Graph("ratios")
+
+    @graph.node("measure", provides=[ratio])
+    def measure(rc):
+        rc.set(ratio, dict(bad))
+
+    @graph.node("report", requires=[ratio], provides=[done])
+    def report(rc):
+        rc.set(done, rc.get(ratio)["value"])
+
+    store = open_store(kind, tmp_path / "store")
+    events: list[RecoveryEvent] = []
+    with pytest.raises(Exception) as caught:
+        Runtime(store, observers=[events.append]).run(graph, run_id="r", version="1", inputs={})
+    message = str(caught.value)
+    assert type(caught.value).__name__ == "CodecError"
+    assert "node 'measure'" in message and "key 'ratio'" in message
+    assert "stays resumable" in message and "resume" in message
+    finished = events[-1]
+    assert finished.kind is EventKind.RUN_FINISHED and finished.status == "stopped"
+    assert "measure" not in load(store, "r").scopes[load(store, "r").root_scope].nodes
+    bad["value"] = 0.5  # the fix
+    result = Runtime(store).resume(graph, run_id="r", version="1", inputs={})
+    assert result.status == "completed" and result[done] == 0.5
+    store.close()

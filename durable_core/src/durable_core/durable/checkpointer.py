@@ -74,7 +74,13 @@ from durable_core.durable.streams import (
     finish_group,
     raise_generation,
 )
-from durable_core.errors import CorruptRecordError, DurableError, NodeFailedError, StreamFailedError
+from durable_core.errors import (
+    CodecError,
+    CorruptRecordError,
+    DurableError,
+    NodeFailedError,
+    StreamFailedError,
+)
 from durable_core.graph import Checkpointer, Graph
 from durable_core.graph.checkpoint import Attempt, CopyOnRead, NodeOutputs, Scope, Values
 from durable_core.graph.processor import Managed, MessageAttempt, MessageCommit, Processor
@@ -447,17 +453,24 @@ class DurableCheckpointer(Checkpointer):
         self._event(EventKind.ATTEMPT_FAILED, attempt, describe_error(error), saved.revision)
 
     async def commit_node(self, attempt: Attempt, outputs: NodeOutputs) -> None:
-        values = [
-            self._book.output_record(key, outputs.ready[key.name])
-            if key.stream and isinstance(outputs.ready.get(key.name), Stream)
-            else encode_value_record(
-                self._codecs,
-                key,
-                key.name in outputs.ready,
-                outputs.ready.get(key.name),
-            )
-            for key in attempt.node.provides
-        ]
+        try:
+            values = [
+                self._book.output_record(key, outputs.ready[key.name])
+                if key.stream and isinstance(outputs.ready.get(key.name), Stream)
+                else encode_value_record(
+                    self._codecs,
+                    key,
+                    key.name in outputs.ready,
+                    outputs.ready.get(key.name),
+                )
+                for key in attempt.node.provides
+            ]
+        except CodecError as exc:
+            raise CodecError(
+                f"node {attempt.path!r}: {exc}. Nothing of that node was saved and the run "
+                "stays resumable: change what the node sets (or register a codec that can "
+                "store it), then resume the run"
+            ) from exc
         produces = any(key.stream for key in attempt.node.provides)
         reads = attempt.node.child is None and any(key.stream for key in attempt.node.requires)
         group = attempt.path

@@ -39,6 +39,11 @@ class EventKind(enum.StrEnum):
     """The run ended (``status`` says how)."""
 
 
+STOPPED = "stopped"
+"""``RUN_FINISHED``'s status when the durable layer stopped the run (a failed save, a value no
+codec encodes): not a node's failure; the record stays resumable."""
+
+
 @attrs.frozen
 class RecoveryEvent:
     """One recovery event.
@@ -54,7 +59,10 @@ class RecoveryEvent:
         revision: the record revision after the save that the event describes (for
             ``NODE_RESTORED``, ``ATTEMPT_ADOPTED`` and ``RUN_FINISHED``: the committed revision
             at that moment).
-        status: for ``RUN_FINISHED``: "completed", "failed" or "canceled"; else "".
+        status: for ``RUN_FINISHED``: "completed", "failed" (a node failed for good),
+            "canceled", or "stopped" (the durable layer stopped the run before it ended: a
+            save failed, or a value could not be encoded; the record stays resumable); else
+            "".
         total_nodes: for ``RUN_STARTED``/``RUN_RESUMED``: number of nodes in the root graph
             and all Sub graphs; else 0.
         attempt_id: the attempt's id in the record ("" when not about an attempt).

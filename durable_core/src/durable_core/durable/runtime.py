@@ -36,7 +36,7 @@ from durable_core.durable.definition_diff import (
     RecentGraphs,
     definition_mismatch,
 )
-from durable_core.durable.events import EventKind, RecoveryEvent
+from durable_core.durable.events import STOPPED, EventKind, RecoveryEvent
 from durable_core.durable.fingerprint import values_fingerprint
 from durable_core.durable.ledger import Ledger, new_id
 from durable_core.durable.messages_recovery import Adopted, adopt_managed
@@ -941,12 +941,17 @@ class Runtime:
         error = result.error
         if ledger.error is not None:
             error = ledger.error
+        status = str(result.status)
+        if error is not None and not isinstance(error, NodeFailedError):
+            # not a node's failure: the save or the durable layer stopped the run, and the
+            # record stays resumable, so the history does not call the run failed
+            status = STOPPED
         self._emit(
             RecoveryEvent(
                 kind=EventKind.RUN_FINISHED,
                 run_id=record.run_id,
                 revision=ledger.revision,
-                status=str(result.status),
+                status=status,
                 error=describe_error(error),
             )
         )
