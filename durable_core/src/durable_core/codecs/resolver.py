@@ -148,9 +148,10 @@ class Resolver:
             return self.build_class(tp, default_class_id(tp), "1")
         if serves_as_class(tp):
             raise ResolveProblem(
-                f"no codec is registered for {type_name(tp)}: call "
-                f"codecs.register_json({tp.__qualname__}) first (or, when an installed codec "
-                "plugin provides it, build the registry with Codecs.from_plugins())"
+                f"no codec is registered for {type_name(tp)}: in the run's TOML file, name "
+                f'it in [codecs] json = ["{tp.__module__}:{tp.__qualname__}"]; from Python, '
+                f"call codecs.register_json({tp.__qualname__}) first (or, when an installed "
+                "codec plugin provides it, build the registry with Codecs.from_plugins())"
             )
         if issubclass(tp, pathlib.PurePath):
             raise ResolveProblem(

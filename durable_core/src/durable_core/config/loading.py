@@ -39,11 +39,17 @@ import attrs
 
 from durable_core._words import a
 from durable_core.config._text import explain
-from durable_core.config.schema import CONFIG_CONVERTER, TABLE_KEYS, ConfigFile, RunConfig
+from durable_core.config.schema import (
+    CONFIG_CONVERTER,
+    TABLE_KEYS,
+    CodecsTable,
+    ConfigFile,
+    RunConfig,
+)
 from durable_core.config.stores import default_store_config
 from durable_core.errors import ConfigError, DurableError
 
-__all__ = ["load_config", "load_graph"]
+__all__ = ["import_reference", "load_config", "load_graph"]
 
 
 def load_config(path: str | os.PathLike[str]) -> RunConfig:
@@ -114,7 +120,10 @@ def load_config(path: str | os.PathLike[str]) -> RunConfig:
         version=parsed.version,
         inputs=dict(parsed.inputs),
         store=store,
-        codecs=tuple(parsed.codecs),
+        codecs=tuple(
+            parsed.codecs.plugins if isinstance(parsed.codecs, CodecsTable) else parsed.codecs
+        ),
+        json_classes=(tuple(parsed.codecs.json) if isinstance(parsed.codecs, CodecsTable) else ()),
         runtime=parsed.runtime,
         executor=(
             attrs.evolve(parsed.executor, origin=f"{file}: [executor]")
@@ -144,10 +153,46 @@ def load_graph(reference: str, base_dir: pathlib.Path, *, origin: str = "graph")
             importing), the attribute is missing, or it is not a graph or graph factory.
         GraphError: building the graph broke a static rule (G-5).
     """
+    target = import_reference(reference, base_dir, origin=origin, example="audit:graph")
+    from durable_core.graph import Graph
+
+    if isinstance(target, Graph):
+        return target
+    if callable(target):
+        try:
+            built = target()
+        except DurableError:
+            raise
+        except Exception as exc:
+            raise ConfigError(
+                f"{origin}: calling {reference!r} failed: {type(exc).__name__}: {exc}; it must "
+                f"take no arguments and return a Graph"
+            ) from exc
+        if isinstance(built, Graph):
+            return built
+        raise ConfigError(
+            f"{origin}: {reference!r} returned {type(built).__name__}, expected a Graph"
+        )
+    raise ConfigError(
+        f"{origin}: {reference!r} is {a(type(target).__name__)}; expected a Graph or a function "
+        f"taking no arguments that returns one"
+    )
+
+
+def import_reference(
+    reference: str, base_dir: pathlib.Path, *, origin: str, example: str = "pipeline:Acc"
+) -> Any:
+    """The object named ``"package.module:attribute"`` (a dotted attribute is followed), with
+    ``base_dir`` at the front of ``sys.path`` first.
+
+    Raises:
+        ConfigError: the reference is malformed, the module cannot be imported (or raised while
+            importing), or the attribute is missing.
+    """
     module_name, sep, attribute = reference.partition(":")
     if not sep or not module_name or not attribute:
         raise ConfigError(
-            f"{origin}: expected 'package.module:attribute' (for example 'audit:graph'), "
+            f"{origin}: expected 'package.module:attribute' (for example {example!r}), "
             f"found {reference!r}"
         )
     folder = str(base_dir)
@@ -178,26 +223,4 @@ def load_graph(reference: str, base_dir: pathlib.Path, *, origin: str = "graph")
             raise ConfigError(
                 f"{origin}: module {module_name!r} has no attribute {attribute!r}"
             ) from None
-    from durable_core.graph import Graph
-
-    if isinstance(target, Graph):
-        return target
-    if callable(target):
-        try:
-            built = target()
-        except DurableError:
-            raise
-        except Exception as exc:
-            raise ConfigError(
-                f"{origin}: calling {reference!r} failed: {type(exc).__name__}: {exc}; it must "
-                f"take no arguments and return a Graph"
-            ) from exc
-        if isinstance(built, Graph):
-            return built
-        raise ConfigError(
-            f"{origin}: {reference!r} returned {type(built).__name__}, expected a Graph"
-        )
-    raise ConfigError(
-        f"{origin}: {reference!r} is {a(type(target).__name__)}; expected a Graph or a function "
-        f"taking no arguments that returns one"
-    )
+    return target

@@ -71,6 +71,9 @@ class RunConfig:
         inputs: the root inputs by key name, as written (resolved by :meth:`resolve_inputs`).
         store: the store to open (the default file store when the file has no ``[store]``).
         codecs: plugin names that must be loaded for their codecs.
+        json_classes: ``"package.module:Class"`` references of the attrs classes, dataclasses
+            and enums to store as JSON (``[codecs] json``), registered with
+            ``Codecs.register_json`` by :meth:`make_codecs`.
         runtime: runtime options.
         executor: where function-form bodies run (the ``[executor]`` table); None: the run's
             worker threads.
@@ -85,6 +88,7 @@ class RunConfig:
     codecs: tuple[str, ...] = ()
     runtime: RuntimeConfig = RuntimeConfig()
     executor: ExecutorConfig | None = None
+    json_classes: tuple[str, ...] = ()
 
     @property
     def base_dir(self) -> pathlib.Path:
@@ -235,16 +239,36 @@ class RunConfig:
         return True
 
     def make_codecs(self, pm: DurablePluginManager) -> Any:
-        """The codec registry for the run: built-ins plus every loaded plugin's codecs.
+        """The codec registry for the run: built-ins, every loaded plugin's codecs, and a JSON
+        codec for each class named in ``[codecs] json``.
 
         Raises:
             PluginError: a plugin named in ``codecs`` is missing (see
                 :meth:`check_codec_plugins`).
+            ConfigError: a ``[codecs] json`` reference does not import, is not a class, or is
+                a class that cannot be stored as JSON (not an attrs class, dataclass or enum).
         """
         from durable_core.codecs import Codecs
+        from durable_core.config.loading import import_reference
+        from durable_core.errors import CodecError
 
         self.check_codec_plugins(pm)
-        return Codecs.from_plugins(pm)
+        codecs = Codecs.from_plugins(pm)
+        origin = f"{self.path}: [codecs] json"
+        for reference in self.json_classes:
+            target = import_reference(reference, self.base_dir, origin=origin)
+            if not isinstance(target, type):
+                raise ConfigError(
+                    f"{origin}: {reference!r} is not a class; name an attrs class, a dataclass "
+                    "or an enum ('module:Class')"
+                )
+            try:
+                codecs.register_json(target)
+            except CodecError as exc:
+                raise ConfigError(
+                    f"{origin}: {reference!r} cannot be stored as JSON: {exc}"
+                ) from exc
+        return codecs
 
 
 @attrs.frozen
@@ -256,14 +280,29 @@ class ConfigFile:
     version: str
     inputs: dict[str, InputSource] = attrs.field(factory=dict)
     store: StoreConfig | None = None
-    codecs: list[str] = attrs.field(factory=list)
+    codecs: list[str] | CodecsTable = attrs.field(factory=list)
     runtime: RuntimeConfig = RuntimeConfig()
     executor: ExecutorConfig | None = None
+
+
+@attrs.frozen
+class CodecsTable:
+    """The ``[codecs]`` table (the list form ``codecs = ["numpy"]`` is ``plugins`` alone).
+
+    Attributes:
+        plugins: plugin names that must be loaded for their codecs.
+        json: ``"package.module:Class"`` references of attrs classes, dataclasses and enums to
+            store as JSON; a module resolves as the graph's does (next to the file first).
+    """
+
+    plugins: list[str] = attrs.field(factory=list)
+    json: list[str] = attrs.field(factory=list)
 
 
 TABLE_KEYS: dict[str, list[str]] = {
     "": [a.name for a in attrs.fields(ConfigFile)],
     "runtime": [a.name for a in attrs.fields(RuntimeConfig)],
+    "codecs": [a.name for a in attrs.fields(CodecsTable)],
 }
 """The allowed keys of each table (``""``: the top level), shown after an unknown key."""
 
@@ -311,6 +350,16 @@ def _structure_executor(value: Any, _type: Any) -> ExecutorConfig:
     return ExecutorConfig(backend=backend, options=options)
 
 
+def _structure_codecs(value: Any, _type: Any) -> list[str] | CodecsTable:
+    if isinstance(value, dict):
+        return CONFIG_CONVERTER.structure(value, CodecsTable)
+    if not isinstance(value, list):
+        raise Invalid(
+            f"expected a list of plugin names or a [codecs] table, found {describe_value(value)}"
+        )
+    return CONFIG_CONVERTER.structure(value, list[str])
+
+
 def _structure_file_format(value: Any, _type: Any) -> str:
     if value in FILE_FORMATS:
         return value
@@ -346,6 +395,7 @@ def _make_config_converter() -> cattrs.Converter:
     conv.register_structure_hook(InputSource, _structure_input)
     conv.register_structure_hook(StoreConfig, _structure_store)
     conv.register_structure_hook(ExecutorConfig, _structure_executor)
+    conv.register_structure_hook_func(lambda t: t == list[str] | CodecsTable, _structure_codecs)
     conv.register_structure_hook_func(
         lambda t: t == Literal["text", "bytes", "json"], _structure_file_format
     )

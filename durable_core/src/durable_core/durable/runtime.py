@@ -658,7 +658,8 @@ class Runtime:
             f"{count}, so their values could not be stored. Nothing was run or saved.\n"
             + "\n".join(lines)
             + "\nRegister a codec for each type in the registry the Runtime uses: "
-            "codecs.register_json(T) for attrs classes, dataclasses and enums, "
+            'for attrs classes, dataclasses and enums, [codecs] json = ["module:Class"] in '
+            "the run's TOML file or codecs.register_json(T) from Python, "
             "codecs.register(codec) for a custom codec, or install a codec plugin and build "
             "the registry with Codecs.from_plugins() (see docs/codecs.md)."
         )
