@@ -6,7 +6,7 @@ import json
 
 import click
 
-from durable_core.cli.options import json_option
+from durable_core.cli.options import json_option, run_id_option, with_run_id
 
 __all__ = ["cancel_command"]
 
@@ -14,8 +14,11 @@ __all__ = ["cancel_command"]
 @click.command("cancel")
 @click.argument("args", nargs=-1, metavar="[CONFIG] [RUN_ID]")
 @click.option("--store", "store_url", metavar="URL", help="The store, instead of a CONFIG.")
+@run_id_option()
 @json_option()
-def cancel_command(args: tuple[str, ...], store_url: str | None, as_json: bool) -> None:
+def cancel_command(
+    args: tuple[str, ...], store_url: str | None, run_id_option: str | None, as_json: bool
+) -> None:
     """Ask the process running RUN_ID to stop cleanly, as Ctrl-C would.
 
     The owner (a 'durable run', 'resume' or 'fork' of this store, here or — with PostgreSQL —
@@ -29,7 +32,7 @@ def cancel_command(args: tuple[str, ...], store_url: str | None, as_json: bool) 
     from durable_core.plugins import make_plugin_manager
 
     pm = make_plugin_manager()
-    store_config, config, rest = split_store_args(args, store_url, pm)
+    store_config, config, rest = split_store_args(with_run_id(args, run_id_option), store_url, pm)
     if not rest and config is not None:
         rest = (config.run_id,)
     if len(rest) != 1:

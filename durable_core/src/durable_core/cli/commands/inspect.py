@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from durable_core.cli.options import json_option
+from durable_core.cli.options import json_option, run_id_option, with_run_id
 
 __all__ = ["inspect_command"]
 
@@ -15,7 +15,7 @@ __all__ = ["inspect_command"]
 @click.command("inspect")
 @click.argument("args", nargs=-1, metavar="[CONFIG] [RUN_ID]")
 @click.option("--store", "store_url", metavar="URL", help="The store, instead of a CONFIG.")
-@click.option("--run-id", "run_id_option", metavar="ID", help="The run id (same as RUN_ID).")
+@run_id_option()
 @click.option(
     "--peek",
     is_flag=True,
@@ -42,7 +42,6 @@ def inspect_command(
     from durable_core.cli.targets import (
         graph_of,
         load_record,
-        looks_like_config,
         require_existing_store,
         store_target,
         store_words,
@@ -51,10 +50,7 @@ def inspect_command(
     from durable_core.plugins import make_plugin_manager
     from durable_core.runinfo import check_record, describe_record
 
-    if run_id_option is not None:
-        if len(args) > 1 or (args and not looks_like_config(args[0])):
-            raise click.UsageError("give the run id either as RUN_ID or as --run-id, not both")
-        args = (*args, run_id_option)
+    args = with_run_id(args, run_id_option)
     pm = make_plugin_manager()
     store_config, run_id, config = store_target(args, store_url, want_run_id=True, pm=pm)
     assert run_id is not None

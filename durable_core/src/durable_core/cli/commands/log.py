@@ -8,25 +8,39 @@ from typing import Any
 
 import click
 
-from durable_core.cli.options import json_option
+from durable_core.cli.options import json_option, run_id_option, with_run_id
 
 __all__ = ["log_command"]
 
 
 @click.command("log")
-@click.argument("run_id", metavar="RUN_ID")
+@click.argument("args", nargs=-1, metavar="[CONFIG] [RUN_ID]")
+@click.option("--store", "store_url", metavar="URL", help="The store, instead of a CONFIG.")
+@run_id_option()
 @click.option("--follow", "-f", is_flag=True, help="Keep printing new events until the run ends.")
 @json_option()
-def log_command(run_id: str, follow: bool, as_json: bool) -> None:
+def log_command(
+    args: tuple[str, ...],
+    store_url: str | None,
+    run_id_option: str | None,
+    follow: bool,
+    as_json: bool,
+) -> None:
     """Print the run log of RUN_ID on this machine: when it started and resumed, each attempt,
     each failed try's error, each node's duration, how it ended.
 
-    The log is kept next to the stores (see docs/operations.md), written by the plugin
-    'runlog'. With --follow, new events are printed as they come until the run finishes (or
-    Ctrl-C). --json prints one JSON object per line.
+    The run is named as for inspect: CONFIG (its run id, or RUN_ID after it), --store URL
+    RUN_ID, or RUN_ID alone; --run-id ID is the same as RUN_ID. The log is kept next to the
+    stores (see docs/operations.md), written by the plugin 'runlog'. With --follow, new events
+    are printed as they come until the run finishes (or Ctrl-C). --json prints one JSON object
+    per line.
     """
+    from durable_core.cli.targets import store_target
     from durable_core.errors import NotFoundError
     from durable_core.runlog import log_path
+
+    _, run_id, _ = store_target(with_run_id(args, run_id_option), store_url, want_run_id=True)
+    assert run_id is not None
 
     path = log_path(run_id)
     if not path.exists() and not follow:

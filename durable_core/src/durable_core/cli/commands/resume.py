@@ -4,17 +4,21 @@ from __future__ import annotations
 
 import click
 
-from durable_core.cli.options import launch_options
+from durable_core.cli.options import launch_options, one_run_id
 
 __all__ = ["resume_command"]
 
 
 @click.command("resume")
 @click.argument("config_arg", metavar="CONFIG")
-@click.option("--run-id", "run_id", metavar="ID", help="Run id instead of the config's run_id.")
+@click.argument("run_id_arg", metavar="[RUN_ID]", required=False)
+@click.option(
+    "--run-id", "run_id", metavar="ID", help="Run id instead of the config's run_id (or RUN_ID)."
+)
 @launch_options
 def resume_command(
     config_arg: str,
+    run_id_arg: str | None,
     run_id: str | None,
     input_options: tuple[str, ...],
     max_running: int | None,
@@ -31,7 +35,7 @@ def resume_command(
 
     launch(
         config_arg,
-        run_id,
+        one_run_id(run_id_arg, run_id),
         as_json,
         resume=True,
         input_options=input_options,

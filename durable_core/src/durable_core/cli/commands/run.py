@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import click
 
-from durable_core.cli.options import launch_options
+from durable_core.cli.options import launch_options, one_run_id
 
 __all__ = ["run_command"]
 
 
 @click.command("run")
 @click.argument("config_arg", metavar="CONFIG")
-@click.option("--run-id", "run_id", metavar="ID", help="Run id instead of the config's run_id.")
+@click.argument("run_id_arg", metavar="[RUN_ID]", required=False)
+@click.option(
+    "--run-id", "run_id", metavar="ID", help="Run id instead of the config's run_id (or RUN_ID)."
+)
 @click.option(
     "--resume-if-exists",
     is_flag=True,
@@ -20,6 +23,7 @@ __all__ = ["run_command"]
 @launch_options
 def run_command(
     config_arg: str,
+    run_id_arg: str | None,
     run_id: str | None,
     resume_if_exists: bool,
     input_options: tuple[str, ...],
@@ -38,7 +42,7 @@ def run_command(
 
     launch(
         config_arg,
-        run_id,
+        one_run_id(run_id_arg, run_id),
         as_json,
         resume=False,
         resume_if_exists=resume_if_exists,
