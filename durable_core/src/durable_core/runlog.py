@@ -98,14 +98,15 @@ def log_path(run_id: str, directory: pathlib.Path | None = None) -> pathlib.Path
     return (directory or log_directory()) / f"{readable}-{digest}.jsonl"
 
 
-def scrub(text: str) -> str:
-    """Shorten an error text and hide what looks like a secret (``password=…``, a URL's
+def scrub(text: str, limit: int | None = MAX_ERROR_CHARS) -> str:
+    """Shorten an error text to ``limit`` characters (``None``: keep its length, for a
+    traceback already bounded) and hide what looks like a secret (``password=…``, a URL's
     password, a bearer token)."""
     text = _SECRETS[0].sub(r"\1\2***", text)
     text = _SECRETS[1].sub(r"\1:***@", text)
     text = _SECRETS[2].sub(r"\1\2***", text)
-    if len(text) > MAX_ERROR_CHARS:
-        text = text[: MAX_ERROR_CHARS - 1] + "…"
+    if limit is not None and len(text) > limit:
+        text = text[: limit - 1] + "…"
     return text
 
 
@@ -149,6 +150,10 @@ class RunLogWriter:
             line["status"] = event.status
         if event.error:
             line["error"] = scrub(event.error)
+        if getattr(event, "where", ""):
+            line["where"] = event.where
+        if getattr(event, "traceback", ""):
+            line["traceback"] = scrub(event.traceback, limit=None)
         with self._lock:
             if kind in ("attempt_started", "attempt_adopted") and event.attempt_id:
                 self._started[event.attempt_id] = now

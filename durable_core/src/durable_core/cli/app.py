@@ -31,7 +31,8 @@ DEBUG_ENV = "DURABLE_DEBUG"
 """Environment variable: when set to a non-empty value other than ``0``, errors show tracebacks."""
 
 
-def _debug_enabled(ctx: click.Context) -> bool:
+def debug_enabled(ctx: click.Context) -> bool:
+    """Whether the command was given ``--debug`` or runs with ``DURABLE_DEBUG`` set."""
     root = ctx.find_root()
     if root.params.get("debug"):
         return True
@@ -66,7 +67,7 @@ class DurableGroup(click.Group):
         except Exception as exc:
             from durable_core.errors import DurableError
 
-            if _debug_enabled(ctx):
+            if debug_enabled(ctx):
                 traceback.print_exception(exc, file=sys.stderr)
             kind = type(exc).__name__
             if not isinstance(exc, (DurableError, OSError)):

@@ -332,6 +332,7 @@ def launch(
             click.echo(f"run {config.run_id!r} {status} after {snap.elapsed:.1f} s: {summary}")
             if result.error is not None:
                 click.echo(f"error: {result.error}", err=True)
+                _explain_failure(result.error, config.run_id)
             if status == "canceled":
                 why = " on request ('durable cancel')" if cancel_requested else ""
                 click.echo(
@@ -437,3 +438,28 @@ def _before_start(
         # to register one); repeating advice here would be wrong for NaN or a lock.
         return ConfigError(f"{config.path}: [inputs]: {cause}. Nothing was saved")
     return exc
+
+
+def _explain_failure(error: BaseException, run_id: str) -> None:
+    """Where the failing body failed (``at file:line in function``), and with ``--debug`` (or
+    ``DURABLE_DEBUG``) its whole traceback, on stderr. A node that failed in an earlier
+    process is explained from the run log."""
+    from durable_core.cli.app import debug_enabled
+    from durable_core.durable.failures import failure_of
+    from durable_core.runlog import last_failures
+
+    debug = debug_enabled(click.get_current_context())
+    details = failure_of(error)
+    if details.where:
+        click.echo(f"  at {details.where}", err=True)
+        if debug:
+            click.echo(details.traceback.rstrip("\n"), err=True)
+        return
+    logged = last_failures(run_id).get(getattr(error, "path", "") or "")
+    if logged is None or not logged.get("where"):
+        return
+    click.echo(
+        f"  at {logged['where']} (try {logged.get('attempt', '?')}, from the run log)", err=True
+    )
+    if debug and logged.get("traceback"):
+        click.echo(str(logged["traceback"]).rstrip("\n"), err=True)

@@ -61,6 +61,7 @@ from durable_core.codecs import Codecs
 from durable_core.durable import ledger as L
 from durable_core.durable.copies import share_values
 from durable_core.durable.events import EventKind, RecoveryEvent
+from durable_core.durable.failures import failure_of
 from durable_core.durable.fingerprint import sub_scope_fingerprint
 from durable_core.durable.messages import MessageBook
 from durable_core.durable.messages_recovery import Adopted
@@ -259,10 +260,16 @@ class DurableCheckpointer(Checkpointer):
         return begin if begin is not None else _nothing
 
     def _event(
-        self, kind: EventKind, attempt: Attempt, error: str = "", revision: int | None = None
+        self,
+        kind: EventKind,
+        attempt: Attempt,
+        error: str = "",
+        revision: int | None = None,
+        failure: BaseException | None = None,
     ) -> None:
         if not self._listening:  # nobody receives events: build none
             return
+        details = failure_of(failure)
         self._emit(
             RecoveryEvent(
                 kind=kind,
@@ -275,6 +282,8 @@ class DurableCheckpointer(Checkpointer):
                 revision=self._ledger.revision if revision is None else revision,
                 attempt_id=attempt.id,
                 error=error,
+                where=details.where,
+                traceback=details.traceback,
             )
         )
 
@@ -450,7 +459,7 @@ class DurableCheckpointer(Checkpointer):
                 fail_sources(proposal, scope_id, node_id)
 
         saved = await self._ledger.commit_async(fail)
-        self._event(EventKind.ATTEMPT_FAILED, attempt, describe_error(error), saved.revision)
+        self._event(EventKind.ATTEMPT_FAILED, attempt, describe_error(error), saved.revision, error)
 
     async def commit_node(self, attempt: Attempt, outputs: NodeOutputs) -> None:
         try:

@@ -72,6 +72,11 @@ class RecoveryEvent:
             record's ``RootScope`` for the root graph, a child scope's id (the Sub node's
             attempt id, R-SCOPE-2) inside a Sub. Two child runs of a Sub node retried by a
             ``Retry`` have the same ``scope_path`` and different ``scope_id``.
+        where: for ``ATTEMPT_FAILED``: the file, line and function where the try failed
+            (``"jobs/etl.py:42 in load"``, see :class:`~durable_core.durable.failures.Failure`);
+            else "". Never stored in the record.
+        traceback: for ``ATTEMPT_FAILED``: the try's formatted traceback, bounded in size;
+            else "". Never stored in the record.
         definition: for ``RUN_STARTED``/``RUN_RESUMED``: the graph's
             :class:`~durable_core.durable.definition_diff.DefinitionFingerprints` (the whole
             fingerprint, and its parts' computed when asked for); else None. Not compared.
@@ -90,3 +95,5 @@ class RecoveryEvent:
     error: str = ""
     scope_id: str = ""
     definition: DefinitionFingerprints | None = attrs.field(default=None, eq=False, repr=False)
+    where: str = ""
+    traceback: str = attrs.field(default="", eq=False, repr=False)

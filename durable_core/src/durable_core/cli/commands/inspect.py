@@ -109,6 +109,8 @@ def inspect_command(
         for node, entry in sorted(failures.items()):
             click.echo(f"  {node}  try {entry.get('attempt', '?')} at {entry.get('time', '?')}")
             click.echo(f"    {entry.get('error', '(no error text)')}")
+            if entry.get("where"):
+                click.echo(f"    at {entry['where']}")
 
 
 def run_times(store: Any, run_id: str) -> dict[str, Any]:
@@ -193,7 +195,7 @@ def _last_failures(run_id: str, info: Any) -> dict[str, Any]:
         for node in (*scope.confirmed, *scope.skipped)
     }
     return {
-        node: {k: entry[k] for k in ("time", "attempt", "error") if k in entry}
+        node: {k: entry[k] for k in ("time", "attempt", "error", "where") if k in entry}
         for node, entry in last_failures(run_id).items()
         if node not in confirmed
     }

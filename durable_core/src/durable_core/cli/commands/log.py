@@ -18,12 +18,16 @@ __all__ = ["log_command"]
 @click.option("--store", "store_url", metavar="URL", help="The store, instead of a CONFIG.")
 @run_id_option()
 @click.option("--follow", "-f", is_flag=True, help="Keep printing new events until the run ends.")
+@click.option(
+    "--traceback", "tracebacks", is_flag=True, help="Print each failed try's traceback too."
+)
 @json_option()
 def log_command(
     args: tuple[str, ...],
     store_url: str | None,
     run_id_option: str | None,
     follow: bool,
+    tracebacks: bool,
     as_json: bool,
 ) -> None:
     """Print the run log of RUN_ID on this machine: when it started and resumed, each attempt,
@@ -31,9 +35,10 @@ def log_command(
 
     The run is named as for inspect: CONFIG (its run id, or RUN_ID after it), --store URL
     RUN_ID, or RUN_ID alone; --run-id ID is the same as RUN_ID. The log is kept next to the
-    stores (see docs/operations.md), written by the plugin 'runlog'. With --follow, new events
-    are printed as they come until the run finishes (or Ctrl-C). --json prints one JSON object
-    per line.
+    stores (see docs/operations.md), written by the plugin 'runlog'. A failed try shows its
+    error and where it failed (file:line); --traceback adds its traceback. With --follow, new
+    events are printed as they come until the run finishes (or Ctrl-C). --json prints one JSON
+    object per line (a failed try's "where" and "traceback" included).
     """
     from durable_core.cli.targets import store_target
     from durable_core.errors import NotFoundError
@@ -62,15 +67,16 @@ def log_command(
                     entry = json.loads(raw)
                 except json.JSONDecodeError:
                     continue
-                click.echo(json.dumps(entry) if as_json else format_entry(entry))
+                click.echo(json.dumps(entry) if as_json else format_entry(entry, tracebacks))
                 finished = entry.get("event") == "run_finished"
         if not follow or finished:
             return
         time.sleep(0.2)
 
 
-def format_entry(entry: dict[str, Any]) -> str:
-    """One line of ``durable log``."""
+def format_entry(entry: dict[str, Any], traceback: bool = False) -> str:
+    """One entry of ``durable log``: a line, and for a failed try its error, where it failed
+    and (``traceback``) its traceback on the lines below."""
     parts = [str(entry.get("time", "?")), f"{entry.get('event', '?'):<15}"]
     if "node" in entry:
         parts.append(str(entry["node"]))
@@ -87,4 +93,8 @@ def format_entry(entry: dict[str, Any]) -> str:
     line = "  ".join(parts)
     if "error" in entry:
         line += f"\n    {entry['error']}"
+    if entry.get("where"):
+        line += f"\n    at {entry['where']}"
+    if traceback and entry.get("traceback"):
+        line += "\n" + "\n".join(f"    | {t}" for t in str(entry["traceback"]).splitlines())
     return line
