@@ -8,8 +8,10 @@ message it processes to a side file, so the tests can count how often each was p
 from __future__ import annotations
 
 import base64
+import gc
 import hashlib
 import json
+import logging
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -36,6 +38,7 @@ from durable_core import (
 )
 from durable_core.durable.messages import container_id
 from durable_core.recorddelta import read_delta
+from durable_filestore import FileStore
 
 
 @attrs.frozen
@@ -551,3 +554,29 @@ def test_a_damaged_message_record_is_refused_before_anything_runs(
         assert stored_bytes_of(kind, location) == before  # no save, no revision or generation
     finally:
         store.close()
+
+
+def _confirms_sum(record: RunRecord) -> bool:
+    return "sum" in record.scopes[record.root_scope].nodes
+
+
+# covers: S-8
+def test_a_failing_confirmation_save_surfaces_once_as_the_runs_checkpoint_error(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, capfd: pytest.CaptureFixture[str]
+) -> None:
+    # commit_every=1: the final transaction that waits for the confirmation sends nothing, so
+    # no output stream reads the failure of its future.
+    real = FileStore(tmp_path / "store")
+    failing = FailingStore(real, _confirms_sum)
+    log = CallLog(tmp_path / "log")
+    with caplog.at_level(logging.DEBUG, logger="asyncio"):
+        with pytest.raises(CheckpointError) as caught:
+            run(failing, Plan(log), count=10)
+        gc.collect()  # a future left unread reports itself when it is collected
+    assert isinstance(caught.value.__cause__, SaveFailure)
+    assert len(failing.failed) == 1  # the confirmation's save, and only it
+    assert "never retrieved" not in caplog.text
+    assert "never retrieved" not in capfd.readouterr().err
+    result = run(real, Plan(log), count=10, resume=True)
+    assert result.status == "completed", result.error
+    assert result[TOTAL] == expected(10)[0] and result[EVEN_LIST] == expected(10)[1]
