@@ -27,9 +27,11 @@ from durable_core import (
     CorruptRecordError,
     EventKind,
     Graph,
+    In,
     Key,
     MemoryStore,
     NodeFailedError,
+    Out,
     RecoveryEvent,
     Retry,
     RetryExhaustedError,
@@ -580,3 +582,56 @@ def test_a_failing_confirmation_save_surfaces_once_as_the_runs_checkpoint_error(
     result = run(real, Plan(log), count=10, resume=True)
     assert result.status == "completed", result.error
     assert result[TOTAL] == expected(10)[0] and result[EVEN_LIST] == expected(10)[1]
+
+
+# covers: S-7, S-8
+@pytest.mark.parametrize("kind", ["file", "sqlite"])
+def test_a_processor_in_a_sub_reading_its_parents_stream_resumes_exactly(
+    kind: str, tmp_path: Path
+) -> None:
+    # Its messages name the parent's source, read as group "part/sum": its own input group.
+    numbers = Key("nums", int, stream=True, capacity=4)
+    inside = Key("inside", int, stream=True, capacity=4)
+    total, child_total = Key("tot", int), Key("child_tot", int)
+    token, seen = CancelToken(), []
+
+    def build() -> Graph:
+        child = Graph("child", inputs=[inside])
+
+        @child.processor("sum", input=inside, state=int, initial=0, provides=[child_total])
+        def add(rc, state: int, n: int) -> int:
+            seen.append(n)
+            if n == 7 and seen.count(7) == 1:
+                token.cancel()
+            return state + n
+
+        @add.finish
+        def finish(rc, state: int):
+            rc.set(child_total, state)
+
+        g = Graph("main", inputs=[COUNT])
+
+        @g.node("src", requires=[COUNT], provides=[numbers])
+        async def src(rc):
+            writer = rc.writer(numbers)
+            for n in range((writer.position or 0) + 1, rc.get(COUNT) + 1):
+                await writer.send_at(n, n)
+
+        g.sub("part", child, bindings=[In(numbers, inside), Out(child_total, total)])
+        return g
+
+    store = open_store(kind, tmp_path / "store")
+    try:
+        first = Runtime(store).run(
+            build(), run_id="r", version="1", inputs={COUNT: 20}, cancel=token
+        )
+        assert first.status == "canceled"
+        (message,) = load(store, "r").messages.values()
+        assert message.group == "part/sum" and message.state.value == "confirmed"
+        done = len(seen)
+        result = Runtime(store).resume(build(), run_id="r", version="1", inputs={COUNT: 20})
+        assert result.status == "completed", result.error
+        assert result[total] == 210  # 1..20, each exactly once in the state
+        assert min(seen[done:]) > message.sequence  # nothing acknowledged was processed again
+    finally:
+        store.close()
