@@ -15,9 +15,25 @@ with a :class:`~durable_core.errors.CorruptRecordError` (or a
 :class:`~durable_core.errors.CodecError` when a codec changed), a container that cannot be
 adopted: one under a nested (Retry) attempt (nested attempts carry no values), one of a node
 that is not a processor, a value that is a stream reference, a key the node does not provide,
-a key stored twice, a value that is neither ready nor skipped (pending is never stored), and a
-value or state that does not decode to its declared type. Containers under a failed attempt or a
-failed ancestor are void: they are checked like every other one, and never adopted.
+a key stored twice, a value that is neither ready nor skipped (pending is never stored), a
+value or state that does not decode to its declared type, and a container without its state
+snapshot (every message commit saves one: going on from the initial state instead would lose
+what the acknowledged messages committed, since they are never delivered again). Containers
+under a failed attempt or a failed ancestor are void: they are checked like every other one,
+and never adopted.
+
+It also checks every message attempt against the stream entry it names (S-7, S-8):
+
+- its processing attempt is the root attempt of a processor node, and the entry is that node's
+  own input group: the group named by the node's path, of a source providing the node's input
+  key when the source is in the node's own scope;
+- a *confirmed* message of a processor that goes on (an active root attempt with no failed
+  ancestor) was acknowledged in the save that confirmed it: its input element is no longer in
+  the group's ``Pending`` and not past the group's ``AckedThrough`` (a processor acknowledges
+  in order). Otherwise the element would be processed again on top of a state that holds it.
+
+Messages under a failed attempt or ancestor keep only the structural checks: a later failure,
+or a later generation of the input, never makes history corrupt.
 
 The ownership rules themselves (every confirmed message attempt has its container and every
 container a confirmed message) are checked by :func:`~durable_core.integrity.validate_record`.
