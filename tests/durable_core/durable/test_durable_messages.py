@@ -7,12 +7,18 @@ message it processes to a side file, so the tests can count how often each was p
 
 from __future__ import annotations
 
+import base64
+import gc
+import hashlib
+import json
+import logging
+import sqlite3
 from pathlib import Path
 from typing import Any
 
 import attrs
 import pytest
-from durable_scenarios import CallLog, FailingStore, SaveFailure, load
+from durable_scenarios import CallLog, FailingStore, SaveFailure, load, open_store
 
 from durable_core import (
     CancelToken,
@@ -21,9 +27,11 @@ from durable_core import (
     CorruptRecordError,
     EventKind,
     Graph,
+    In,
     Key,
     MemoryStore,
     NodeFailedError,
+    Out,
     RecoveryEvent,
     Retry,
     RetryExhaustedError,
@@ -32,6 +40,7 @@ from durable_core import (
 )
 from durable_core.durable.messages import container_id
 from durable_core.recorddelta import read_delta
+from durable_filestore import FileStore
 
 
 @attrs.frozen
@@ -418,3 +427,211 @@ def test_a_processor_root_attempt_is_written_with_its_first_transaction(
         path[0] in ("Managed", "Messages") or (path[0] == "Streams" and value["NodeID"] == "sum")
         for path, value in first.set
     ), first
+
+
+# -- Refused before anything runs, on real stores ----------------------------------------------
+#
+# A real processor run on a file store or a SQLite database is stopped after 11 committed
+# messages; then one thing is damaged in the stored JSON itself (the record file, or the row),
+# and resume must refuse the record before any event, body call or save, leaving every stored
+# byte as it was.
+
+
+def stored_document(store: Any, kind: str, location: Path) -> tuple[Any, Any]:
+    """The stored record's JSON, and a function that writes a changed one back in place."""
+    if kind == "file":
+        path = Path(store.record_path("r"))
+        assert not list(location.glob("*.journal"))  # at rest: one complete record file
+        return json.loads(path.read_bytes()), lambda doc: path.write_bytes(json.dumps(doc).encode())
+    db = sqlite3.connect(location / "runs.sqlite")
+    try:
+        assert db.execute("SELECT count(*) FROM durable_deltas").fetchone() == (0,)
+        (blob,) = db.execute("SELECT record FROM durable_runs WHERE run_id = 'r'").fetchone()
+    finally:
+        db.close()
+
+    def write(doc: Any) -> None:
+        db = sqlite3.connect(location / "runs.sqlite")
+        try:
+            db.execute(
+                "UPDATE durable_runs SET record = ? WHERE run_id = 'r'",
+                (json.dumps(doc).encode(),),
+            )
+            db.commit()
+        finally:
+            db.close()
+
+    return json.loads(blob), write
+
+
+def stored_bytes_of(kind: str, location: Path) -> Any:
+    """Every stored byte of the run: the files (not the lock files), or the rows."""
+    if kind == "file":
+        return sorted((p.name, p.read_bytes()) for p in location.iterdir() if p.suffix != ".lock")
+    db = sqlite3.connect(location / "runs.sqlite")
+    try:
+        return (
+            db.execute("SELECT * FROM durable_runs ORDER BY run_id").fetchall(),
+            db.execute("SELECT * FROM durable_deltas ORDER BY run_id, base").fetchall(),
+        )
+    finally:
+        db.close()
+
+
+def element(sequence: int) -> dict[str, Any]:
+    data = str(sequence).encode()  # the JSON codec of an int
+    return {
+        "Data": base64.b64encode(data).decode(),
+        "Digest": hashlib.sha256(data).hexdigest(),
+        "Sequence": sequence,
+    }
+
+
+def _no_state(doc: dict[str, Any]) -> None:
+    (container,) = doc["Managed"].values()
+    container["State"] = None
+
+
+def _input_entry(doc: dict[str, Any]) -> dict[str, Any]:
+    (entry,) = [s for s in doc["Streams"].values() if s["Group"] == "sum"]
+    return entry
+
+
+def _still_pending(doc: dict[str, Any]) -> None:
+    entry = _input_entry(doc)
+    entry["AckedThrough"] = 10
+    entry["Pending"].insert(0, element(11))  # message 11 is confirmed (and acked) already
+
+
+def _ahead_of_the_front(doc: dict[str, Any]) -> None:
+    _input_entry(doc)["AckedThrough"] = 10  # message 11 is confirmed but not acked through
+
+
+def _another_group(doc: dict[str, Any]) -> None:
+    # The confirmed message names the entry of the "evens" reader (a stream "sum" writes),
+    # with a Group and a Sequence that agree with that entry: it is not sum's own input.
+    (evens,) = [i for i, s in doc["Streams"].items() if s["Group"] == "evens"]
+    (message,) = doc["Messages"].values()
+    message.update(Stream=evens, Group="evens", Sequence=doc["Streams"][evens]["LastSequence"])
+
+
+DAMAGES = {
+    "no-state": (_no_state, "S-7", "Managed", "State", "no state snapshot"),
+    "still-pending": (_still_pending, "S-8", "Messages", "Sequence", "still pending"),
+    "ahead": (_ahead_of_the_front, "S-8", "Messages", "Sequence", "past the group's AckedThrough"),
+    "another-group": (_another_group, "S-7", "Messages", "Stream", "its own input 'numbers'"),
+}
+
+
+# covers: S-7, S-8, S-9
+@pytest.mark.parametrize("damage", sorted(DAMAGES))
+@pytest.mark.parametrize("kind", ["file", "sqlite"])
+def test_a_damaged_message_record_is_refused_before_anything_runs(
+    kind: str, damage: str, tmp_path: Path
+) -> None:
+    change, rule, field, leaf, words = DAMAGES[damage]
+    location = tmp_path / "store"
+    store = open_store(kind, location)
+    try:
+        log = CallLog(tmp_path / "log")
+        assert run(store, Plan(log, cancel_at=12)).status == "canceled"
+        record = load(store, "r")
+        assert group_entry(record).acked_through == 11 and record.managed  # 11 committed
+        doc, write = stored_document(store, kind, location)
+        change(doc)
+        write(doc)
+        before = stored_bytes_of(kind, location)
+        events: list[RecoveryEvent] = []
+        calls = len(log.calls())
+        with pytest.raises(CorruptRecordError) as info:
+            run(store, Plan(log), resume=True, observers=[events.append])
+        error = info.value
+        assert (
+            error.rule == rule
+            and error.path.startswith(f"$.{field}[")
+            and error.path.endswith(f".{leaf}")
+        ), (error.rule, error.path)
+        assert words in str(error) and "keep this one as evidence" in str(error)
+        assert events == [] and len(log.calls()) == calls  # no event, no body call
+        assert stored_bytes_of(kind, location) == before  # no save, no revision or generation
+    finally:
+        store.close()
+
+
+def _confirms_sum(record: RunRecord) -> bool:
+    return "sum" in record.scopes[record.root_scope].nodes
+
+
+# covers: S-8
+def test_a_failing_confirmation_save_surfaces_once_as_the_runs_checkpoint_error(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, capfd: pytest.CaptureFixture[str]
+) -> None:
+    # commit_every=1: the final transaction that waits for the confirmation sends nothing, so
+    # no output stream reads the failure of its future.
+    real = FileStore(tmp_path / "store")
+    failing = FailingStore(real, _confirms_sum)
+    log = CallLog(tmp_path / "log")
+    with caplog.at_level(logging.DEBUG, logger="asyncio"):
+        with pytest.raises(CheckpointError) as caught:
+            run(failing, Plan(log), count=10)
+        gc.collect()  # a future left unread reports itself when it is collected
+    assert isinstance(caught.value.__cause__, SaveFailure)
+    assert len(failing.failed) == 1  # the confirmation's save, and only it
+    assert "never retrieved" not in caplog.text
+    assert "never retrieved" not in capfd.readouterr().err
+    result = run(real, Plan(log), count=10, resume=True)
+    assert result.status == "completed", result.error
+    assert result[TOTAL] == expected(10)[0] and result[EVEN_LIST] == expected(10)[1]
+
+
+# covers: S-7, S-8
+@pytest.mark.parametrize("kind", ["file", "sqlite"])
+def test_a_processor_in_a_sub_reading_its_parents_stream_resumes_exactly(
+    kind: str, tmp_path: Path
+) -> None:
+    # Its messages name the parent's source, read as group "part/sum": its own input group.
+    numbers = Key("nums", int, stream=True, capacity=4)
+    inside = Key("inside", int, stream=True, capacity=4)
+    total, child_total = Key("tot", int), Key("child_tot", int)
+    token, seen = CancelToken(), []
+
+    def build() -> Graph:
+        child = Graph("child", inputs=[inside])
+
+        @child.processor("sum", input=inside, state=int, initial=0, provides=[child_total])
+        def add(rc, state: int, n: int) -> int:
+            seen.append(n)
+            if n == 7 and seen.count(7) == 1:
+                token.cancel()
+            return state + n
+
+        @add.finish
+        def finish(rc, state: int):
+            rc.set(child_total, state)
+
+        g = Graph("main", inputs=[COUNT])
+
+        @g.node("src", requires=[COUNT], provides=[numbers])
+        async def src(rc):
+            writer = rc.writer(numbers)
+            for n in range((writer.position or 0) + 1, rc.get(COUNT) + 1):
+                await writer.send_at(n, n)
+
+        g.sub("part", child, bindings=[In(numbers, inside), Out(child_total, total)])
+        return g
+
+    store = open_store(kind, tmp_path / "store")
+    try:
+        first = Runtime(store).run(
+            build(), run_id="r", version="1", inputs={COUNT: 20}, cancel=token
+        )
+        assert first.status == "canceled"
+        (message,) = load(store, "r").messages.values()
+        assert message.group == "part/sum" and message.state.value == "confirmed"
+        done = len(seen)
+        result = Runtime(store).resume(build(), run_id="r", version="1", inputs={COUNT: 20})
+        assert result.status == "completed", result.error
+        assert result[total] == 210  # 1..20, each exactly once in the state
+        assert min(seen[done:]) > message.sequence  # nothing acknowledged was processed again
+    finally:
+        store.close()

@@ -170,19 +170,32 @@ def test_an_active_processor_adopts_its_values_and_state():
     a = adopted[(ROOT, "count")]
     assert a.attempt == COUNT_A and a.container == CONTAINER
     assert dict(a.staged.ready) == {"first": 1} and a.staged.skipped == {"note"}
-    assert a.has_state and a.state == Tally(2, 3)
+    assert a.state == Tally(2, 3)
     assert record == before  # nothing changes: no revision, no repair
 
 
 # covers: S-9, S-10
-def test_an_empty_container_is_adopted_with_no_values_and_no_state():
+def test_a_container_with_no_values_is_adopted_with_its_state():
     record = base_record()
-    container(record).state = None
     container(record).values = []
     validate_record(record, GRAPH.describe_provides())
     a = adopt(record)[(ROOT, "count")]
-    assert not a.has_state and a.state is None
+    assert a.state == Tally(2, 3)
     assert not a.staged.ready and not a.staged.skipped
+
+
+# covers: S-7, S-9
+@pytest.mark.parametrize("live", [True, False], ids=["active", "under-a-failed-attempt"])
+def test_a_container_without_its_state_is_refused(live):
+    # Every message commit saves the state: an absent one is a lost one, never the initial.
+    record = base_record()
+    container(record).state = None
+    if not live:
+        record.attempts[COUNT_A].state = AttemptState.FAILED
+    validate_record(record, GRAPH.describe_provides())  # ownership is consistent ...
+    error = refused(record)  # ... but the state it continues from is gone
+    assert (error.path, error.rule) == (mg("State"), "S-7")
+    assert "no state snapshot" in str(error) and "'count'" in str(error)
 
 
 # covers: S-10
@@ -215,6 +228,7 @@ def nest_in_sub(record: RunRecord) -> None:
     record.scopes[SUB_A] = ScopeRecord(graph="main", path="ticks", inputs=digest)
     record.attempts[COUNT_A].parent = SUB_A
     container(record).scope = SUB_A
+    record.streams[STREAM].group = record.messages[MSG].group = "ticks/count"
 
 
 # -- Refusals (each S-10 rule) ---------------------------------------------------------------
@@ -376,3 +390,90 @@ def test_history_stays_valid_after_its_parent_failed_or_the_generation_rose():
     record.streams[STREAM].generation = 7
     validate_record(record, GRAPH.describe_provides())
     assert adopt(record) == {}  # valid history, but void: never adopted
+
+
+# -- Messages against their input stream (S-7, S-8) ------------------------------------------
+
+
+def msg(*rest) -> str:
+    path = f'$.Messages["{MSG}"]'
+    for part in rest:
+        path += f".{part}"
+    return path
+
+
+# covers: S-8
+@pytest.mark.parametrize("where", ["pending", "ahead"])
+def test_a_confirmed_message_not_acknowledged_by_its_group_is_refused(where):
+    record = base_record()
+    entry = record.streams[STREAM]
+    entry.acked_through = 1
+    entry.pending = [pending(2), pending(3)] if where == "pending" else [pending(3)]
+    validate_record(record, GRAPH.describe_provides())
+    error = refused(record)
+    assert (error.path, error.rule) == (msg("Sequence"), "S-8")
+    assert "message 2 of processor 'count' is confirmed" in str(error)
+    assert ("still pending" if where == "pending" else "past the group's AckedThrough 1") in str(
+        error
+    )
+
+
+# covers: S-8, S-9
+def test_a_confirmed_message_of_a_failed_processor_is_history_whatever_its_group_says():
+    record = base_record()
+    record.attempts[COUNT_A].state = AttemptState.FAILED
+    entry = record.streams[STREAM]
+    entry.acked_through, entry.pending = 1, [pending(2), pending(3)]
+    assert adopt(record) == {}  # valid history, never continued
+
+
+def other_group(record: RunRecord, *, node: str = "ticks", key: str = "ticks", group: str) -> None:
+    """Point the message at another reading group's entry (with a consistent Group)."""
+    record.streams["other"] = attrs.evolve(
+        record.streams[STREAM], node_id=node, key=key, group=group
+    )
+    record.messages[MSG].stream = "other"
+    record.messages[MSG].group = group
+
+
+# covers: S-7
+@pytest.mark.parametrize(
+    "forged", ["another-group", "another-key", "failed-try"], ids=lambda name: name
+)
+def test_a_message_attempt_naming_another_input_than_the_processors_own_is_refused(forged):
+    record = base_record()
+    if forged == "another-group":  # the entry of another reader of the same stream
+        other_group(record, group="sum")
+    elif forged == "another-key":  # the processor's group, but of a stream it does not read
+        other_group(record, node="count", key="evens", group="count")
+    else:  # a failed try needs no container, but its input is checked all the same
+        record.messages[MSG].state = AttemptState.FAILED
+        record.managed.clear()
+        other_group(record, group="sum")
+    validate_record(record, GRAPH.describe_provides())
+    error = refused(record)
+    assert (error.path, error.rule) == (msg("Stream"), "S-7")
+    assert "processor 'count'" in str(error) and "own input 'ticks'" in str(error)
+
+
+# covers: S-7
+def test_a_message_attempt_of_a_nested_attempt_or_a_plain_node_is_refused():
+    record = base_record()
+    record.managed.clear()
+    record.messages[MSG].state = AttemptState.FAILED
+    record.attempts[TRY_A] = AttemptRecord(
+        parent=COUNT_A, node_id="count", boundary="node:0", index=1, limit=2
+    )
+    record.messages[MSG].parent = TRY_A
+    validate_record(record, GRAPH.describe_provides())
+    error = refused(record)
+    assert (error.path, error.rule) == (msg("Parent"), "S-7")
+
+    record = base_record()
+    record.managed.clear()
+    record.messages[MSG].state = AttemptState.FAILED
+    record.messages[MSG].parent, record.messages[MSG].node_id = TICKS_A, "ticks"
+    validate_record(record, GRAPH.describe_provides())
+    error = refused(record)
+    assert (error.path, error.rule) == (msg("NodeID"), "S-7")
+    assert "not a processor node" in str(error)

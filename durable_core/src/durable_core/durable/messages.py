@@ -124,7 +124,7 @@ class MessageBook:
         adopted = self._adopted.pop((attempt.scope.id, attempt.node_id), None)
         if adopted is None or adopted.attempt != attempt.id:
             return None
-        return Managed(adopted.state if adopted.has_state else processor.initial)
+        return Managed(adopted.state)
 
     # -- tries -----------------------------------------------------------------------------
 

@@ -15,9 +15,25 @@ with a :class:`~durable_core.errors.CorruptRecordError` (or a
 :class:`~durable_core.errors.CodecError` when a codec changed), a container that cannot be
 adopted: one under a nested (Retry) attempt (nested attempts carry no values), one of a node
 that is not a processor, a value that is a stream reference, a key the node does not provide,
-a key stored twice, a value that is neither ready nor skipped (pending is never stored), and a
-value or state that does not decode to its declared type. Containers under a failed attempt or a
-failed ancestor are void: they are checked like every other one, and never adopted.
+a key stored twice, a value that is neither ready nor skipped (pending is never stored), a
+value or state that does not decode to its declared type, and a container without its state
+snapshot (every message commit saves one: going on from the initial state instead would lose
+what the acknowledged messages committed, since they are never delivered again). Containers
+under a failed attempt or a failed ancestor are void: they are checked like every other one,
+and never adopted.
+
+It also checks every message attempt against the stream entry it names (S-7, S-8):
+
+- its processing attempt is the root attempt of a processor node, and the entry is that node's
+  own input group: the group named by the node's path, of a source providing the node's input
+  key when the source is in the node's own scope;
+- a *confirmed* message of a processor that goes on (an active root attempt with no failed
+  ancestor) was acknowledged in the save that confirmed it: its input element is no longer in
+  the group's ``Pending`` and not past the group's ``AckedThrough`` (a processor acknowledges
+  in order). Otherwise the element would be processed again on top of a state that holds it.
+
+Messages under a failed attempt or ancestor keep only the structural checks: a later failure,
+or a later generation of the input, never makes history corrupt.
 
 The ownership rules themselves (every confirmed message attempt has its container and every
 container a confirmed message) are checked by :func:`~durable_core.integrity.validate_record`.
@@ -25,7 +41,7 @@ container a confirmed message) are checked by :func:`~durable_core.integrity.val
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import attrs
@@ -49,16 +65,13 @@ class Adopted:
     Attributes:
         attempt: the node's active root attempt that owns the container.
         staged: the ordinary values already set (ready and skipped), decoded.
-        state: the decoded state snapshot; meaningful only when ``has_state``.
-        has_state: False when the container holds no state snapshot (the node continues from
-            its initial state).
+        state: the decoded state snapshot the node continues from.
         container: the container's key in ``RunRecord.managed``.
     """
 
     attempt: str
     staged: Values
     state: Any
-    has_state: bool
     container: str
 
 
@@ -79,8 +92,9 @@ def adopt_managed(
         an active root attempt with no failed ancestor.
 
     Raises:
-        CorruptRecordError: a container cannot be adopted (see the module documentation); the
-            error names its JSON path and the rule.
+        CorruptRecordError: a container cannot be adopted, or a message attempt does not agree
+            with its input stream (see the module documentation); the error names its JSON
+            path and the rule.
         CodecError: a value's or the state's codec id/version changed, or it does not decode
             to its declared type.
     """
@@ -111,26 +125,90 @@ def adopt_managed(
                 _ADVICE,
             )
         staged = _decode_values(codecs, node, container, base)
-        has_state = container.state is not None
-        state = None
-        if container.state is not None:
-            state = _decode(
-                codecs,
-                processor.state,
-                container.state,
-                (*base, "State"),
-                f"the state of processor {container.node_id!r}",
+        if container.state is None:
+            raise corrupt(
+                path_of(*base, "State"),
+                "S-7",
+                f"the managed container of processor {container.node_id!r} (scope "
+                f"{scope.path or '(root)'!r}) holds no state snapshot, but its confirmed "
+                "messages were acknowledged: every message commit saves the state, and "
+                "starting from the initial state would lose what those messages committed",
+                _ADVICE,
             )
+        state = _decode(
+            codecs,
+            processor.state,
+            container.state,
+            (*base, "State"),
+            f"the state of processor {container.node_id!r}",
+        )
         if attempt.state is not AttemptState.ACTIVE or void(container.parent):
             continue  # history: checked, never adopted
         adopted[(container.scope, container.node_id)] = Adopted(
-            attempt=container.parent,
-            staged=staged,
-            state=state,
-            has_state=has_state,
-            container=key,
+            attempt=container.parent, staged=staged, state=state, container=key
         )
+    _check_messages(graphs, record, void)
     return adopted
+
+
+def _check_messages(graphs: Mapping[str, Graph], record: RunRecord, void: _Void) -> None:
+    """Every message attempt names its processor's own input group; every confirmed message
+    of a processor that goes on was acknowledged with it (see the module documentation)."""
+    for mid, message in record.messages.items():
+        base = ("Messages", (mid,))
+        attempt = record.attempts[message.parent]  # validate_record: it exists
+        if attempt.boundary:
+            raise corrupt(
+                path_of(*base, "Parent"),
+                "S-7",
+                f"a message attempt belongs to its processor's root attempt, found the nested "
+                f"attempt {message.parent} (Retry boundary {attempt.boundary!r})",
+                _ADVICE,
+            )
+        scope = record.scopes[attempt.parent]  # validate_record: a root attempt's scope
+        node = graphs[scope.graph].nodes.get(message.node_id)
+        processor = None if node is None else node.processor
+        if node is None or processor is None:
+            raise corrupt(
+                path_of(*base, "NodeID"),
+                "S-7",
+                f"node {message.node_id!r} of graph {scope.graph!r} is not a processor node; "
+                "only processor nodes have message attempts",
+                _ADVICE,
+            )
+        path = f"{scope.path}/{node.id}" if scope.path else node.id
+        entry = record.streams[message.stream]  # validate_record: it exists, same group
+        if entry.group != path or (
+            entry.scope == attempt.parent and entry.key != processor.input.name
+        ):
+            raise corrupt(
+                path_of(*base, "Stream"),
+                "S-7",
+                f"a message attempt of processor {path!r} names the entry of stream "
+                f"{entry.key!r} of node {entry.node_id!r} read by group {entry.group!r}; a "
+                f"processor's messages come from its own input {processor.input.name!r}, read "
+                f"as group {path!r}",
+                _ADVICE,
+            )
+        if message.state is not AttemptState.CONFIRMED:
+            continue
+        if attempt.state is not AttemptState.ACTIVE or void(message.parent):
+            continue  # history: its group may have moved on, it is never continued
+        sequence = message.sequence
+        if any(p.sequence == sequence for p in entry.pending):
+            problem = "is still pending in that group"
+        elif sequence > entry.acked_through:
+            problem = f"is past the group's AckedThrough {entry.acked_through}"
+        else:
+            continue
+        raise corrupt(
+            path_of(*base, "Sequence"),
+            "S-8",
+            f"message {sequence} of processor {path!r} is confirmed, but its input element "
+            f"{problem}: a message is acknowledged in the save that confirms it, so resuming "
+            "would process it again on top of a state that already holds it",
+            _ADVICE,
+        )
 
 
 def _decode_values(

@@ -698,6 +698,8 @@ class _ProcessorRun:
         )
         saved = await self.seam("commit_messages", None, None, self.attempt, commit)
         future = None if saved is None else asyncio.ensure_future(saved)
+        if future is not None:
+            future.add_done_callback(_read_failure)
         rc._ready.update(self.sets)
         rc._skipped.update(self.skips)
         self.batch, self.sets, self.skips, self.sends = [], {}, set(), {}
@@ -722,6 +724,14 @@ class _ProcessorRun:
                 ctx._closed = True
             self.stage(ctx)
         await self.commit(state, final=True)
+
+
+def _read_failure(future: asyncio.Future[Any]) -> None:
+    """Mark a failed commit's exception as seen: the failure stops the run on its own path
+    (the save's error becomes the run's error), and the future only gates the sends, which may
+    be none; left unread, asyncio would report it again as "never retrieved"."""
+    if not future.cancelled():
+        future.exception()
 
 
 async def _direct_call(run: Any, coroutine: Any) -> Any:
