@@ -65,6 +65,7 @@ __all__ = [
     "MessageAttemptRecord",
     "MessageCommit",
     "MessageContext",
+    "MessageFailedError",
     "MessageWriter",
     "MismatchError",
     "Node",

@@ -17,6 +17,7 @@ from durable_core.errors import (
     ExecutorError,
     GraphError,
     InputsMismatchError,
+    MessageFailedError,
     MismatchError,
     NodeFailedError,
     NotFoundError,

@@ -10,7 +10,7 @@ SPEC E-1).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from durable_core.store.owner import RunOwner
@@ -28,6 +28,7 @@ __all__ = [
     "ExecutorError",
     "GraphError",
     "InputsMismatchError",
+    "MessageFailedError",
     "MismatchError",
     "NodeFailedError",
     "NotFoundError",
@@ -277,6 +278,35 @@ class NodeFailedError(DurableError):
         while isinstance(error, NodeFailedError):
             error = error.__cause__
         return error
+
+
+class MessageFailedError(NodeFailedError):
+    """A processor node failed because one message spent its whole Retry budget (S-8).
+
+    The handler's last exception is ``__cause__`` (and :attr:`original`).
+
+    Attributes:
+        path: the processor node's position.
+        key: the name of the processor's input stream key.
+        sequence: the message's sequence number in that stream.
+        tries: how many tries of that message failed (its whole budget).
+    """
+
+    def __init__(self, message: str, path: str, *, key: str, sequence: int, tries: int) -> None:
+        super().__init__(message, path)
+        self.key = key
+        self.sequence = sequence
+        self.tries = tries
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (
+            _message_failed,
+            (str(self), self.path, self.key, self.sequence, self.tries),
+        )
+
+
+def _message_failed(message: str, path: str, key: str, sequence: int, tries: int) -> Any:
+    return MessageFailedError(message, path, key=key, sequence=sequence, tries=tries)
 
 
 class RetryExhaustedError(DurableError):

@@ -101,6 +101,9 @@ class ProgressCounter:
                     self._retries += 1
             elif kind == EventKind.ATTEMPT_FAILED:
                 self._failed += 1
+            elif kind == EventKind.MESSAGE_FAILED:
+                if event.attempt_index < event.attempt_limit:
+                    self._retries += 1  # the message's next try follows
             elif kind == EventKind.RUN_FINISHED:
                 self._status = event.status
 

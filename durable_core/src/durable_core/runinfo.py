@@ -111,7 +111,8 @@ class RunInfo:
     attempts: dict[str, int]
     """Attempt counts by state (active, failed, confirmed)."""
     retries: int
-    """Retry tries after a first try (Retry attempts with index > 1)."""
+    """Retry tries after a first try: Retry attempts with index > 1, and a processor's
+    message tries with index > 1."""
     scopes: tuple[ScopeInfo, ...]
     open_attempts: tuple[AttemptInfo, ...]
     streams: tuple[StreamInfo, ...]
@@ -330,7 +331,8 @@ def describe_record(
         root_nodes_total=len(node_ids) if node_ids is not None else None,
         nodes_confirmed=sum(len(s.nodes) for s in record.scopes.values()),
         attempts={state.value: states.get(state.value, 0) for state in AttemptState},
-        retries=sum(1 for a in attempts.values() if a.boundary != "" and a.index > 1),
+        retries=sum(1 for a in attempts.values() if a.boundary != "" and a.index > 1)
+        + sum(1 for m in record.messages.values() if m.index > 1),
         scopes=scopes,
         open_attempts=open_attempts,
         streams=streams,

@@ -150,6 +150,8 @@ class RunLogWriter:
             line["status"] = event.status
         if event.error:
             line["error"] = scrub(event.error)
+        if getattr(event, "sequence", 0):
+            line["sequence"] = event.sequence
         if getattr(event, "where", ""):
             line["where"] = event.where
         if getattr(event, "traceback", ""):

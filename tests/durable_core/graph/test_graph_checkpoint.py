@@ -426,7 +426,7 @@ def test_a_checkpointer_returning_the_wrong_type_stops_the_run():
     result = execute(wordcount([]), {TEXT: "a"}, checkpointer=Wrong())
     assert result.status == "failed"
     assert isinstance(result.error, TypeError)
-    assert "begin_node must return a Attempt" in str(result.error)
+    assert "begin_node must return an Attempt" in str(result.error)
 
 
 # covers: G-12, G-10

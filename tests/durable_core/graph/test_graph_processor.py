@@ -15,6 +15,7 @@ from durable_core import (
     Key,
     Managed,
     MessageAttempt,
+    MessageFailedError,
     NodeFailedError,
     Retry,
     RetryExhaustedError,
@@ -256,6 +257,13 @@ def test_a_message_whose_budget_is_spent_fails_the_node_and_loses_its_uncommitte
     assert result.status == "failed"
     assert isinstance(result.error, NodeFailedError) and result.error.path == "tally"
     assert isinstance(result.error.__cause__, KeyError)
+    # the poison message is named, with the tries it spent
+    assert isinstance(result.error, MessageFailedError)
+    assert (result.error.key, result.error.sequence, result.error.tries) == ("numbers", 5, 2)
+    assert str(result.error) == (
+        "node 'tally' failed on message 5 of 'numbers' after 2 tries: KeyError: 'bad message'"
+    )
+    assert isinstance(result.error.original, KeyError)
     commits = [c[1] for c in cp.calls if c[0] == "commit"]
     assert commits == [(1, 2, 3)]  # message 4 was staged with 5 and never committed
     assert [c for c in cp.calls if c[0] == "fail"] == [

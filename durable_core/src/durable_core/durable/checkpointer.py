@@ -546,6 +546,26 @@ class DurableCheckpointer(Checkpointer):
         await self._messages.fail_message(
             message, error, lambda: self._take_unsaved(message.attempt)
         )
+        if self._listening and message.id and message.index <= message.limit:
+            details = failure_of(error)
+            attempt = message.attempt
+            self._emit(
+                RecoveryEvent(
+                    kind=EventKind.MESSAGE_FAILED,
+                    run_id=self._run_id,
+                    scope_path=attempt.scope.path,
+                    scope_id=attempt.scope.id,
+                    node_id=attempt.node_id,
+                    attempt_index=message.index,
+                    attempt_limit=message.limit,
+                    revision=self._ledger.revision,
+                    attempt_id=message.id,
+                    error=describe_error(error),
+                    where=details.where,
+                    traceback=details.traceback,
+                    sequence=message.sequence,
+                )
+            )
 
     async def commit_messages(self, attempt: Attempt, commit: MessageCommit) -> Any:
         return await self._messages.commit_messages(

@@ -33,6 +33,10 @@ class EventKind(enum.StrEnum):
     """A new attempt (root or Retry try) was recorded active before its body starts."""
     ATTEMPT_FAILED = "attempt_failed"
     """An attempt was recorded failed."""
+    MESSAGE_FAILED = "message_failed"
+    """A processor's try of one message was recorded failed (``sequence`` names the message;
+    the try is ``attempt_index`` of ``attempt_limit``, the next try follows while the budget
+    lasts)."""
     NODE_CONFIRMED = "node_confirmed"
     """A node's root attempt and complete NodeRecord were saved together."""
     RUN_FINISHED = "run_finished"
@@ -66,17 +70,21 @@ class RecoveryEvent:
         total_nodes: for ``RUN_STARTED``/``RUN_RESUMED``: number of nodes in the root graph
             and all Sub graphs; else 0.
         attempt_id: the attempt's id in the record ("" when not about an attempt).
-        error: for ``ATTEMPT_FAILED`` and a failed ``RUN_FINISHED``: the error's type and
+        error: for ``ATTEMPT_FAILED``, ``MESSAGE_FAILED`` and a failed or stopped
+            ``RUN_FINISHED``: the error's type and
             message (never stored in the record, R-REC-2); else "".
         scope_id: the id of the scope the node runs in ("" for run-level events): the
             record's ``RootScope`` for the root graph, a child scope's id (the Sub node's
             attempt id, R-SCOPE-2) inside a Sub. Two child runs of a Sub node retried by a
             ``Retry`` have the same ``scope_path`` and different ``scope_id``.
-        where: for ``ATTEMPT_FAILED``: the file, line and function where the try failed
-            (``"jobs/etl.py:42 in load"``, see :class:`~durable_core.durable.failures.Failure`);
-            else "". Never stored in the record.
-        traceback: for ``ATTEMPT_FAILED``: the try's formatted traceback, bounded in size;
-            else "". Never stored in the record.
+        sequence: for ``MESSAGE_FAILED``: the message's sequence number in the processor's
+            input stream; else 0.
+        where: for ``ATTEMPT_FAILED`` and ``MESSAGE_FAILED``: the file, line and function
+            where the try failed (``"jobs/etl.py:42 in load"``, see
+            :class:`~durable_core.durable.failures.Failure`); else "". Never stored in the
+            record.
+        traceback: for ``ATTEMPT_FAILED`` and ``MESSAGE_FAILED``: the try's formatted
+            traceback, bounded in size; else "". Never stored in the record.
         definition: for ``RUN_STARTED``/``RUN_RESUMED``: the graph's
             :class:`~durable_core.durable.definition_diff.DefinitionFingerprints` (the whole
             fingerprint, and its parts' computed when asked for); else None. Not compared.
@@ -97,3 +105,4 @@ class RecoveryEvent:
     definition: DefinitionFingerprints | None = attrs.field(default=None, eq=False, repr=False)
     where: str = ""
     traceback: str = attrs.field(default="", eq=False, repr=False)
+    sequence: int = 0

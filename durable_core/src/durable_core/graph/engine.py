@@ -589,8 +589,13 @@ class _ScopeRun:
                 )
 
     async def _node_failure(self, nr: _NodeRun, exc: BaseException) -> NodeFailedError:
-        error = NodeFailedError(f"node {nr.path!r} failed: {_describe(exc)}", nr.path)
-        error.__cause__ = exc
+        if isinstance(exc, NodeFailedError) and exc.path == nr.path and exc.__cause__:
+            # the node described its own failure (a processor's message that spent its
+            # budget): keep that error; its attempt and streams fail with the cause
+            error, exc = exc, exc.__cause__
+        else:
+            error = NodeFailedError(f"node {nr.path!r} failed: {_describe(exc)}", nr.path)
+            error.__cause__ = exc
         # Readers of this node's streams see the failure before the others are canceled.
         for stream in nr.streams.values():
             stream.fail(f"stream producer {nr.path!r} failed: {_describe(exc)}", nr.path, exc)

@@ -39,7 +39,13 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 import attrs
 
 from durable_core._words import a
-from durable_core.errors import GraphError, RetryExhaustedError, SlotError, UndeclaredKeyError
+from durable_core.errors import (
+    GraphError,
+    MessageFailedError,
+    RetryExhaustedError,
+    SlotError,
+    UndeclaredKeyError,
+)
 from durable_core.graph.aspects import Retry
 from durable_core.graph.checkpoint import Values
 from durable_core.graph.keys import Key, type_name
@@ -641,7 +647,17 @@ class _ProcessorRun:
                 ctx._closed = True
                 await self.seam("fail_message", None, None, message, error)
                 if message.index >= message.limit:
-                    raise
+                    text = str(error)
+                    raise MessageFailedError(
+                        f"node {self.rc.path!r} failed on message {sequence} of "
+                        f"{p.input.name!r} after {message.limit} "
+                        f"{'try' if message.limit == 1 else 'tries'}: {type(error).__name__}"
+                        + (f": {text}" if text else ""),
+                        self.rc.path,
+                        key=p.input.name,
+                        sequence=sequence,
+                        tries=message.limit,
+                    ) from error
                 index = message.index + 1
                 if p.retry is not None and p.retry.delay:
                     await asyncio.sleep(p.retry.delay)
@@ -663,8 +679,8 @@ class _ProcessorRun:
     def check_state(self, state: Any, what: str) -> None:
         if not self.p.state_key.accepts(state):
             raise SlotError(
-                f"node {self.rc.path!r}: {what} {type(state).__name__} {state!r:.80}, not a "
-                f"{type_name(self.p.state)}; a handler returns the new state"
+                f"node {self.rc.path!r}: {what} {type(state).__name__} {state!r:.80}, not "
+                f"{a(type_name(self.p.state))}; a handler returns the new state"
             )
 
     async def commit(self, state: Any, *, final: bool = False) -> None:

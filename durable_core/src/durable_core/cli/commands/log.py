@@ -80,6 +80,8 @@ def format_entry(entry: dict[str, Any], traceback: bool = False) -> str:
     parts = [str(entry.get("time", "?")), f"{entry.get('event', '?'):<15}"]
     if "node" in entry:
         parts.append(str(entry["node"]))
+    if "sequence" in entry:
+        parts.append(f"message {entry['sequence']}")
     if "attempt" in entry:
         parts.append(f"try {entry['attempt']}")
     if "seconds" in entry:
