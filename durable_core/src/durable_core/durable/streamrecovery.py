@@ -145,17 +145,19 @@ class _Ancestry:
         return state
 
 
-def _writer_root(record: RunRecord, scope: str, node_id: str) -> str | None:
-    for attempt_id, attempt in record.attempts.items():
-        if attempt.parent == scope and attempt.node_id == node_id and not attempt.boundary:
-            return attempt_id
-    return None
+def _root_attempts(record: RunRecord) -> dict[tuple[str, str], str]:
+    """The root attempt id of each ``(scope id, node id)`` (integrity: at most one)."""
+    return {
+        (a.parent, a.node_id): attempt_id
+        for attempt_id, a in record.attempts.items()
+        if not a.boundary
+    }
 
 
 def _cannot_continue(problem: str, entry: str, field: str) -> CorruptRecordError:
     return CorruptRecordError(
-        f"{problem}, the largest number a record can hold ({INT_MAX}); the next save would "
-        "have to go past it, so this run cannot continue. Nothing ran and nothing was saved. "
+        f"{problem}; the next save would have to go past the largest number a record can hold "
+        f"({INT_MAX}), so this run cannot continue. Nothing ran and nothing was saved. "
         "Start the work again under a new run id (durable fork copies the confirmed nodes "
         "that have no stream output).",
         path=f'$.Streams["{entry}"].{field}',
@@ -177,8 +179,7 @@ def _check_cursor(writer: StreamRecord, entry_id: str, label: str) -> None:
     except ValueError as exc:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
         raise CorruptRecordError(
             f"{label}: the writer's Cursor (the producer's last send_at position) is not UTF-8 "
-            f"JSON ({type(exc).__name__}: {exc}), so the producer cannot go on from it. "
-            + _ADVICE,
+            f"JSON ({type(exc).__name__}: {exc}), so the producer cannot go on from it. " + _ADVICE,
             path=f'$.Streams["{entry_id}"].Cursor',
             rule="S-3",
         ) from None
@@ -186,6 +187,7 @@ def _check_cursor(writer: StreamRecord, entry_id: str, label: str) -> None:
 
 def _check_groups(
     record: RunRecord,
+    roots: dict[tuple[str, str], str],
     graph: Graph,
     source: Source,
     writer: StreamRecord,
@@ -197,9 +199,11 @@ def _check_groups(
     and a reader detaches only after its confirmation or failure was saved (S-2)."""
     if writer.last_sequence == 0:
         return
+    attempts = record.attempts
     if any(
-        a.parent == source.scope and not a.boundary and a.state is AttemptState.FAILED
-        for a in record.attempts.values()
+        attempts[roots[(source.scope, node_id)]].state is AttemptState.FAILED
+        for node_id in graph.nodes
+        if (source.scope, node_id) in roots
     ):
         # A node of this scope failed: the scope fails with it (the run, for the root scope),
         # and a reader canceled then may have missed the elements sent meanwhile.
@@ -213,9 +217,6 @@ def _check_groups(
         group = prefix + node_id
         if group in groups or node_id in scope.nodes:
             continue  # has its entry, or confirmed (its obligation ended)
-        root_id = _writer_root(record, source.scope, node_id)
-        if root_id is not None and record.attempts[root_id].state is AttemptState.FAILED:
-            continue  # failed before the first element: detached with its failure saved
         raise CorruptRecordError(
             f"{label} has sent {writer.last_sequence} elements, but its reading group "
             f"{group!r} (node {node_id!r}, not confirmed) has no entry: the elements it has "
@@ -251,6 +252,7 @@ def plan_streams(graph: Graph, record: RunRecord, codecs: Codecs) -> StreamPlan:
         by_source[(entry.scope, entry.node_id, entry.key)].append((entry_id, entry))
 
     ancestry = _Ancestry(record)
+    root_attempts = _root_attempts(record)
     descriptors = list(_descriptors(record))
     element_codecs = _descriptor_codecs(record, graphs, codecs, descriptors)
     adopted: dict[str, dict[str, StreamState]] = defaultdict(dict)
@@ -285,7 +287,7 @@ def plan_streams(graph: Graph, record: RunRecord, codecs: Codecs) -> StreamPlan:
                 writer, writer_id = entry, entry_id
         if writer is None:
             raise _corrupt(f"{label} has reading groups but no writer entry", first_id)
-        root_id = _writer_root(record, scope_id, node_id)
+        root_id = root_attempts.get((scope_id, node_id))
         if root_id is None:
             raise _corrupt(
                 f"{label} has no writer: node {node_id!r} has no root attempt in that scope "
@@ -336,7 +338,9 @@ def plan_streams(graph: Graph, record: RunRecord, codecs: Codecs) -> StreamPlan:
         if where == "failed":
             continue  # void history under a failed ancestor: checked, never rebuilt
         if StreamTerminal.FAILED not in terminals:
-            _check_groups(record, graphs[scope.graph], source, writer, entries, label)
+            _check_groups(
+                record, root_attempts, graphs[scope.graph], source, writer, entries, label
+            )
         codec = element_codecs.get((scope_id, node_id, key_name))
         tails = _decode_tails(codecs, codec, key, entries, label)
         positioned, position = decode_cursor(writer.cursor)
@@ -351,8 +355,8 @@ def plan_streams(graph: Graph, record: RunRecord, codecs: Codecs) -> StreamPlan:
         if state is AttemptState.CONFIRMED:
             if where == "live" and writer.generation >= INT_MAX:
                 raise _cannot_continue(
-                    f"{label}: its generation is {writer.generation}; resume raises it for "
-                    "the readers that restore the completed stream, and it is already",
+                    f"{label}: its generation is {writer.generation}, and resume raises it once "
+                    "for the readers of the completed stream",
                     writer_id,
                     "Generation",
                 )
@@ -370,16 +374,16 @@ def plan_streams(graph: Graph, record: RunRecord, codecs: Codecs) -> StreamPlan:
                 )
             if writer.generation >= INT_MAX:
                 raise _cannot_continue(
-                    f"{label}: its generation is {writer.generation}; resume raises it when "
-                    "the producer goes on, and it is already",
+                    f"{label}: its generation is {writer.generation}, and resume raises it once "
+                    "when the producer goes on",
                     writer_id,
                     "Generation",
                 )
             if writer.last_sequence >= INT_MAX:
                 raise _cannot_continue(
-                    f"{label}: its producer is still active and has sent "
-                    f"{writer.last_sequence} elements; the next element's sequence number "
-                    "would be past",
+                    f"{label}: its producer is still running and has sent "
+                    f"{writer.last_sequence} elements, and its next element is numbered one "
+                    "higher",
                     writer_id,
                     "LastSequence",
                 )
@@ -420,7 +424,7 @@ def _descriptor_codecs(
     ``TypeID``/``Version`` must be the codec its key's element type has now. Returns the codec
     of each source's own output, which decodes its unacked elements."""
     found: dict[tuple[str, str, str], Any] = {}
-    for scope_id, node_id, value, _, where in descriptors:
+    for scope_id, node_id, value, _, _ in descriptors:
         scope = record.scopes[scope_id]
         node = graphs[scope.graph].nodes[node_id]  # decode_confirmed checked both
         key = next(k for k in node.provides if k.name == value.name)
@@ -429,7 +433,8 @@ def _descriptor_codecs(
         except CodecError as exc:
             raise CodecError(
                 f"run {record.run_id!r}, scope {scope.path or '(root)'!r}, node {node_id!r}: "
-                f"the elements of stream {where}: {exc}"
+                f"the elements of its stream output {value.name!r}: {exc}. Nothing ran and "
+                "nothing was saved"
             ) from exc
         d = value.stream
         assert d is not None
