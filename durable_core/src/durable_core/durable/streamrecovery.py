@@ -185,9 +185,33 @@ def _check_cursor(writer: StreamRecord, entry_id: str, label: str) -> None:
         ) from None
 
 
+class _Readers:
+    """What :func:`_check_groups` needs, worked out once per plan: the plain reading nodes of
+    each stream key of each graph, and the scopes in which a node's root attempt failed."""
+
+    def __init__(self, record: RunRecord) -> None:
+        self._by_graph: dict[str, dict[str, list[str]]] = {}
+        self.failing = {
+            a.parent
+            for a in record.attempts.values()
+            if not a.boundary and a.state is AttemptState.FAILED
+        }
+
+    def of(self, graph: Graph, key: str) -> list[str]:
+        by_key = self._by_graph.get(graph.name)
+        if by_key is None:
+            by_key = self._by_graph[graph.name] = defaultdict(list)
+            for node_id, node in graph.nodes.items():
+                if node.child is None:
+                    for k in node.requires:
+                        if k.stream:
+                            by_key[k.name].append(node_id)
+        return by_key.get(key, [])
+
+
 def _check_groups(
     record: RunRecord,
-    roots: dict[tuple[str, str], str],
+    readers: _Readers,
     graph: Graph,
     source: Source,
     writer: StreamRecord,
@@ -197,23 +221,14 @@ def _check_groups(
     """Every plain reader of ``source`` in its own scope that is neither confirmed nor failed
     has its group's entry once an element was sent: groups attach before the first element,
     and a reader detaches only after its confirmation or failure was saved (S-2)."""
-    if writer.last_sequence == 0:
-        return
-    attempts = record.attempts
-    if any(
-        attempts[roots[(source.scope, node_id)]].state is AttemptState.FAILED
-        for node_id in graph.nodes
-        if (source.scope, node_id) in roots
-    ):
-        # A node of this scope failed: the scope fails with it (the run, for the root scope),
-        # and a reader canceled then may have missed the elements sent meanwhile.
+    if writer.last_sequence == 0 or source.scope in readers.failing:
+        # Nothing sent; or a node of this scope failed: the scope fails with it (the run, for
+        # the root scope), and a reader canceled then may have missed the elements sent since.
         return
     scope = record.scopes[source.scope]
     groups = {entry.group for _, entry in entries}
     prefix = f"{scope.path}/" if scope.path else ""
-    for node_id, node in graph.nodes.items():
-        if node.child is not None or all(k.name != source.key for k in node.requires):
-            continue
+    for node_id in readers.of(graph, source.key):
         group = prefix + node_id
         if group in groups or node_id in scope.nodes:
             continue  # has its entry, or confirmed (its obligation ended)
@@ -252,7 +267,8 @@ def plan_streams(graph: Graph, record: RunRecord, codecs: Codecs) -> StreamPlan:
         by_source[(entry.scope, entry.node_id, entry.key)].append((entry_id, entry))
 
     ancestry = _Ancestry(record)
-    root_attempts = _root_attempts(record)
+    root_attempts = _root_attempts(record) if record.streams else {}
+    readers: _Readers | None = None
     descriptors = list(_descriptors(record))
     element_codecs = _descriptor_codecs(record, graphs, codecs, descriptors)
     adopted: dict[str, dict[str, StreamState]] = defaultdict(dict)
@@ -338,9 +354,9 @@ def plan_streams(graph: Graph, record: RunRecord, codecs: Codecs) -> StreamPlan:
         if where == "failed":
             continue  # void history under a failed ancestor: checked, never rebuilt
         if StreamTerminal.FAILED not in terminals:
-            _check_groups(
-                record, root_attempts, graphs[scope.graph], source, writer, entries, label
-            )
+            if readers is None:
+                readers = _Readers(record)
+            _check_groups(record, readers, graphs[scope.graph], source, writer, entries, label)
         codec = element_codecs.get((scope_id, node_id, key_name))
         tails = _decode_tails(codecs, codec, key, entries, label)
         positioned, position = decode_cursor(writer.cursor)
