@@ -168,11 +168,12 @@ def stream_graph(
 
 
 def mid_stream(stored: Stored) -> list[str]:
-    """A run stopped while ``tail`` is still sending: its source is active."""
+    """A run stopped while ``tail`` is still sending (``load`` holds it back after 3 of 20
+    elements): its source is active."""
     calls: list[str] = []
     token = CancelToken()
     result = Runtime(stored.store).run(
-        stream_graph(calls, token), run_id="r1", version="v1", inputs={COUNT: 10}, cancel=token
+        stream_graph(calls, token), run_id="r1", version="v1", inputs={COUNT: 20}, cancel=token
     )
     assert result.status == "canceled"
     record = load(stored.store, "r1")
@@ -221,7 +222,7 @@ def refused(
     change: Callable[[Document], None],
     error: type[DurableError] = CorruptRecordError,
     match: str = "",
-    count: int = 10,
+    count: int = 20,
 ) -> DurableError:
     """Damage the stored record with ``change``, resume: ``error`` before any event, body or
     save, and every stored byte as it was."""
