@@ -649,8 +649,7 @@ def _saved_then_abandoned(store: FileStore, count: int) -> list[tuple[RunRecord,
     session: FileSession = store.acquire("run")
     for record, encoded in saves:
         session.save(record, record.revision - 1, encoded)
-    session._known = None
-    session._read_state = None
+    session._wrote = False  # closing folds nothing now, as a killed owner folds nothing
     session.close()
     return saves
 

@@ -684,10 +684,10 @@ def test_a_delta_save_does_not_read_the_runs_row(store: SQLiteStore, db_path: Pa
     assert not any(touched)
 
 
-def test_deltas_left_by_a_crash_are_read_and_folded_by_the_next_session(
+def test_deltas_left_by_a_crash_are_read_and_folded_by_the_next_session_that_saves(
     store: SQLiteStore, db_path: Path
 ) -> None:
-    # covers: B-SQL-2, R-STORE-2
+    # covers: B-SQL-2, R-STORE-2, R-STORE-4
     saves = _delta_chain(6)
     session = store.acquire("run")
     for record, encoded in saves:
@@ -696,10 +696,24 @@ def test_deltas_left_by_a_crash_are_read_and_folded_by_the_next_session(
     assert connection.execute("SELECT count(*) FROM durable_deltas").fetchone() == (5,)
     session._connection.close()  # the owner dies without folding (its lock goes with it)
     session._lock.release()
+    rows = (
+        "SELECT run_id, revision, record, created_at, saved_at FROM durable_runs UNION ALL "
+        "SELECT run_id, base, delta, NULL, saved_at FROM durable_deltas ORDER BY 1, 2"
+    )
+    stored = connection.execute(rows).fetchall()
     other = SQLiteStore(db_path)
-    with other.acquire("run") as again:
+    with other.acquire("run") as again:  # a look: it reads the deltas and writes nothing
         assert again.load() == saves[-1][0]
+    assert connection.execute(rows).fetchall() == stored
+    with other.acquire("run") as again:
+        after = sample_record("run", 7, marker="after the crash")
+        again.save(
+            after, 6, EncodedRecord(record_to_json(after), record_delta(saves[-1][0], after))
+        )
     assert connection.execute("SELECT count(*) FROM durable_deltas").fetchone() == (0,)
+    assert connection.execute("SELECT record FROM durable_runs").fetchone() == (
+        record_to_json(after),
+    )
     other.close()
     connection.close()
 

@@ -14,10 +14,12 @@ its length and CRC-32 (two big-endian uint32) and the delta's bytes — and sync
 When the journal outgrows the complete record (:data:`FOLD_RATIO`), or when it is not clean (a
 torn last entry after a crash, entries from before the record), the save writes the complete
 record instead (temp file, sync, rename, directory sync) and then removes the journal. Closing a
-session folds the journal the same way, so that at rest a run is one complete ``<key>.json``.
-Reading applies the journal's entries that follow the record; entries older than the record
-(a fold that crashed before removing the journal) are skipped, and a torn last entry is a save
-that was never confirmed.
+session that saved folds the journal the same way, so that at rest a run is one complete
+``<key>.json``; a session that only read (``durable inspect``, a refused ``resume``) writes
+nothing, so a journal left by a crash stays until the next session that saves. Reading applies
+the journal's entries that follow the record; entries older than the record (a fold that crashed
+before removing the journal) are skipped, and a torn last entry is a save that was never
+confirmed.
 """
 
 from __future__ import annotations
@@ -432,7 +434,8 @@ class FileSession(BaseSession):
     the record, it writes the whole new record to ``<key>-<n>.tmp`` (0600), syncs it, renames
     it over ``<key>.json`` and syncs the directory (B-FILE-3); a failure before the rename
     leaves the stored record unchanged, a failure syncing the directory leaves the save
-    uncertain. ``close`` folds the journal, so that the run rests as one complete record.
+    uncertain. ``close`` folds the journal when this session saved, so that the run rests as
+    one complete record; a session that only loaded writes nothing when it closes.
     """
 
     idle_saves = True
@@ -631,7 +634,8 @@ class FileSession(BaseSession):
         try:
             self._fold_on_close()
         except (OSError, DurableError) as exc:
-            # Nothing is lost: the journal stays and the next session reads (and folds) it.
+            # Nothing is lost: the journal stays, and the next session reads it (and folds it
+            # once that session saves).
             logger.warning(
                 "folding the journal of run %r (%s) on close failed (%s: %s); it is kept and "
                 "read as it is",
@@ -643,10 +647,10 @@ class FileSession(BaseSession):
         self._lock.release()
 
     def _fold_on_close(self) -> None:
+        if not self._wrote:
+            return  # this session saved nothing: it leaves every byte, and the save time, as is
         if _lstat(self._journal_path) is None:
             return
-        if self._known is None and self._read_state is None:
-            return  # this session never read the run: leave it as it found it
         stored = _read_run(self._record_path, self._journal_path)
         if stored is None:
             return

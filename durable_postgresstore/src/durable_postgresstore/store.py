@@ -14,7 +14,8 @@ Seed 001 (the ``postgresstore`` paragraph); SPEC B-PG-1…3, R-STORE-1…5.
 * **Saving** (B-PG-3): each save is one short statement (its own transaction) doing the
   revision compare-and-swap on the lock-holding connection; a save with a delta adds it to
   ``pulse_durable.deltas`` in that statement, and the deltas are folded into the complete record
-  (JSON in BYTEA) when they outgrow it and when the session closes. The same statement sets
+  (JSON in BYTEA) when they outgrow it and when a session that saved closes (a session that
+  only read writes nothing, not even a fold of deltas a crash left). The same statement sets
   ``saved_at`` (and the first save ``created_at``) to the server's ``now()``.
 * **Failing closed**: a session whose connection is lost never reconnects; its ``load``/``save``
   raise :class:`~durable_postgresstore.errors.PostgresStoreError` (``connection_lost``).
@@ -755,8 +756,9 @@ class PostgresSession(BaseSession):
     A save is one statement, its own short transaction: ``INSERT … ON CONFLICT DO NOTHING``
     for the first save (``expected_revision == 0``), else the revision's ``UPDATE … WHERE
     revision = expected`` together with the save's delta (or the complete record when no delta
-    is known or the deltas have outgrown the record); ``close`` folds the deltas, so that the run
-    rests as one complete record. A failed statement may still have been committed (R-RT-2):
+    is known or the deltas have outgrown the record); ``close`` folds the deltas when this
+    session saved, so that the run rests as one complete record (a session that only loaded
+    writes nothing). A failed statement may still have been committed (R-RT-2):
     load again.
 
     When the connection is lost (server restart, ``pg_terminate_backend``, network failure, an
@@ -907,8 +909,9 @@ class PostgresSession(BaseSession):
         return written
 
     def _fold_on_close(self) -> None:
-        """Fold the run's deltas into its complete record, so that the run is at rest."""
-        if self._chain is None or self._chain[1] == 0:
+        """Fold the run's deltas into its complete record, so that the run is at rest; only
+        when this session saved (a look leaves every byte as it found it)."""
+        if not self._wrote or self._chain is None or self._chain[1] == 0:
             return
         # The usual case: this session wrote the deltas, and its last save's complete bytes
         # are what they fold into. Writing them costs one copy of the record, where folding

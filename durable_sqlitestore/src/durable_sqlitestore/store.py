@@ -33,8 +33,10 @@ ROWID`` table, finding a row compares keys on the whole row, so it reads the com
 (megabytes for a long run). When the deltas saved since the complete record
 add up to more than that record's size (:data:`FOLD_RATIO`), the save writes the complete record
 instead and deletes the deltas, in the same transaction: the cost per save stays proportional to
-its change, amortized. Closing a session folds the remaining deltas, so that at rest every run
-is one complete JSON record in ``durable_runs`` that the sqlite3 shell reads.
+its change, amortized. Closing a session that saved folds the remaining deltas, so that at rest
+every run is one complete JSON record in ``durable_runs`` that the sqlite3 shell reads. A session
+that only read (``durable inspect``, a refused ``resume``) writes nothing when it closes: deltas
+left by a crash stay until the next session that saves.
 """
 
 from __future__ import annotations
@@ -431,8 +433,9 @@ class SQLiteSession(BaseSession):
     Holds the run's OS lock and its own connection until ``close``. A save is one short
     ``BEGIN IMMEDIATE`` transaction doing the revision compare-and-swap and writing the save's
     delta (one conditional ``INSERT``), or the complete record when no delta is known or the
-    deltas have outgrown the record (``FOLD_RATIO``); ``close`` folds the deltas, so that the run
-    rests as one complete record. Before ``COMMIT`` a failure rolls the transaction back (the
+    deltas have outgrown the record (``FOLD_RATIO``); ``close`` folds the deltas when this
+    session saved, so that the run rests as one complete record (a session that only loaded
+    writes nothing). Before ``COMMIT`` a failure rolls the transaction back (the
     stored record is unchanged); a failing ``COMMIT`` leaves the save uncertain (load again,
     R-RT-2): the ``DurableError``'s message says which.
     """
@@ -690,9 +693,10 @@ class SQLiteSession(BaseSession):
         return bool(row[0] == str(revision))
 
     def _fold_on_close(self) -> None:
-        """Fold the stored deltas into the complete record, so that the run is at rest."""
+        """Fold the stored deltas into the complete record, so that the run is at rest; only
+        when this session saved (a look leaves every byte as it found it)."""
         chain = self._chain
-        if chain is None or chain[2] == 0:
+        if not self._wrote or chain is None or chain[2] == 0:
             return
         head = chain[0] + chain[2]
         connection = self._connection
