@@ -804,6 +804,33 @@ def test_closing_after_a_load_folds_what_is_stored(store: SQLiteStore, db_path: 
     connection.close()
 
 
+def test_deltas_without_their_row_are_corrupt_and_never_replaced(
+    store: SQLiteStore, db_path: Path
+) -> None:
+    # covers: R-STORE-2, R-RT-3, E-1
+    saves = _delta_chain(5)
+    session = store.acquire("run")
+    for record, encoded in saves:
+        session.save(record, record.revision - 1, encoded)
+    session._wrote = False  # closing folds nothing, as a killed owner folds nothing
+    session.close()
+    connection = raw(db_path)
+    connection.execute("DELETE FROM durable_runs")  # the row removed by hand; deltas remain
+    before = connection.execute("SELECT * FROM durable_deltas ORDER BY base").fetchall()
+    assert len(before) == 4
+    with store.acquire("run") as again:
+        with pytest.raises(CorruptRecordError, match="4 saved delta"):
+            again.load()
+        with pytest.raises(CorruptRecordError, match="saved delta"):
+            again.save(sample_record("run", 1), 0)  # a new run never takes their place
+    with pytest.raises(CorruptRecordError, match="saved delta"):
+        store.peek("run")
+    (listed,) = store.list_runs()
+    assert listed.run_id == "run" and listed.error is not None and "saved delta" in listed.error
+    assert connection.execute("SELECT * FROM durable_deltas ORDER BY base").fetchall() == before
+    connection.close()
+
+
 @pytest.mark.parametrize(
     "damage",
     [

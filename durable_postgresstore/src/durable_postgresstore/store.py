@@ -130,6 +130,7 @@ _DELETE = (
 )
 _CANCEL_CHANNEL = "durable_cancel"
 _DELTAS = f"SELECT base, delta FROM {SCHEMA}.deltas WHERE run_key = %s ORDER BY base"
+_HAS_DELTAS = f"SELECT count(*) FROM {SCHEMA}.deltas WHERE run_key = %s"
 _ALL_DELTAS = f"SELECT run_key, base, delta FROM {SCHEMA}.deltas ORDER BY run_key, base"
 # Fold on close: the complete record at the head revision; the deltas gone.
 _FOLD = (
@@ -187,6 +188,15 @@ def _timestamp(seconds: float | None) -> datetime.datetime | None:
     if seconds is None:
         return None
     return datetime.datetime.fromtimestamp(seconds, datetime.UTC)
+
+
+def _deltas_without_record(location: str, count: int) -> CorruptRecordError:
+    return CorruptRecordError(
+        f"the {location} is missing, but {count} saved delta(s) of the run are in "
+        f"{SCHEMA}.deltas with no record to apply them to; the database was edited outside "
+        "Durable. It was left untouched, and a new run under this id is refused so that "
+        "nothing saved is replaced; keep it as evidence"
+    )
 
 
 def _fold(record: bytes, deltas: list[tuple[int, bytes]], location: str) -> bytes:
@@ -374,7 +384,7 @@ class PostgresStore(BaseStore):
         def read(conn: psycopg.Connection[Any]) -> Any:
             with conn.transaction():  # one snapshot of the row and its deltas
                 row = conn.execute(_SELECT, [key]).fetchone()
-                deltas = [] if row is None else conn.execute(_DELTAS, [key]).fetchall()
+                deltas = conn.execute(_DELTAS, [key]).fetchall()
             return row, deltas
 
         row, deltas = self._on_link(
@@ -385,6 +395,8 @@ class PostgresStore(BaseStore):
         )
         location = self._location(run_id)
         if row is None:
+            if deltas:
+                raise _deltas_without_record(location, len(deltas))
             raise NotFoundError(f"no record of run {run_id!r} in {location}")
         chain = [(int(base), bytes(delta)) for base, delta in deltas]
         return decode_stored(run_id, _fold(bytes(row[1]), chain, location), location, int(row[0]))
@@ -849,12 +861,15 @@ class PostgresSession(BaseSession):
             # Binary results: the record comes as its bytes, not as hex text twice its size.
             key = [self._row_key]
             row = conn.execute(_SELECT, key, binary=True).fetchone()
-            deltas = [] if row is None else conn.execute(_DELTAS, key, binary=True).fetchall()
-            return row, deltas
+            if row is None:  # deltas alone are no run (never "no record"): is there any?
+                return None, conn.execute(_HAS_DELTAS, key).fetchone()[0]
+            return row, conn.execute(_DELTAS, key, binary=True).fetchall()
 
         row, deltas = self._execute("loading", read)
         self._read_chain = None
         if row is None:
+            if deltas:
+                raise _deltas_without_record(self._location, deltas)
             return None
         record = bytes(row[1])
         chain = [(int(base), bytes(delta)) for base, delta in deltas]

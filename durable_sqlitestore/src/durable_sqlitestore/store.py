@@ -272,7 +272,8 @@ class SQLiteStore(BaseStore):
         """Summaries of every stored run, without taking ownership (RunLister).
 
         A row whose record cannot be decoded, or whose revision column disagrees with the
-        record, is listed with ``error`` set (``run_id`` from the row), never skipped.
+        record, is listed with ``error`` set (``run_id`` from the row), never skipped; so are
+        saved deltas without their row.
 
         Raises:
             SessionClosedError: the store was closed.
@@ -304,6 +305,14 @@ class SQLiteStore(BaseStore):
                 return decode_stored(r, data, at, head)
 
             summaries.append(summary_of(location, read, run_id))
+        listed = {row[0] for row in rows}
+        for run_id, orphans in deltas.items():
+            if run_id not in listed:  # deltas alone are no run, and never skipped
+
+                def refuse(r: str = run_id, count: int = len(orphans)) -> RunRecord:
+                    raise _deltas_without_record(_location(self._path, r), count)
+
+                summaries.append(summary_of(_location(self._path, run_id), refuse, run_id))
         return sort_summaries(summaries)
 
     def peek(self, run_id: str) -> RunRecord:
@@ -332,6 +341,8 @@ class SQLiteStore(BaseStore):
                 connection.execute("COMMIT")
         location = _location(self._path, run_id)
         if row is None:
+            if deltas:
+                raise _deltas_without_record(location, len(deltas))
             raise NotFoundError(f"no record of run {run_id!r} at {location}")
         data, head, _ = _fold(row[0], row[1], deltas, location)
         return decode_stored(run_id, data, location, head)
@@ -523,11 +534,7 @@ class SQLiteSession(BaseSession):
         row, deltas = self._rows()
         if row is None:
             if deltas:
-                raise CorruptRecordError(
-                    f"{self._location} has {len(deltas)} saved delta(s) but no complete record "
-                    "to apply them to; the database was edited outside Durable. It was left "
-                    "untouched; keep it as evidence"
-                )
+                raise _deltas_without_record(self._location, len(deltas))
             self._chain = None
             return None
         data, head, delta_bytes = _fold(row[0], row[1], deltas, self._location)
@@ -972,6 +979,13 @@ def _fold(
             f"the record of {location} and its saved deltas do not fold into a record: {exc}"
         ) from exc
     return data, expected, sum(len(delta) for _, delta in chain)
+
+
+def _deltas_without_record(location: str, count: int) -> CorruptRecordError:
+    return CorruptRecordError(
+        f"{location} has {count} saved delta(s) but no complete record to apply them to; the "
+        "database was edited outside Durable. It was left untouched; keep it as evidence"
+    )
 
 
 def _revision(text: object, location: str) -> int:
