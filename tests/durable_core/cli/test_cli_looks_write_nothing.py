@@ -286,3 +286,29 @@ def test_a_journal_without_its_record_is_refused_as_corrupt_and_kept(ops: Any) -
     assert deleted.exit_code == 0, deleted.output
     assert not journal.exists()
     assert ops.json("run", ops.config)["status"] == "completed"
+
+
+@pytest.mark.parametrize("ops", ["file", "sqlite"], indirect=True)
+def test_a_resume_refused_as_corrupt_after_a_crash_writes_nothing(ops: Any) -> None:
+    # covers: E-1, E-2, R-STORE-4, R-VAL-3
+    from test_cli_corrupt import _damage
+
+    _crash(ops)
+    assert _deltas(ops) > 0
+    # a stored value's bytes no longer match their digest: resume refuses the record
+    if ops.store_kind == "file":
+        (record_file,) = (ops.folder / "runs").glob("*.json")
+        record_file.write_bytes(_damage(record_file.read_bytes()))
+    else:
+        connection = sqlite3.connect(ops.folder / "db" / "runs.sqlite", isolation_level=None)
+        try:
+            (data,) = connection.execute("SELECT record FROM durable_runs").fetchone()
+            connection.execute("UPDATE durable_runs SET record = ?", (_damage(bytes(data)),))
+        finally:
+            connection.close()
+    before = _stored(ops)
+    for command in (("resume", ops.config), ("inspect", ops.config)):
+        refused = ops.invoke(*command)
+        assert refused.exit_code == ExitCode.CORRUPT, (command, refused.output)
+        assert _stored(ops) == before
+    assert ops.calls() == ["first", "middle", "second"]
