@@ -106,6 +106,9 @@ def test_prune_deletes_finished_runs_only(ops, hold):
         "held": False,
     }
     assert len(ops.json("list", ops.config)) == 3
+    text = ops.invoke("prune", ops.config, "--finished", "--dry-run")
+    would = [line for line in text.stdout.splitlines() if line.startswith("would delete")]
+    assert len(would) == 2 and all(", last saved 20" in line for line in would), text.stdout
     pruned = busy_prune(ops, ops.config, "--finished", "--yes")
     assert {r["run_id"]: r["deleted"] for r in pruned["runs"]} == {
         "done": True,

@@ -153,6 +153,8 @@ def _owned(store: Any, run_id: str) -> Any:
 def _report(
     listed: list[dict[str, Any]], chosen: list[dict[str, Any]], where: str, dry_run: bool
 ) -> None:
+    from durable_core.cli.commands.inspect import when
+
     verb = "would delete" if dry_run else "deleted"
     for row in listed:
         if row.get("error"):
@@ -162,6 +164,8 @@ def _report(
             if "saved_at" in row:
                 stamp = datetime.datetime.fromtimestamp(row["saved_at"], datetime.UTC)
                 saved = f", last saved {stamp:%Y-%m-%dT%H:%M:%SZ}"
+            elif (row.get("times") or {}).get("saved"):  # the store's time, as list shows it
+                saved = f", last saved {when(row['times']['saved'])}"
             click.echo(
                 f"{verb} {row['run_id']!r} ({row['status']}, revision {row['revision']}{saved})"
             )
