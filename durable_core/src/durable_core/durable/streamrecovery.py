@@ -208,6 +208,10 @@ def plan_streams(graph: Graph, record: RunRecord, codecs: Codecs) -> StreamPlan:
             continue  # void history under a failed ancestor: checked, never rebuilt
         tails = _decode_tails(codecs, key, entries, label)
         positioned, position = decode_cursor(writer.cursor)
+        # The writer keeps every element sent, for groups a Retry of a Sub may open again,
+        # or none (a record that kept nothing for them restores without such a history).
+        retained = len(writer.pending) == writer.last_sequence
+        history = tails.pop(WRITER_GROUP, ())
         saved = StreamState(
             sequence=writer.last_sequence,
             position=position,
@@ -215,6 +219,8 @@ def plan_streams(graph: Graph, record: RunRecord, codecs: Codecs) -> StreamPlan:
             resumable=writer.resumable,
             generation=writer.generation + 1,
             tails=tails,
+            retained=retained,
+            history=history if retained else (),
         )
         if state is AttemptState.CONFIRMED:
             completed[(scope_id, node_id, key_name)] = saved
@@ -250,8 +256,10 @@ def _decode_tails(
     except CodecError as exc:
         raise CodecError(f"{label}: its elements cannot be decoded: {exc}") from exc
     for _, entry in entries:
-        if entry.group == WRITER_GROUP or entry.terminal is StreamTerminal.FAILED:
-            continue
+        if entry.terminal is StreamTerminal.FAILED or (
+            entry.group == WRITER_GROUP and not entry.pending
+        ):
+            continue  # the writer's Pending: the elements it keeps for groups to come
         tail = []
         for message in entry.pending:
             try:

@@ -6,11 +6,20 @@ node's root attempt. The record keeps one :class:`~durable_core.records.StreamRe
 
 - the **writer entry** (group ``""``) holds what belongs to the source: ``LastSequence``,
   ``Cursor`` (the producer's last ``send_at`` position, JSON), ``Resumable`` and the terminal
-  state; its ``AckedThrough`` equals ``LastSequence`` and it has no ``Pending``;
+  state. Its ``Pending`` holds the elements kept for reading groups that do not exist yet: a
+  new try of a Sub node with a Retry (around a reader of the stream, between the source's scope
+  and the reader) opens new groups, which read the stream from its first element. While such a
+  Sub node can still start a try, the writer keeps every element sent (``Pending`` = 1 …
+  ``LastSequence``, ``AckedThrough`` 0); once none can, in the save that ends the last of
+  them, ``Pending`` empties and ``AckedThrough`` equals ``LastSequence`` (as it does from the
+  start for a stream no such Sub reads);
 - one **reader entry** per reading group (the reading node's path, ``"load"``,
   ``"report/load"``) holds that group's ack front: ``Pending`` (the unacked elements, encoded,
   in sequence order) and ``AckedThrough`` (never past a gap). It is created with the first
-  element the group receives.
+  element the group receives, or, for a group that a new Sub try opens, in the save that adds
+  the try's scope: the group then starts with every element the writer keeps
+  (:func:`reopen_groups`). An entry under a Sub therefore always belongs to the Sub's latest
+  scope in the record.
 
 Every entry of a source shares its ``Generation``; it is raised once in each process that opens
 (or restores) the source again, so a delivery of an older process cannot ack.
@@ -72,6 +81,8 @@ __all__ = [
     "finish_group",
     "open_source",
     "raise_generation",
+    "release",
+    "reopen_groups",
 ]
 
 WRITER_GROUP = ""
@@ -209,9 +220,12 @@ def append(
     cursor: bytes | None,
     resumable: bool,
     groups: tuple[str, ...],
+    retain: bool = False,
 ) -> None:
     """Save element ``sequence`` of ``source`` for each reading group in ``groups``, with the
-    producer's new cursor (``None``: unchanged) (S-2, S-3).
+    producer's new cursor (``None``: unchanged) (S-2, S-3). With ``retain`` (a group that a
+    Retry opens again may still need it), the writer entry keeps the element too, as long as
+    it kept every earlier one.
 
     Raises:
         StreamFailedError: the source failed.
@@ -228,11 +242,15 @@ def append(
             f"{source.label}: element {sequence} does not follow element {stored.last_sequence}"
         )
     writer = proposal.stream(writer_id)
-    writer.last_sequence = writer.acked_through = sequence
+    message = PendingMessageRecord(sequence, data, digest)
+    writer.last_sequence = sequence
+    if retain and len(writer.pending) == sequence - 1:
+        writer.pending.append(message)  # kept from the first element: AckedThrough stays 0
+    elif not writer.pending:
+        writer.acked_through = sequence
     if cursor is not None:
         writer.cursor = cursor
     writer.resumable = resumable
-    message = PendingMessageRecord(sequence, data, digest)
     for group in groups:
         entry_id = source.entry_id(group)
         if entry_id not in record.streams:
@@ -299,16 +317,73 @@ def ack(
     entry.acked_through = pending[0].sequence - 1 if pending else entry.last_sequence
 
 
-def finish_group(proposal: Proposal, group: str) -> None:
+def finish_group(proposal: Proposal, group: str, scopes: frozenset[str] | None = None) -> None:
     """The reading node ``group`` is confirmed: its read obligation ends, so every element it
-    received — and every one it will never read — is acknowledged (``Pending`` empties)."""
+    received — and every one it will never read — is acknowledged (``Pending`` empties).
+
+    Args:
+        proposal: the proposal.
+        group: the reading group (the node's path).
+        scopes: the reader's own scope and the scopes above it: only the entries of sources
+            there are its own. An entry of the same group for a source in another scope (the
+            scope of a failed Sub try) is void history and stays as it is. None: every scope.
+    """
     for entry_id, entry in list(proposal.record.streams.items()):
         if entry.group != group or entry.terminal is StreamTerminal.FAILED:
+            continue
+        if scopes is not None and entry.scope not in scopes:
             continue
         if entry.pending or entry.acked_through != entry.last_sequence:
             own = proposal.stream(entry_id)
             own.pending.clear()
             own.acked_through = own.last_sequence
+
+
+def reopen_groups(proposal: Proposal, source: Source, groups: tuple[str, ...]) -> None:
+    """A new try of a Sub node opens ``groups`` of ``source`` (a stream of a scope above it)
+    as new groups: each entry starts with every element the writer keeps, nothing acked, so
+    that the try reads the stream from its first element (S-2). Save it with the try's new
+    scope. A failed source is left alone (its readers fail)."""
+    record = proposal.record
+    writer = record.streams.get(source.entry_id(WRITER_GROUP))
+    if writer is None or writer.terminal is StreamTerminal.FAILED:
+        return
+    for group in groups:
+        entry_id = source.entry_id(group)
+        stored = record.streams.get(entry_id)
+        if stored is None:
+            proposal.add_stream(
+                entry_id,
+                StreamRecord(
+                    scope=source.scope,
+                    node_id=source.node_id,
+                    key=source.key,
+                    group=group,
+                    generation=writer.generation,
+                    source_id=writer.source_id,
+                    terminal=writer.terminal,
+                ),
+            )
+        elif stored.terminal is StreamTerminal.FAILED:
+            continue
+        entry = proposal.stream(entry_id)
+        entry.pending = list(writer.pending)
+        entry.acked_through = writer.acked_through
+        entry.last_sequence = writer.last_sequence
+        entry.cursor = writer.cursor
+        entry.resumable = writer.resumable
+
+
+def release(proposal: Proposal, source: Source) -> None:
+    """No group that a Retry may open again is left for ``source``: the writer entry stops
+    keeping its elements (``Pending`` empties, ``AckedThrough`` = ``LastSequence``)."""
+    writer_id = source.entry_id(WRITER_GROUP)
+    writer = proposal.record.streams.get(writer_id)
+    if writer is None or not writer.pending:
+        return
+    own = proposal.stream(writer_id)
+    own.pending.clear()
+    own.acked_through = own.last_sequence
 
 
 def complete_source(proposal: Proposal, scope: str, node_id: str) -> None:
@@ -418,6 +493,7 @@ class StreamBook:
         cursor = encode_cursor(stream.position, source.label) if stream.positioned else None
         resumable = stream.resumable
         groups = stream.groups
+        retain = stream.retaining
 
         def send(proposal: Proposal) -> None:
             append(
@@ -429,6 +505,7 @@ class StreamBook:
                 cursor=cursor,
                 resumable=resumable,
                 groups=groups,
+                retain=retain,
             )
 
         return asyncio.ensure_future(self._ledger.commit_async(send))

@@ -1,0 +1,353 @@
+"""Durable streams read again by a retried reader: file and SQLite stores, across restarts.
+
+A new try of a Sub node is a new scope: its readers of a parent's stream are new groups, which
+read the stream from its first element, and a processor there starts from its initial state
+(a failed try voids everything under it, R-ATT-4). The writer keeps the elements for such groups
+in its own entry until no Sub node that could start a try is left; confirming a reader changes
+only its own scope's entries. A reader with a Retry of its own stays one group: what a failed
+try received and did not acknowledge reaches the next try.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from durable_scenarios import load, open_store
+from stream_retries_child import (
+    CHILD_IN,
+    CHILD_TOTAL,
+    COUNT,
+    NUMBERS,
+    RUN,
+    SEEN,
+    TOTAL,
+    WHOLE,
+    add_source,
+    fail_first,
+    sub_graph,
+    summing_child,
+)
+
+from durable_core import AttemptState, CancelToken, Graph, In, Key, Out, Retry, Runtime
+from durable_core.durable.streams import WRITER_GROUP
+from durable_core.records import RunRecord, StreamRecord
+
+CHILD = Path(__file__).with_name("stream_retries_child.py")
+STORES = ["file", "sqlite"]
+
+
+def entries(record: RunRecord, scope: str | None = None) -> dict[str, StreamRecord]:
+    """The stream entries by group (of sources in ``scope`` only, when given)."""
+    return {e.group: e for e in record.streams.values() if scope is None or e.scope == scope}
+
+
+def check_released(record: RunRecord) -> None:
+    """A finished run keeps no element for groups to come, and every group acked it all."""
+    for entry in record.streams.values():
+        assert entry.pending == []
+        assert entry.acked_through == entry.last_sequence
+
+
+@pytest.mark.parametrize("kind", STORES)
+def test_a_retried_sub_reads_its_parents_stream_again_from_the_first_element(
+    kind: str, tmp_path: Path
+) -> None:
+    # covers: S-2, S-3, G-9, R-ATT-4
+    runs: list[int] = []
+    store = open_store(kind, tmp_path)
+    result = Runtime(store).run(sub_graph(runs, fail_first), run_id="sub-1", version="1", inputs={})
+    assert result.status == "completed"
+    assert result[TOTAL] == WHOLE
+    assert runs == [1, COUNT]
+    check_released(load(store, "sub-1"))
+    store.close()
+
+
+@pytest.mark.parametrize("kind", STORES)
+@pytest.mark.parametrize("stop", ["after the failed try", "in the second try"])
+def test_a_retried_sub_resumed_after_a_cancel_reads_the_whole_stream(
+    kind: str, stop: str, tmp_path: Path
+) -> None:
+    # covers: S-2, S-3, G-9, R-ATT-4
+    token = CancelToken()
+    runs: list[int] = []
+
+    def on_element(run: int, count: int) -> None:
+        if run == 1:
+            if stop == "after the failed try":
+                token.cancel()  # the Retry does not start the second try in this process
+            raise ValueError("the reader broke after its first element")
+        if count == 10:
+            token.cancel()
+
+    store = open_store(kind, tmp_path)
+    first = Runtime(store).run(
+        sub_graph(runs, on_element), run_id="sub-1", version="1", inputs={}, cancel=token
+    )
+    assert first.status == "canceled"
+    record = load(store, "sub-1")
+    writer = entries(record)[WRITER_GROUP]
+    assert writer.last_sequence > 0
+    # Every element sent is kept for the groups a new try opens.
+    assert [m.sequence for m in writer.pending] == list(range(1, writer.last_sequence + 1))
+
+    again: list[int] = []
+    resumed = Runtime(store).resume(
+        sub_graph(again, lambda run, count: None), run_id="sub-1", version="1", inputs={}
+    )
+    assert resumed.status == "completed"
+    assert resumed[TOTAL] == WHOLE
+    assert again == [COUNT]  # the whole stream, whatever the first process had read
+    check_released(load(store, "sub-1"))
+    store.close()
+
+
+@pytest.mark.parametrize("kind", STORES)
+def test_a_retried_sub_killed_in_its_second_try_resumes_with_the_whole_stream(
+    kind: str, tmp_path: Path
+) -> None:
+    # covers: S-2, S-3, G-9, R-RT-2
+    location = tmp_path / "store"
+    location.mkdir()
+    killed = subprocess.run(
+        [sys.executable, str(CHILD), "run", kind, str(location), "10"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert killed.returncode == -9, killed.stderr
+    record = load(open_store(kind, location), "sub-1")
+    group = entries(record)["part/sum"]
+    assert group.acked_through == 0  # a value reader acks with its confirmation only
+    resumed = subprocess.run(
+        [sys.executable, str(CHILD), "resume", kind, str(location), "0"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert resumed.returncode == 0, resumed.stderr
+    outcome = json.loads(resumed.stdout.strip().splitlines()[-1])
+    assert outcome == {"status": "completed", "total": WHOLE, "runs": [COUNT]}
+    check_released(load(open_store(kind, location), "sub-1"))
+
+
+def processor_graph(handled: list[tuple[int, int]], token: CancelToken | None) -> Graph:
+    """``src`` -> Sub ``part`` (``Retry(2)``) whose processor ``fold`` sums its input; every
+    message of the Sub's first try fails, and the second try cancels the run after 30."""
+    child = Graph("folding", inputs=[CHILD_IN])
+
+    @child.node("begin", provides=[RUN])
+    def begin(rc: Any) -> None:
+        rc.set(RUN, rc.attempt.scope.parent.index if rc.attempt.scope.parent else 1)
+
+    @child.processor(
+        "fold", input=CHILD_IN, state=int, initial=0, requires=[RUN], provides=[CHILD_TOTAL]
+    )
+    def fold(rc: Any, state: int, n: int) -> int:
+        run = rc.get(RUN)
+        handled.append((run, n))
+        if run == 1:
+            raise ValueError("every message of the first try fails")
+        if token is not None and n == 30:
+            token.cancel()
+        return state + n
+
+    @fold.finish
+    def done(rc: Any, state: int) -> None:
+        rc.set(CHILD_TOTAL, state)
+
+    g = Graph("retried_processor")
+    add_source(g)
+    g.sub(
+        "part",
+        child,
+        bindings=[In(NUMBERS, CHILD_IN), Out(CHILD_TOTAL, TOTAL)],
+        aspects=[Retry(2)],
+    )
+    return g
+
+
+@pytest.mark.parametrize("kind", STORES)
+def test_a_processor_in_a_retried_sub_folds_the_whole_stream_from_its_initial_state(
+    kind: str, tmp_path: Path
+) -> None:
+    # covers: S-7, S-8, S-9, G-9, R-ATT-4
+    handled: list[tuple[int, int]] = []
+    token = CancelToken()
+    store = open_store(kind, tmp_path)
+    first = Runtime(store).run(
+        processor_graph(handled, token), run_id="fold-1", version="1", inputs={}, cancel=token
+    )
+    assert first.status == "canceled"
+    assert [n for run, n in handled if run == 1] == [1]
+    assert [n for run, n in handled if run == 2][:30] == list(range(1, 31))
+    again: list[tuple[int, int]] = []
+    resumed = Runtime(store).resume(
+        processor_graph(again, None), run_id="fold-1", version="1", inputs={}
+    )
+    assert resumed.status == "completed"
+    assert resumed[TOTAL] == WHOLE
+    assert {run for run, _ in again} == {2}
+    check_released(load(store, "fold-1"))
+    store.close()
+
+
+def nested_graph(runs: list[int], on_element: Any) -> Graph:
+    """``src`` -> Sub ``outer`` (``Retry(2)``) -> Sub ``inner`` -> ``sum``."""
+    outer_in = Key("outer_in", int, stream=True, capacity=16)
+    outer_total = Key("outer_total", int)
+    outer = Graph("outer", inputs=[outer_in])
+    outer.sub(
+        "inner",
+        summing_child(runs, on_element),
+        bindings=[In(outer_in, CHILD_IN), Out(CHILD_TOTAL, outer_total)],
+    )
+    g = Graph("nested")
+    add_source(g)
+    g.sub(
+        "outer",
+        outer,
+        bindings=[In(NUMBERS, outer_in), Out(outer_total, TOTAL)],
+        aspects=[Retry(2)],
+    )
+    return g
+
+
+@pytest.mark.parametrize("kind", STORES)
+def test_a_sub_in_a_retried_sub_reads_the_stream_again_across_a_restart(
+    kind: str, tmp_path: Path
+) -> None:
+    # covers: S-2, S-3, G-9, R-SCOPE-2, R-ATT-4
+    token = CancelToken()
+    runs: list[int] = []
+
+    def on_element(run: int, count: int) -> None:
+        fail_first(run, count)
+        if count == 20:
+            token.cancel()
+
+    store = open_store(kind, tmp_path)
+    first = Runtime(store).run(
+        nested_graph(runs, on_element), run_id="nest-1", version="1", inputs={}, cancel=token
+    )
+    assert first.status == "canceled"
+    assert runs[0] == 1 and runs[1] >= 20
+    again: list[int] = []
+    resumed = Runtime(store).resume(
+        nested_graph(again, lambda run, count: None), run_id="nest-1", version="1", inputs={}
+    )
+    assert resumed.status == "completed"
+    assert resumed[TOTAL] == WHOLE
+    assert again == [COUNT]
+    check_released(load(store, "nest-1"))
+    store.close()
+
+
+def own_retry_graph(deliveries: list[tuple[int, int]], token: CancelToken | None) -> Graph:
+    """``src`` -> ``read`` (``Retry(2)``, acks each delivery); its first try receives 3 after
+    acking 1 and 2, and raises; the second try cancels the run after acking 50."""
+    g = Graph("own_retry")
+    add_source(g)
+
+    @g.node("read", requires=[NUMBERS], provides=[SEEN], aspects=[Retry(2)])
+    async def read(rc: Any) -> None:
+        seen = []
+        async for d in rc.reader(NUMBERS).deliveries():
+            deliveries.append((rc.attempt.index, d.sequence))
+            if rc.attempt.index == 1 and d.sequence == 3:
+                raise ValueError("received 3, acked only 1 and 2")
+            seen.append(d.value)
+            await d.ack()
+            if token is not None and d.sequence == 50:
+                token.cancel()
+        rc.set(SEEN, seen)
+
+    return g
+
+
+@pytest.mark.parametrize("kind", STORES)
+def test_a_reader_with_its_own_retry_gets_what_its_failed_try_did_not_ack(
+    kind: str, tmp_path: Path
+) -> None:
+    # covers: S-2, G-8, R-ATT-4
+    deliveries: list[tuple[int, int]] = []
+    token = CancelToken()
+    store = open_store(kind, tmp_path)
+    first = Runtime(store).run(
+        own_retry_graph(deliveries, token), run_id="own-1", version="1", inputs={}, cancel=token
+    )
+    assert first.status == "canceled"
+    assert [s for t, s in deliveries if t == 1] == [1, 2, 3]
+    # The second try starts with 3, which the first one received and did not ack.
+    assert [s for t, s in deliveries if t == 2][:48] == list(range(3, 51))
+    acked = entries(load(store, "own-1"))["read"].acked_through
+    assert acked >= 50  # the cancel reaches the reader after its ack of 50 at the earliest
+    again: list[tuple[int, int]] = []
+    resumed = Runtime(store).resume(
+        own_retry_graph(again, None), run_id="own-1", version="1", inputs={}
+    )
+    assert resumed.status == "completed"
+    assert again == [(2, s) for s in range(acked + 1, COUNT + 1)]
+    assert resumed[SEEN] == list(range(acked + 1, COUNT + 1))
+    check_released(load(store, "own-1"))
+    store.close()
+
+
+def inner_source_graph(runs: list[int]) -> Graph:
+    """A Sub ``part`` (``Retry(2)``) whose child has its own producer ``make`` and a reader
+    ``sum`` of it; the reader's first run raises after its first element."""
+    child = Graph("inner_source")
+    local = Key("local", int, stream=True, capacity=4)
+
+    @child.node("make", provides=[local])
+    async def make(rc: Any) -> None:
+        w = rc.writer(local)
+        for i in range(w.position or 0, 10):
+            await w.send_at(i + 1, i + 1)
+
+    @child.node("sum", requires=[local], provides=[CHILD_TOTAL])
+    async def sum_(rc: Any) -> None:
+        runs.append(0)
+        total = 0
+        async for x in rc.reader(local):
+            total += x
+            if len(runs) == 1:
+                raise ValueError("the reader broke after its first element")
+        rc.set(CHILD_TOTAL, total)
+
+    g = Graph("inner_source_run")
+    g.sub("part", child, bindings=[Out(CHILD_TOTAL, TOTAL)], aspects=[Retry(2)])
+    return g
+
+
+@pytest.mark.parametrize("kind", STORES)
+def test_confirming_a_reader_leaves_the_entries_of_a_failed_try_alone(
+    kind: str, tmp_path: Path
+) -> None:
+    # covers: S-2, S-5, R-ATT-4
+    runs: list[int] = []
+    store = open_store(kind, tmp_path)
+    result = Runtime(store).run(inner_source_graph(runs), run_id="in-1", version="1", inputs={})
+    assert result.status == "completed"
+    assert result[TOTAL] == 55
+    record = load(store, "in-1")
+    tries = sorted(
+        (a.index, attempt_id)
+        for attempt_id, a in record.attempts.items()
+        if a.node_id == "part" and a.boundary
+    )
+    (_, failed_try), (_, good_try) = tries
+    assert record.attempts[failed_try].state is AttemptState.FAILED
+    # The second try's reader was confirmed: its own group acked everything.
+    own = entries(record, good_try)["part/sum"]
+    assert own.pending == [] and own.acked_through == own.last_sequence
+    # The same group of the failed try's source (its scope is the failed try) is void history:
+    # the confirmation left it as the failed try did (element 1 at least still pending).
+    void = entries(record, failed_try)["part/sum"]
+    assert void.pending and void.pending[0].sequence == 1
+    store.close()
