@@ -351,3 +351,93 @@ def test_confirming_a_reader_leaves_the_entries_of_a_failed_try_alone(
     void = entries(record, failed_try)["part/sum"]
     assert void.pending and void.pending[0].sequence == 1
     store.close()
+
+
+def acking_sub_graph(deliveries: list[int], token: CancelToken | None) -> Graph:
+    """``src`` -> Sub ``part`` (``Retry(2)``) whose child ``load`` acks each delivery; the
+    Sub's first try raises after its first element, the second cancels the run after 10."""
+    child = Graph("loading", inputs=[CHILD_IN])
+
+    @child.node("load", requires=[CHILD_IN], provides=[CHILD_TOTAL])
+    async def load_(rc: Any) -> None:
+        first_try = rc.attempt.scope.parent.index == 1
+        total = 0
+        async for d in rc.reader(CHILD_IN).deliveries():
+            deliveries.append(d.sequence)
+            if first_try:
+                raise ValueError("the reader broke after its first element")
+            total += d.value
+            await d.ack()
+            if token is not None and d.sequence == 10:
+                token.cancel()
+        rc.set(CHILD_TOTAL, total)
+
+    g = Graph("acking_sub")
+    add_source(g)
+    g.sub(
+        "part",
+        child,
+        bindings=[In(NUMBERS, CHILD_IN), Out(CHILD_TOTAL, TOTAL)],
+        aspects=[Retry(2)],
+    )
+    return g
+
+
+@pytest.mark.parametrize("kind", STORES)
+def test_an_adopted_sub_try_goes_on_from_its_groups_acks(kind: str, tmp_path: Path) -> None:
+    # covers: S-2, G-9, R-SCOPE-2, R-ATT-4
+    deliveries: list[int] = []
+    token = CancelToken()
+    store = open_store(kind, tmp_path)
+    first = Runtime(store).run(
+        acking_sub_graph(deliveries, token), run_id="ack-1", version="1", inputs={}, cancel=token
+    )
+    assert first.status == "canceled"
+    assert deliveries[:11] == [1, *range(1, 11)]  # the second try started from the first
+    acked = entries(load(store, "ack-1"))["part/load"].acked_through
+    assert acked >= 10
+    again: list[int] = []
+    resumed = Runtime(store).resume(
+        acking_sub_graph(again, None), run_id="ack-1", version="1", inputs={}
+    )
+    assert resumed.status == "completed"
+    # The adopted second try goes on after what it acked: acked elements never come again.
+    assert again == list(range(acked + 1, COUNT + 1))
+    assert resumed[TOTAL] == sum(again)
+    check_released(load(store, "ack-1"))
+    store.close()
+
+
+@pytest.mark.parametrize("kind", STORES)
+def test_a_sub_that_fails_for_good_stops_the_stream_keeping_elements(
+    kind: str, tmp_path: Path
+) -> None:
+    # covers: S-2, S-5, R-ATT-4
+    firsts: list[int] = []
+    child = Graph("breaking", inputs=[CHILD_IN])
+
+    @child.node("sum", requires=[CHILD_IN], provides=[CHILD_TOTAL])
+    async def sum_(rc: Any) -> None:
+        async for x in rc.reader(CHILD_IN):
+            firsts.append(x)
+            raise ValueError("the reader breaks at its first element, in every try")
+        rc.set(CHILD_TOTAL, 0)
+
+    g = Graph("failing_sub")
+    add_source(g)
+    g.sub(
+        "part",
+        child,
+        bindings=[In(NUMBERS, CHILD_IN), Out(CHILD_TOTAL, TOTAL)],
+        aspects=[Retry(2)],
+    )
+    store = open_store(kind, tmp_path)
+    result = Runtime(store).run(g, run_id="bad-1", version="1", inputs={})
+    assert result.status == "failed"
+    assert firsts == [1, 1]  # each try read the stream from its first element
+    record = load(store, "bad-1")
+    writer = entries(record)[WRITER_GROUP]
+    assert writer.last_sequence >= 1
+    # No try of the Sub is left to open a group: the writer keeps no element for one.
+    assert writer.pending == [] and writer.acked_through == writer.last_sequence
+    store.close()
