@@ -18,6 +18,14 @@ group, so it never holds the producer back. An ``async def`` body gives its ``ma
 back while it waits on a stream; a plain body keeps its slot (and worker thread) while it waits,
 so with plain bodies ``max_running`` must leave room for the producer and its readers.
 
+Readers run again by a Retry: a new try of a Sub node is a new scope, so its readers of a
+parent's stream are new groups (:meth:`Stream.reopen`) that read the stream from its first
+element; a processor there starts from its initial state. While a Sub node with a Retry around
+a reader can still start a try (the reader's *anchor*), the stream keeps every element it
+delivered; the end of the last such Sub node drops them. A reader with a Retry of its own stays
+one group: what a failed try received and did not acknowledge goes back to the group
+(:meth:`Stream.requeue`), so the next try gets it first.
+
 The stream ends when the producer's node has returned and its outputs are committed (readers
 then stop iterating). When the producer fails, readers get
 :class:`~durable_core.errors.NodeFailedError` (the producer's error as ``__cause__``) at their
