@@ -34,7 +34,7 @@ from stream_retries_child import (
 )
 
 from durable_core import AttemptState, CancelToken, Graph, In, Key, Out, Retry, Runtime
-from durable_core.durable.streams import WRITER_GROUP
+from durable_core.durable.streams import KEPT_PREFIX, KEPT_SIZE, WRITER_GROUP, Source, kept_history
 from durable_core.records import RunRecord, StreamRecord
 
 CHILD = Path(__file__).with_name("stream_retries_child.py")
@@ -49,8 +49,16 @@ def entries(record: RunRecord, scope: str | None = None) -> dict[str, StreamReco
 def check_released(record: RunRecord) -> None:
     """A finished run keeps no element for groups to come, and every group acked it all."""
     for entry in record.streams.values():
+        assert not entry.group.startswith(KEPT_PREFIX)
         assert entry.pending == []
         assert entry.acked_through == entry.last_sequence
+
+
+def kept(record: RunRecord, scope: str | None = None) -> list[int]:
+    """The sequences the root stream ``numbers`` keeps for groups to come ([] for none)."""
+    source = Source(record.root_scope if scope is None else scope, "src", NUMBERS.name)
+    history = kept_history(record, source)
+    return [] if history is None else [m.sequence for m in history]
 
 
 @pytest.mark.parametrize("kind", STORES)
@@ -94,7 +102,7 @@ def test_a_retried_sub_resumed_after_a_cancel_reads_the_whole_stream(
     writer = entries(record)[WRITER_GROUP]
     assert writer.last_sequence > 0
     # Every element sent is kept for the groups a new try opens.
-    assert [m.sequence for m in writer.pending] == list(range(1, writer.last_sequence + 1))
+    assert kept(record) == list(range(1, writer.last_sequence + 1))
 
     again: list[int] = []
     resumed = Runtime(store).resume(
@@ -438,6 +446,59 @@ def test_a_sub_that_fails_for_good_stops_the_stream_keeping_elements(
     record = load(store, "bad-1")
     writer = entries(record)[WRITER_GROUP]
     assert writer.last_sequence >= 1
-    # No try of the Sub is left to open a group: the writer keeps no element for one.
-    assert writer.pending == [] and writer.acked_through == writer.last_sequence
+    # No try of the Sub is left to open a group: nothing is kept for one.
+    assert kept(record) == []
+    assert not any(e.group.startswith(KEPT_PREFIX) for e in record.streams.values())
+    store.close()
+
+
+@pytest.mark.parametrize("kind", STORES)
+def test_a_long_stream_is_kept_a_bounded_entry_at_a_time_and_read_again_after_a_restart(
+    kind: str, tmp_path: Path
+) -> None:
+    # covers: S-2, S-3, G-9
+    count = 3 * KEPT_SIZE + 10
+    token = CancelToken()
+    firsts: list[tuple[int, int]] = []  # (run in this process, first element read)
+    child = Graph("summing_long", inputs=[CHILD_IN])
+
+    @child.node("sum", requires=[CHILD_IN], provides=[CHILD_TOTAL])
+    async def sum_(rc: Any) -> None:
+        run = len(firsts) + 1
+        total = n = 0
+        async for x in rc.reader(CHILD_IN):
+            if n == 0:
+                firsts.append((run, x))
+            total += x
+            n += 1
+            if run == 1 and x == KEPT_SIZE + 5:
+                raise ValueError("the first try breaks in the second kept entry")
+            if run == 2 and x == 2 * KEPT_SIZE + 7:
+                token.cancel()
+        rc.set(CHILD_TOTAL, total)
+
+    g = Graph("long")
+    add_source(g, count)
+    g.sub(
+        "part",
+        child,
+        bindings=[In(NUMBERS, CHILD_IN), Out(CHILD_TOTAL, TOTAL)],
+        aspects=[Retry(2)],
+    )
+    store = open_store(kind, tmp_path)
+    first = Runtime(store).run(g, run_id="long-1", version="1", inputs={}, cancel=token)
+    assert first.status == "canceled"
+    record = load(store, "long-1")
+    sent = entries(record)[WRITER_GROUP].last_sequence
+    assert kept(record) == list(range(1, sent + 1))
+    chunks = [e for e in record.streams.values() if e.group.startswith(KEPT_PREFIX)]
+    assert len(chunks) == (sent - 1) // KEPT_SIZE + 1 >= 3
+    assert all(len(e.pending) <= KEPT_SIZE for e in chunks)
+    firsts.clear()
+    firsts.append((0, 0))  # the resumed reader is the adopted second try: it must not raise
+    resumed = Runtime(store).resume(g, run_id="long-1", version="1", inputs={})
+    assert resumed.status == "completed"
+    assert resumed[TOTAL] == count * (count + 1) // 2
+    assert firsts[1:] == [(2, 1)]  # from the first element: a value reader acked nothing
+    check_released(load(store, "long-1"))
     store.close()

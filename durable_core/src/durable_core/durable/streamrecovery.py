@@ -35,7 +35,13 @@ import attrs
 
 from durable_core.codecs import Codecs
 from durable_core.durable.ledger import Proposal
-from durable_core.durable.streams import WRITER_GROUP, Source, decode_cursor, fail_sources
+from durable_core.durable.streams import (
+    WRITER_GROUP,
+    Source,
+    decode_cursor,
+    fail_sources,
+    kept_group,
+)
 from durable_core.errors import (
     CodecError,
     CorruptRecordError,
@@ -208,10 +214,11 @@ def plan_streams(graph: Graph, record: RunRecord, codecs: Codecs) -> StreamPlan:
             continue  # void history under a failed ancestor: checked, never rebuilt
         tails = _decode_tails(codecs, key, entries, label)
         positioned, position = decode_cursor(writer.cursor)
-        # The writer keeps every element sent, for groups a Retry of a Sub may open again,
-        # or none (a record that kept nothing for them restores without such a history).
-        retained = len(writer.pending) == writer.last_sequence
-        history = tails.pop(WRITER_GROUP, ())
+        # Every element sent is kept, for groups a Retry of a Sub may open again, or none is
+        # (a record that kept nothing for them restores without such a history).
+        kept = [tails.pop(group) for group in _kept_groups(tails)]
+        history = tuple(item for chunk in kept for item in chunk)
+        retained = [sequence for sequence, _ in history] == list(range(1, writer.last_sequence + 1))
         saved = StreamState(
             sequence=writer.last_sequence,
             position=position,
@@ -256,10 +263,8 @@ def _decode_tails(
     except CodecError as exc:
         raise CodecError(f"{label}: its elements cannot be decoded: {exc}") from exc
     for _, entry in entries:
-        if entry.terminal is StreamTerminal.FAILED or (
-            entry.group == WRITER_GROUP and not entry.pending
-        ):
-            continue  # the writer's Pending: the elements it keeps for groups to come
+        if entry.group == WRITER_GROUP or entry.terminal is StreamTerminal.FAILED:
+            continue
         tail = []
         for message in entry.pending:
             try:
@@ -277,6 +282,16 @@ def _decode_tails(
             tail.append((message.sequence, value))
         tails[entry.group] = tuple(tail)
     return tails
+
+
+def _kept_groups(tails: dict[str, Any]) -> list[str]:
+    """The kept entries' groups among ``tails``, in order (``/kept/1``, ``/kept/2``, …)."""
+    found = []
+    index = 1
+    while kept_group(index) in tails:
+        found.append(kept_group(index))
+        index += 1
+    return found
 
 
 def _check_roots(
