@@ -502,3 +502,55 @@ def test_a_long_stream_is_kept_a_bounded_entry_at_a_time_and_read_again_after_a_
     assert firsts[1:] == [(2, 1)]  # from the first element: a value reader acked nothing
     check_released(load(store, "long-1"))
     store.close()
+
+
+@pytest.mark.parametrize("kind", STORES)
+def test_a_processors_output_read_by_a_retried_sub_is_kept_across_a_restart(
+    kind: str, tmp_path: Path
+) -> None:
+    # covers: S-2, S-8, G-9
+    doubled = Key("doubled", int, stream=True, capacity=16)
+    token = CancelToken()
+    runs: list[int] = []
+
+    def on_element(run: int, count: int) -> None:
+        fail_first(run, count)
+        if count == 10:
+            token.cancel()
+
+    def build(on: Any) -> Graph:
+        g = Graph("processor_source")
+        add_source(g)
+
+        @g.processor("double", input=NUMBERS, state=int, initial=0, provides=[doubled])
+        def double(rc: Any, state: int, n: int) -> int:
+            rc.writer(doubled).send(2 * n)  # committed with the message
+            return state + 1
+
+        g.sub(
+            "part",
+            summing_child(runs, on),
+            bindings=[In(doubled, CHILD_IN), Out(CHILD_TOTAL, TOTAL)],
+            aspects=[Retry(2)],
+        )
+        return g
+
+    store = open_store(kind, tmp_path)
+    first = Runtime(store).run(
+        build(on_element), run_id="p-1", version="1", inputs={}, cancel=token
+    )
+    assert first.status == "canceled"
+    record = load(store, "p-1")
+    source = Source(record.root_scope, "double", doubled.name)
+    sent = record.streams[source.entry_id(WRITER_GROUP)].last_sequence
+    history = kept_history(record, source)
+    assert history is not None and [m.sequence for m in history] == list(range(1, sent + 1))
+    runs.clear()
+    resumed = Runtime(store).resume(
+        build(lambda run, count: None), run_id="p-1", version="1", inputs={}
+    )
+    assert resumed.status == "completed"
+    assert resumed[TOTAL] == 2 * WHOLE
+    assert runs == [COUNT]
+    check_released(load(store, "p-1"))
+    store.close()
