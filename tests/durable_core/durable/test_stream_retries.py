@@ -554,3 +554,64 @@ def test_a_processors_output_read_by_a_retried_sub_is_kept_across_a_restart(
     assert runs == [COUNT]
     check_released(load(store, "p-1"))
     store.close()
+
+
+def committing_graph(handled: list[tuple[int, int]], token: CancelToken | None) -> Graph:
+    """``src`` -> Sub ``part`` (``Retry(2)``) whose processor ``fold`` commits each message;
+    the Sub's first try commits 1 … 5 and fails at 6, the second cancels the run after 20."""
+    child = Graph("committing", inputs=[CHILD_IN])
+
+    @child.node("begin", provides=[RUN])
+    def begin(rc: Any) -> None:
+        rc.set(RUN, rc.attempt.scope.parent.index)
+
+    @child.processor(
+        "fold", input=CHILD_IN, state=int, initial=0, requires=[RUN], provides=[CHILD_TOTAL]
+    )
+    def fold(rc: Any, state: int, n: int) -> int:
+        run = rc.get(RUN)
+        handled.append((run, n))
+        if run == 1 and n == 6:
+            raise ValueError("the first try fails after committing five messages")
+        if token is not None and run == 2 and n == 20:
+            token.cancel()
+        return state + n
+
+    @fold.finish
+    def done(rc: Any, state: int) -> None:
+        rc.set(CHILD_TOTAL, state)
+
+    g = Graph("retried_committing_processor")
+    add_source(g)
+    g.sub(
+        "part",
+        child,
+        bindings=[In(NUMBERS, CHILD_IN), Out(CHILD_TOTAL, TOTAL)],
+        aspects=[Retry(2)],
+    )
+    return g
+
+
+@pytest.mark.parametrize("kind", STORES)
+def test_a_processor_whose_failed_try_committed_messages_folds_again_from_the_start(
+    kind: str, tmp_path: Path
+) -> None:
+    # covers: S-7, S-8, S-9, G-9, R-ATT-4
+    handled: list[tuple[int, int]] = []
+    token = CancelToken()
+    store = open_store(kind, tmp_path)
+    first = Runtime(store).run(
+        committing_graph(handled, token), run_id="c-1", version="1", inputs={}, cancel=token
+    )
+    assert first.status == "canceled"
+    assert [n for run, n in handled if run == 1] == [1, 2, 3, 4, 5, 6]
+    assert [n for run, n in handled if run == 2][:20] == list(range(1, 21))
+    again: list[tuple[int, int]] = []
+    resumed = Runtime(store).resume(
+        committing_graph(again, None), run_id="c-1", version="1", inputs={}
+    )
+    assert resumed.status == "completed"
+    assert resumed[TOTAL] == WHOLE  # the first try's committed messages count for nothing
+    assert {run for run, _ in again} == {2}
+    check_released(load(store, "c-1"))
+    store.close()
