@@ -370,7 +370,9 @@ def plan_streams(graph: Graph, record: RunRecord, codecs: Codecs) -> StreamPlan:
         # (a record that kept nothing for them restores without such a history).
         kept = [tails.pop(group) for group in _kept_groups(tails)]
         history = tuple(item for chunk in kept for item in chunk)
-        retained = [sequence for sequence, _ in history] == list(range(1, writer.last_sequence + 1))
+        retained = len(history) == writer.last_sequence and all(
+            sequence == expected for expected, (sequence, _) in enumerate(history, 1)
+        )
         saved = StreamState(
             sequence=writer.last_sequence,
             position=position,
