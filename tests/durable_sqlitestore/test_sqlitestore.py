@@ -39,9 +39,9 @@ from durable_core.store.locks import RunLock
 from durable_core.testing import record_delta, sample_record
 from durable_sqlitestore import (
     DELTAS_V3,
+    FOLD_RATIO,
     HISTORY_INDEX_V4,
     HISTORY_V4,
-    FOLD_RATIO,
     RUNS_V3,
     SCHEMA_V1,
     SCHEMA_VERSION,
