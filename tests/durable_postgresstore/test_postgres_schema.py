@@ -359,3 +359,20 @@ def test_a_version_2_schema_gets_the_deltas_table(make_store, admin):
     assert admin.execute("SELECT version FROM pulse_durable.schema_version").fetchall() == [(5,)]
     with store.acquire("old-run") as session:
         assert session.load() == RunRecord(run_id="old-run", revision=1)
+
+
+# covers: B-PG-1, X-HIST
+def test_a_version_4_schema_gets_the_history_table(make_store, admin):
+    store = make_store()
+    with store.acquire("old-run") as session:
+        session.save(RunRecord(run_id="old-run", revision=1), 0)
+    store.close()
+    # exactly what the previous Durable (version 4) left
+    admin.execute("DROP TABLE pulse_durable.history")
+    admin.execute("UPDATE pulse_durable.schema_version SET version = 4")
+    upgraded = make_store()
+    assert admin.execute("SELECT version FROM pulse_durable.schema_version").fetchall() == [(5,)]
+    assert upgraded.peek("old-run") == RunRecord(run_id="old-run", revision=1)
+    upgraded.append_history("old-run", "scope", ['{"event": "run_resumed"}'])
+    assert upgraded.read_history("old-run", "scope") == ['{"event": "run_resumed"}']
+    make_store()  # the upgraded schema is accepted as it is
