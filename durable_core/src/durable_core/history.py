@@ -15,9 +15,9 @@ run deleted and started again under the same id, and a fork, start a history of 
 
 Writing never delays or fails a save: :data:`WRITER` (one per process) takes entries in a
 queue (:meth:`HistoryWriter.submit` only appends to it) and a daemon thread appends them, in
-batches, to each run's history. A failed write is logged once per store as a warning and its
-entries are dropped; the run goes on. :meth:`Runtime.run` and the CLI call :func:`flush` when a
-run ends, so that what they read next is complete.
+batches gathered over :data:`LINGER` seconds, to each run's history. A failed write is logged
+once per store as a warning and its entries are dropped; the run goes on. ``Runtime.run`` and
+the CLI call :func:`flush` when a run ends, so that what they read next is complete.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ import pathlib
 import queue
 import re
 import threading
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -38,6 +39,7 @@ import attrs
 
 __all__ = [
     "FLUSH_TIMEOUT",
+    "LINGER",
     "LOG_DIR_ENV",
     "QUEUE_LIMIT",
     "WRITER",
@@ -62,6 +64,9 @@ FLUSH_TIMEOUT = 10.0
 
 QUEUE_LIMIT = 100_000
 """Entries the writer holds at most; past it new ones are dropped (with a warning, once)."""
+
+LINGER = 0.2
+"""Seconds the writer gathers entries before it appends them (unless a flush is asked for)."""
 
 _BATCH = 1000
 
@@ -259,9 +264,14 @@ class HistoryWriter:
         q = self._queue
         while True:
             batch = [q.get()]
-            while len(batch) < _BATCH:
+            # Gather what comes for a moment (a flush request ends it at once): one append
+            # per run per batch, so a store's medium is touched a few times a second at most
+            # (SQLite serializes writers: a save never meets a history transaction per event).
+            deadline = time.monotonic() + LINGER
+            while len(batch) < _BATCH and batch[-1][0] is not None:
+                remaining = deadline - time.monotonic()
                 try:
-                    batch.append(q.get_nowait())
+                    batch.append(q.get(timeout=remaining) if remaining > 0 else q.get_nowait())
                 except queue.Empty:
                     break
             self._write(batch)
