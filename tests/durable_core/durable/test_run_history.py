@@ -128,3 +128,41 @@ def test_hosts_sharing_postgres_see_the_same_history(postgres_dsn, caplog):
     finally:
         here.close()
         there.close()
+
+
+def _dict_store_class():
+    """The smallest store of docs/storage.md (no RunHistory)."""
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[3] / "docs" / "storage.md").read_text("utf-8")
+    blocks = re.findall(r"^```python\n(.*?)^```", text, re.S | re.M)
+    (block,) = [b for b in blocks if "class DictStore" in b]
+    namespace: dict = {}
+    exec(block, namespace)
+    return namespace["DictStore"]
+
+
+def test_a_store_without_the_capability_keeps_histories_in_local_files_per_store_and_run(
+    tmp_path, monkeypatch
+):
+    # covers: X-HIST
+    from durable_core.history import LocalHistory, store_identity
+    from durable_core.maintenance import RunHistory
+
+    monkeypatch.setenv("DURABLE_LOG_DIR", str(tmp_path / "logs"))
+    dict_store = _dict_store_class()
+    one, two = dict_store(), dict_store()
+    assert not isinstance(one, RunHistory)
+    assert run(one).status == "completed"
+    assert run(two).status == "completed"  # the same run id in a second store
+    assert flush()
+    for store in (one, two):
+        events = [e["event"] for e in read_log(store, "r")]
+        assert events.count("run_started") == 1 and events[-1] == "run_finished"
+    paths = {
+        LocalHistory(store_identity(store)).path("r", root_scope_of(store, "r"))
+        for store in (one, two)
+    }
+    assert len(paths) == 2  # one file per run: the root scopes differ
+    assert all(path.parent == tmp_path / "logs" and path.exists() for path in paths)
