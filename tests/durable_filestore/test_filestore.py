@@ -649,8 +649,7 @@ def _saved_then_abandoned(store: FileStore, count: int) -> list[tuple[RunRecord,
     session: FileSession = store.acquire("run")
     for record, encoded in saves:
         session.save(record, record.revision - 1, encoded)
-    session._known = None
-    session._read_state = None
+    session._wrote = False  # closing folds nothing now, as a killed owner folds nothing
     session.close()
     return saves
 
@@ -730,6 +729,35 @@ def test_a_damaged_journal_is_corrupt_and_kept(store: FileStore, directory: Path
     assert journal.read_bytes() == bytes(data)
     (listed,) = store.list_runs()
     assert listed.error is not None and "checksum" in listed.error
+
+
+def test_a_journal_without_its_record_is_corrupt_and_never_replaced(
+    store: FileStore, directory: Path
+) -> None:
+    # covers: R-STORE-2, R-RT-3, E-1
+    journal = directory / f"{sha('run')}.journal"
+    _saved_then_abandoned(store, 5)
+    (directory / f"{sha('run')}.json").unlink()  # the record removed by hand: its saves remain
+    kept = journal.read_bytes()
+    with store.acquire("run") as again:
+        with pytest.raises(CorruptRecordError, match=r"record file .* is missing"):
+            again.load()
+        # a new run under the same id is refused: the saved deltas are never removed
+        with pytest.raises(CorruptRecordError, match="is missing"):
+            again.save(sample_record("run", 1), 0)
+    assert journal.read_bytes() == kept
+    assert not (directory / f"{sha('run')}.json").exists()
+    with pytest.raises(CorruptRecordError, match="is missing"):
+        store.peek("run")
+    (listed,) = store.list_runs()
+    assert listed.location == str(journal)
+    assert listed.error is not None and "is missing" in listed.error
+    # deleting the run is what removes it
+    with store.acquire("run") as again:
+        again.delete()
+    assert not journal.exists()
+    with store.acquire("run") as again, pytest.raises(NotFoundError):
+        again.load()
 
 
 def test_a_key_written_twice_in_the_record_is_corrupt_while_its_journal_waits(

@@ -349,3 +349,30 @@ def test_closing_writes_the_last_saved_bytes_and_folds_what_is_stored_without_th
     assert admin.execute("SELECT count(*) FROM pulse_durable.deltas").fetchone() == (0,)
     (data,) = admin.execute("SELECT record FROM pulse_durable.runs").fetchone()
     assert bytes(data) == record_to_json(records[-1])
+
+
+# covers: R-STORE-2, R-RT-3, E-1
+def test_deltas_without_their_row_are_corrupt_and_never_replaced(store, admin):
+    from durable_core import EncodedRecord
+    from durable_core.testing import record_delta, sample_record
+
+    records = [sample_record("o", n, marker=f"-{n}-" + "o" * 400) for n in range(1, 5)]
+    with store.acquire("o") as session:
+        session.save(records[0], 0)
+        for previous, current in itertools.pairwise(records):
+            delta = record_delta(previous, current)
+            session.save(current, previous.revision, EncodedRecord(record_to_json(current), delta))
+        session._wrote = False  # closing folds nothing, as a killed owner folds nothing
+    admin.execute("DELETE FROM pulse_durable.runs")  # the row removed by hand; deltas remain
+    deltas = "SELECT run_key, base, delta FROM pulse_durable.deltas ORDER BY base"
+    kept = admin.execute(deltas).fetchall()
+    assert len(kept) == 3
+    with store.acquire("o") as session:
+        with pytest.raises(CorruptRecordError, match="3 saved delta"):
+            session.load()
+        with pytest.raises(CorruptRecordError, match="saved delta"):
+            session.save(sample_record("o", 1), 0)  # a new run never takes their place
+    with pytest.raises(CorruptRecordError, match="saved delta"):
+        store.peek("o")
+    assert admin.execute(deltas).fetchall() == kept
+    assert admin.execute("SELECT count(*) FROM pulse_durable.runs").fetchone() == (0,)

@@ -693,10 +693,10 @@ def test_a_delta_save_does_not_read_the_runs_row(store: SQLiteStore, db_path: Pa
     assert not any(touched)
 
 
-def test_deltas_left_by_a_crash_are_read_and_folded_by_the_next_session(
+def test_deltas_left_by_a_crash_are_read_and_folded_by_the_next_session_that_saves(
     store: SQLiteStore, db_path: Path
 ) -> None:
-    # covers: B-SQL-2, R-STORE-2
+    # covers: B-SQL-2, R-STORE-2, R-STORE-4
     saves = _delta_chain(6)
     session = store.acquire("run")
     for record, encoded in saves:
@@ -705,10 +705,24 @@ def test_deltas_left_by_a_crash_are_read_and_folded_by_the_next_session(
     assert connection.execute("SELECT count(*) FROM durable_deltas").fetchone() == (5,)
     session._connection.close()  # the owner dies without folding (its lock goes with it)
     session._lock.release()
+    rows = (
+        "SELECT run_id, revision, record, created_at, saved_at FROM durable_runs UNION ALL "
+        "SELECT run_id, base, delta, NULL, saved_at FROM durable_deltas ORDER BY 1, 2"
+    )
+    stored = connection.execute(rows).fetchall()
     other = SQLiteStore(db_path)
-    with other.acquire("run") as again:
+    with other.acquire("run") as again:  # a look: it reads the deltas and writes nothing
         assert again.load() == saves[-1][0]
+    assert connection.execute(rows).fetchall() == stored
+    with other.acquire("run") as again:
+        after = sample_record("run", 7, marker="after the crash")
+        again.save(
+            after, 6, EncodedRecord(record_to_json(after), record_delta(saves[-1][0], after))
+        )
     assert connection.execute("SELECT count(*) FROM durable_deltas").fetchone() == (0,)
+    assert connection.execute("SELECT record FROM durable_runs").fetchone() == (
+        record_to_json(after),
+    )
     other.close()
     connection.close()
 
@@ -796,6 +810,33 @@ def test_closing_after_a_load_folds_what_is_stored(store: SQLiteStore, db_path: 
     assert connection.execute("SELECT count(*) FROM durable_deltas").fetchone() == (0,)
     (blob,) = connection.execute("SELECT record FROM durable_runs").fetchone()
     assert blob == record_to_json(saves[-1][0])
+    connection.close()
+
+
+def test_deltas_without_their_row_are_corrupt_and_never_replaced(
+    store: SQLiteStore, db_path: Path
+) -> None:
+    # covers: R-STORE-2, R-RT-3, E-1
+    saves = _delta_chain(5)
+    session = store.acquire("run")
+    for record, encoded in saves:
+        session.save(record, record.revision - 1, encoded)
+    session._wrote = False  # closing folds nothing, as a killed owner folds nothing
+    session.close()
+    connection = raw(db_path)
+    connection.execute("DELETE FROM durable_runs")  # the row removed by hand; deltas remain
+    before = connection.execute("SELECT * FROM durable_deltas ORDER BY base").fetchall()
+    assert len(before) == 4
+    with store.acquire("run") as again:
+        with pytest.raises(CorruptRecordError, match="4 saved delta"):
+            again.load()
+        with pytest.raises(CorruptRecordError, match="saved delta"):
+            again.save(sample_record("run", 1), 0)  # a new run never takes their place
+    with pytest.raises(CorruptRecordError, match="saved delta"):
+        store.peek("run")
+    (listed,) = store.list_runs()
+    assert listed.run_id == "run" and listed.error is not None and "saved delta" in listed.error
+    assert connection.execute("SELECT * FROM durable_deltas ORDER BY base").fetchall() == before
     connection.close()
 
 

@@ -235,8 +235,9 @@ class RunHistory(Protocol):
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 
 
-def parse_age(text: str) -> float:
-    """``"7d"`` → seconds. Units: ``s``, ``m``, ``h``, ``d``, ``w``.
+def parse_age(text: str, option: str = "--older-than") -> float:
+    """``"7d"`` → seconds. Units: ``s``, ``m``, ``h``, ``d``, ``w``. ``option`` names the
+    command-line option in the error.
 
     Raises:
         ConfigError: not a positive number followed by one of the units.
@@ -248,7 +249,7 @@ def parse_age(text: str) -> float:
         value = -1.0
     if unit not in _UNITS or not value > 0:
         raise ConfigError(
-            f"--older-than {text!r}: expected a positive number and a unit (s, m, h, d, w), "
+            f"{option} {text!r}: expected a positive number and a unit (s, m, h, d, w), "
             "for example 7d or 12h"
         )
     return value * _UNITS[unit]

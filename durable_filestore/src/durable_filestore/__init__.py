@@ -11,8 +11,25 @@ Public API:
 The store is registered as the backend ``file`` (option ``directory``).
 """
 
-from durable_core.store.locks import RunLock, acquire_run_lock, make_private_directory, run_key
-from durable_filestore.store import FileSession, FileStore
+from __future__ import annotations
+
+import importlib
+import typing
+
+if typing.TYPE_CHECKING:
+    from durable_core.store.locks import RunLock, acquire_run_lock, make_private_directory, run_key
+    from durable_filestore.store import FileSession, FileStore
+
+# Each name is imported on first use, so that loading the plugin (every `durable` command
+# does) does not import the store's or codec's dependencies.
+_EXPORTS = {
+    "FileSession": "durable_filestore.store",
+    "FileStore": "durable_filestore.store",
+    "RunLock": "durable_core.store.locks",
+    "acquire_run_lock": "durable_core.store.locks",
+    "make_private_directory": "durable_core.store.locks",
+    "run_key": "durable_core.store.locks",
+}
 
 __all__ = [
     "FileSession",
@@ -22,3 +39,16 @@ __all__ = [
     "make_private_directory",
     "run_key",
 ]
+
+
+def __getattr__(name: str) -> typing.Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -16,10 +16,14 @@ its length and CRC-32 (two big-endian uint32) and the delta's bytes — and sync
 When the journal outgrows the complete record (:data:`FOLD_RATIO`), or when it is not clean (a
 torn last entry after a crash, entries from before the record), the save writes the complete
 record instead (temp file, sync, rename, directory sync) and then removes the journal. Closing a
-session folds the journal the same way, so that at rest a run is one complete ``<key>.json``.
-Reading applies the journal's entries that follow the record; entries older than the record
-(a fold that crashed before removing the journal) are skipped, and a torn last entry is a save
-that was never confirmed.
+session that saved folds the journal the same way, so that at rest a run is one complete
+``<key>.json``; a session that only read (``durable inspect``, a refused ``resume``) writes
+nothing, so a journal left by a crash stays until the next session that saves. Reading applies
+the journal's entries that follow the record; entries older than the record (a fold that crashed
+before removing the journal) are skipped, and a torn last entry is a save that was never
+confirmed. A journal without its ``<key>.json`` is no run Durable leaves behind (a run's first
+save writes ``<key>.json``; deleting a run removes the journal first): it is refused as corrupt,
+never read as "no record" and never removed by a new run.
 """
 
 from __future__ import annotations
@@ -65,6 +69,7 @@ FOLD_RATIO = 1.0
 _ENTRY = struct.Struct(">II")  # length, CRC-32 of the delta bytes
 
 _RECORD_NAME = re.compile(r"[0-9a-f]{64}\.json")
+_JOURNAL_NAME = re.compile(r"[0-9a-f]{64}\.journal")
 _UINT32_MAX = 2**32 - 1
 _O_BINARY = getattr(os, "O_BINARY", 0)
 _O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
@@ -189,16 +194,19 @@ class _Stored:
 
 
 def _read_run(record_path: str, journal_path: str) -> _Stored | None:
-    """Read ``<key>.json`` and apply its journal; ``None`` when there is no record file.
+    """Read ``<key>.json`` and apply its journal; ``None`` when there is neither file.
 
     Raises:
-        CorruptRecordError: the journal is damaged or its deltas do not follow the record.
+        CorruptRecordError: the journal is damaged, its deltas do not follow the record, or
+            there is a journal but no record file.
         DurableError: a non-regular file is in the place of either file.
         OSError: a read failed.
     """
     try:
         data, st = _read_regular_file(record_path)
     except FileNotFoundError:
+        if _lstat(journal_path) is not None:
+            raise _journal_without_record(record_path, journal_path) from None
         return None
     try:
         journal, _ = _read_regular_file(journal_path)
@@ -227,6 +235,16 @@ def _read_run(record_path: str, journal_path: str) -> _Stored | None:
     del journal, entries  # applied: let them go before the record is encoded again
     complete = canonical_json(tree) if live else data
     return _Stored(complete, _stat_key(st), journal_size, len(data), live, not (torn or stale))
+
+
+def _journal_without_record(record_path: str, journal_path: str) -> CorruptRecordError:
+    return CorruptRecordError(
+        f"{journal_path} holds saved deltas but their record file {os.path.basename(record_path)}"
+        " is missing: the record was removed or moved by hand (Durable never leaves a journal "
+        "without its record). The run cannot be read, and a new run under this id is refused "
+        "so that nothing saved is replaced. Both files were left untouched: restore the record "
+        "file from a backup, or, if the run is meant to be gone, delete it with 'durable delete'"
+    )
 
 
 def _write_all(fd: int, data: bytes) -> None:
@@ -306,8 +324,9 @@ class FileStore(BaseStore):
         Reads each ``<key>.json`` (the run id is inside the record, never taken from a file
         name); lock and temp files are skipped. A record that cannot be read, is corrupt, is not
         a regular file (never waited on: a FIFO is reported at once), or is stored under another
-        run's file name is listed with ``error`` set, never skipped. Records being saved
-        concurrently are seen before or after the save, never half.
+        run's file name is listed with ``error`` set, never skipped; so is a journal without its
+        record file (at the journal's path). Records being saved concurrently are seen before or
+        after the save, never half.
 
         Returns:
             Readable runs sorted by run id, then unreadable files sorted by path.
@@ -316,9 +335,15 @@ class FileStore(BaseStore):
             OSError: the directory cannot be read.
         """
         with os.scandir(self._directory) as entries:
-            names = sorted(e.name for e in entries if _RECORD_NAME.fullmatch(e.name))
+            found = {e.name for e in entries}
+        names = [(name, name) for name in found if _RECORD_NAME.fullmatch(name)]
+        names += [  # a journal without its record: listed as what it is, never skipped
+            (name[: -len(".journal")] + ".json", name)
+            for name in found
+            if _JOURNAL_NAME.fullmatch(name) and name[: -len(".journal")] + ".json" not in found
+        ]
         summaries = []
-        for name in names:
+        for name, shown in sorted(names):
             path = os.path.join(self._directory, name)
 
             def read(path: str = path, key: str = name[:-5]) -> RunRecord:
@@ -335,7 +360,7 @@ class FileStore(BaseStore):
                 return decode_stored(record.run_id, data, path)
 
             try:
-                summaries.append(summary_of(path, read))
+                summaries.append(summary_of(os.path.join(self._directory, shown), read))
             except FileNotFoundError:
                 continue  # removed between listing and reading: not a stored run any more
         return sort_summaries(summaries)
@@ -483,7 +508,8 @@ class FileSession(BaseSession):
     the record, it writes the whole new record to ``<key>-<n>.tmp`` (0600), syncs it, renames
     it over ``<key>.json`` and syncs the directory (B-FILE-3); a failure before the rename
     leaves the stored record unchanged, a failure syncing the directory leaves the save
-    uncertain. ``close`` folds the journal, so that the run rests as one complete record.
+    uncertain. ``close`` folds the journal when this session saved, so that the run rests as
+    one complete record; a session that only loaded writes nothing when it closes.
     """
 
     idle_saves = True
@@ -517,8 +543,12 @@ class FileSession(BaseSession):
         return self._journal_path
 
     def delete(self) -> None:
-        """Remove the run's record file, then its history file and its lock file, while
-        holding the lock; then close the session (RunDeleter).
+        """Remove the run's journal and record file, then its history file and its lock file,
+        while holding the lock; then close the session (RunDeleter).
+
+        The journal goes first: a delete interrupted half-way leaves a record file (a run that
+        is still there: delete it again), never a journal without its record. A journal left
+        without its record (removed by hand) is deleted too.
 
         How the lock file goes safely: it is unlinked while this session still holds its OS
         lock, after the record file is gone (and the directory synced). A process that had
@@ -527,23 +557,27 @@ class FileSession(BaseSession):
         again: every acquirer checks this, so two owners never exist.
 
         Raises:
-            NotFoundError: the run has no record file (nothing removed).
+            NotFoundError: the run has neither a record file nor a journal (nothing removed).
             SessionClosedError: the session was closed.
             DurableError: removing failed; the message says what is left.
         """
         with self._mutex:
             self._check_open()
             st = _lstat(self._record_path)
-            if st is None:
+            journal = _lstat(self._journal_path)
+            if st is None and journal is None:
                 self._check_directory()
                 raise self._not_found()
-            if not stat.S_ISREG(st.st_mode):
-                raise _not_regular(self._record_path, st)
+            for path, found in ((self._record_path, st), (self._journal_path, journal)):
+                if found is not None and not stat.S_ISREG(found.st_mode):
+                    raise _not_regular(path, found)
             try:
-                os.unlink(self._record_path)
                 self._known = None
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(self._journal_path)  # its entries follow a record that is gone
+                if journal is not None:
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(self._journal_path)
+                if st is not None:
+                    os.unlink(self._record_path)
                 self._sync_directory()
             except OSError as exc:
                 raise DurableError(
@@ -685,7 +719,8 @@ class FileSession(BaseSession):
         try:
             self._fold_on_close()
         except (OSError, DurableError) as exc:
-            # Nothing is lost: the journal stays and the next session reads (and folds) it.
+            # Nothing is lost: the journal stays, and the next session reads it (and folds it
+            # once that session saves).
             logger.warning(
                 "folding the journal of run %r (%s) on close failed (%s: %s); it is kept and "
                 "read as it is",
@@ -697,10 +732,10 @@ class FileSession(BaseSession):
         self._lock.release()
 
     def _fold_on_close(self) -> None:
+        if not self._wrote:
+            return  # this session saved nothing: it leaves every byte, and the save time, as is
         if _lstat(self._journal_path) is None:
             return
-        if self._known is None and self._read_state is None:
-            return  # this session never read the run: leave it as it found it
         stored = _read_run(self._record_path, self._journal_path)
         if stored is None:
             return

@@ -3,17 +3,38 @@
 See ``docs/storage-postgres.md`` for guarantees and operation.
 """
 
-from durable_postgresstore.errors import PostgresStoreError
-from durable_postgresstore.keys import advisory_key
-from durable_postgresstore.schema import SCHEMA, SCHEMA_VERSION
-from durable_postgresstore.store import (
-    CLOSE_TIMEOUT,
-    DEFAULT_ACQUIRE_TIMEOUT,
-    DEFAULT_MAX_CONNECTIONS,
-    DEFAULT_OPERATION_TIMEOUT,
-    PostgresSession,
-    PostgresStore,
-)
+from __future__ import annotations
+
+import importlib
+import typing
+
+if typing.TYPE_CHECKING:
+    from durable_postgresstore.errors import PostgresStoreError
+    from durable_postgresstore.keys import advisory_key
+    from durable_postgresstore.schema import SCHEMA, SCHEMA_VERSION
+    from durable_postgresstore.store import (
+        CLOSE_TIMEOUT,
+        DEFAULT_ACQUIRE_TIMEOUT,
+        DEFAULT_MAX_CONNECTIONS,
+        DEFAULT_OPERATION_TIMEOUT,
+        PostgresSession,
+        PostgresStore,
+    )
+
+# Each name is imported on first use, so that loading the plugin (every `durable` command
+# does) does not import the store's or codec's dependencies.
+_EXPORTS = {
+    "CLOSE_TIMEOUT": "durable_postgresstore.store",
+    "DEFAULT_ACQUIRE_TIMEOUT": "durable_postgresstore.store",
+    "DEFAULT_MAX_CONNECTIONS": "durable_postgresstore.store",
+    "DEFAULT_OPERATION_TIMEOUT": "durable_postgresstore.store",
+    "SCHEMA": "durable_postgresstore.schema",
+    "SCHEMA_VERSION": "durable_postgresstore.schema",
+    "PostgresSession": "durable_postgresstore.store",
+    "PostgresStore": "durable_postgresstore.store",
+    "PostgresStoreError": "durable_postgresstore.errors",
+    "advisory_key": "durable_postgresstore.keys",
+}
 
 __all__ = [
     "CLOSE_TIMEOUT",
@@ -27,3 +48,16 @@ __all__ = [
     "PostgresStoreError",
     "advisory_key",
 ]
+
+
+def __getattr__(name: str) -> typing.Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -14,7 +14,8 @@ Seed 001 (the ``postgresstore`` paragraph); SPEC B-PG-1…3, R-STORE-1…5.
 * **Saving** (B-PG-3): each save is one short statement (its own transaction) doing the
   revision compare-and-swap on the lock-holding connection; a save with a delta adds it to
   ``pulse_durable.deltas`` in that statement, and the deltas are folded into the complete record
-  (JSON in BYTEA) when they outgrow it and when the session closes. The same statement sets
+  (JSON in BYTEA) when they outgrow it and when a session that saved closes (a session that
+  only read writes nothing, not even a fold of deltas a crash left). The same statement sets
   ``saved_at`` (and the first save ``created_at``) to the server's ``now()``.
 * **Failing closed**: a session whose connection is lost never reconnects; its ``load``/``save``
   raise :class:`~durable_postgresstore.errors.PostgresStoreError` (``connection_lost``).
@@ -141,6 +142,7 @@ _HISTORY_READ = (
 )
 _CANCEL_CHANNEL = "durable_cancel"
 _DELTAS = f"SELECT base, delta FROM {SCHEMA}.deltas WHERE run_key = %s ORDER BY base"
+_HAS_DELTAS = f"SELECT count(*) FROM {SCHEMA}.deltas WHERE run_key = %s"
 _ALL_DELTAS = f"SELECT run_key, base, delta FROM {SCHEMA}.deltas ORDER BY run_key, base"
 # Fold on close: the complete record at the head revision; the deltas gone.
 _FOLD = (
@@ -198,6 +200,15 @@ def _timestamp(seconds: float | None) -> datetime.datetime | None:
     if seconds is None:
         return None
     return datetime.datetime.fromtimestamp(seconds, datetime.UTC)
+
+
+def _deltas_without_record(location: str, count: int) -> CorruptRecordError:
+    return CorruptRecordError(
+        f"the {location} is missing, but {count} saved delta(s) of the run are in "
+        f"{SCHEMA}.deltas with no record to apply them to; the database was edited outside "
+        "Durable. It was left untouched, and a new run under this id is refused so that "
+        "nothing saved is replaced; keep it as evidence"
+    )
 
 
 def _fold(record: bytes, deltas: list[tuple[int, bytes]], location: str) -> bytes:
@@ -385,7 +396,7 @@ class PostgresStore(BaseStore):
         def read(conn: psycopg.Connection[Any]) -> Any:
             with conn.transaction():  # one snapshot of the row and its deltas
                 row = conn.execute(_SELECT, [key]).fetchone()
-                deltas = [] if row is None else conn.execute(_DELTAS, [key]).fetchall()
+                deltas = conn.execute(_DELTAS, [key]).fetchall()
             return row, deltas
 
         row, deltas = self._on_link(
@@ -396,6 +407,8 @@ class PostgresStore(BaseStore):
         )
         location = self._location(run_id)
         if row is None:
+            if deltas:
+                raise _deltas_without_record(location, len(deltas))
             raise NotFoundError(f"no record of run {run_id!r} in {location}")
         chain = [(int(base), bytes(delta)) for base, delta in deltas]
         return decode_stored(run_id, _fold(bytes(row[1]), chain, location), location, int(row[0]))
@@ -818,8 +831,9 @@ class PostgresSession(BaseSession):
     A save is one statement, its own short transaction: ``INSERT … ON CONFLICT DO NOTHING``
     for the first save (``expected_revision == 0``), else the revision's ``UPDATE … WHERE
     revision = expected`` together with the save's delta (or the complete record when no delta
-    is known or the deltas have outgrown the record); ``close`` folds the deltas, so that the run
-    rests as one complete record. A failed statement may still have been committed (R-RT-2):
+    is known or the deltas have outgrown the record); ``close`` folds the deltas when this
+    session saved, so that the run rests as one complete record (a session that only loaded
+    writes nothing). A failed statement may still have been committed (R-RT-2):
     load again.
 
     When the connection is lost (server restart, ``pg_terminate_backend``, network failure, an
@@ -910,12 +924,15 @@ class PostgresSession(BaseSession):
             # Binary results: the record comes as its bytes, not as hex text twice its size.
             key = [self._row_key]
             row = conn.execute(_SELECT, key, binary=True).fetchone()
-            deltas = [] if row is None else conn.execute(_DELTAS, key, binary=True).fetchall()
-            return row, deltas
+            if row is None:  # deltas alone are no run (never "no record"): is there any?
+                return None, conn.execute(_HAS_DELTAS, key).fetchone()[0]
+            return row, conn.execute(_DELTAS, key, binary=True).fetchall()
 
         row, deltas = self._execute("loading", read)
         self._read_chain = None
         if row is None:
+            if deltas:
+                raise _deltas_without_record(self._location, deltas)
             return None
         record = bytes(row[1])
         chain = [(int(base), bytes(delta)) for base, delta in deltas]
@@ -970,8 +987,9 @@ class PostgresSession(BaseSession):
         return written
 
     def _fold_on_close(self) -> None:
-        """Fold the run's deltas into its complete record, so that the run is at rest."""
-        if self._chain is None or self._chain[1] == 0:
+        """Fold the run's deltas into its complete record, so that the run is at rest; only
+        when this session saved (a look leaves every byte as it found it)."""
+        if not self._wrote or self._chain is None or self._chain[1] == 0:
             return
         # The usual case: this session wrote the deltas, and its last save's complete bytes
         # are what they fold into. Writing them costs one copy of the record, where folding

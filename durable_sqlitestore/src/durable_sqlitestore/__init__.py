@@ -8,20 +8,43 @@ and index), :data:`SCHEMA_V1` and :data:`DELTAS_V2`
 ``sqlite`` (options ``path``, ``timeout``).
 """
 
-from durable_sqlitestore.store import (
-    BUSY_TIMEOUT_MS,
-    DELTAS_V2,
-    DELTAS_V3,
-    FOLD_RATIO,
-    HISTORY_INDEX_V4,
-    HISTORY_V4,
-    NOW,
-    RUNS_V3,
-    SCHEMA_V1,
-    SCHEMA_VERSION,
-    SQLiteSession,
-    SQLiteStore,
-)
+from __future__ import annotations
+
+import importlib
+import typing
+
+if typing.TYPE_CHECKING:
+    from durable_sqlitestore.store import (
+        BUSY_TIMEOUT_MS,
+        DELTAS_V2,
+        DELTAS_V3,
+        FOLD_RATIO,
+        HISTORY_INDEX_V4,
+        HISTORY_V4,
+        NOW,
+        RUNS_V3,
+        SCHEMA_V1,
+        SCHEMA_VERSION,
+        SQLiteSession,
+        SQLiteStore,
+    )
+
+# Each name is imported on first use, so that loading the plugin (every `durable` command
+# does) does not import the store's or codec's dependencies.
+_EXPORTS = {
+    "BUSY_TIMEOUT_MS": "durable_sqlitestore.store",
+    "DELTAS_V2": "durable_sqlitestore.store",
+    "DELTAS_V3": "durable_sqlitestore.store",
+    "FOLD_RATIO": "durable_sqlitestore.store",
+    "HISTORY_INDEX_V4": "durable_sqlitestore.store",
+    "HISTORY_V4": "durable_sqlitestore.store",
+    "NOW": "durable_sqlitestore.store",
+    "RUNS_V3": "durable_sqlitestore.store",
+    "SCHEMA_V1": "durable_sqlitestore.store",
+    "SCHEMA_VERSION": "durable_sqlitestore.store",
+    "SQLiteSession": "durable_sqlitestore.store",
+    "SQLiteStore": "durable_sqlitestore.store",
+}
 
 __all__ = [
     "BUSY_TIMEOUT_MS",
@@ -37,3 +60,16 @@ __all__ = [
     "SQLiteSession",
     "SQLiteStore",
 ]
+
+
+def __getattr__(name: str) -> typing.Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

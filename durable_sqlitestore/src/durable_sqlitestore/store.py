@@ -37,8 +37,10 @@ ROWID`` table, finding a row compares keys on the whole row, so it reads the com
 (megabytes for a long run). When the deltas saved since the complete record
 add up to more than that record's size (:data:`FOLD_RATIO`), the save writes the complete record
 instead and deletes the deltas, in the same transaction: the cost per save stays proportional to
-its change, amortized. Closing a session folds the remaining deltas, so that at rest every run
-is one complete JSON record in ``durable_runs`` that the sqlite3 shell reads.
+its change, amortized. Closing a session that saved folds the remaining deltas, so that at rest
+every run is one complete JSON record in ``durable_runs`` that the sqlite3 shell reads. A session
+that only read (``durable inspect``, a refused ``resume``) writes nothing when it closes: deltas
+left by a crash stay until the next session that saves.
 """
 
 from __future__ import annotations
@@ -301,7 +303,8 @@ class SQLiteStore(BaseStore):
         """Summaries of every stored run, without taking ownership (RunLister).
 
         A row whose record cannot be decoded, or whose revision column disagrees with the
-        record, is listed with ``error`` set (``run_id`` from the row), never skipped.
+        record, is listed with ``error`` set (``run_id`` from the row), never skipped; so are
+        saved deltas without their row.
 
         Raises:
             SessionClosedError: the store was closed.
@@ -333,6 +336,14 @@ class SQLiteStore(BaseStore):
                 return decode_stored(r, data, at, head)
 
             summaries.append(summary_of(location, read, run_id))
+        listed = {row[0] for row in rows}
+        for run_id, orphans in deltas.items():
+            if run_id not in listed:  # deltas alone are no run, and never skipped
+
+                def refuse(r: str = run_id, count: int = len(orphans)) -> RunRecord:
+                    raise _deltas_without_record(_location(self._path, r), count)
+
+                summaries.append(summary_of(_location(self._path, run_id), refuse, run_id))
         return sort_summaries(summaries)
 
     def peek(self, run_id: str) -> RunRecord:
@@ -361,6 +372,8 @@ class SQLiteStore(BaseStore):
                 connection.execute("COMMIT")
         location = _location(self._path, run_id)
         if row is None:
+            if deltas:
+                raise _deltas_without_record(location, len(deltas))
             raise NotFoundError(f"no record of run {run_id!r} at {location}")
         data, head, _ = _fold(row[0], row[1], deltas, location)
         return decode_stored(run_id, data, location, head)
@@ -518,8 +531,9 @@ class SQLiteSession(BaseSession):
     Holds the run's OS lock and its own connection until ``close``. A save is one short
     ``BEGIN IMMEDIATE`` transaction doing the revision compare-and-swap and writing the save's
     delta (one conditional ``INSERT``), or the complete record when no delta is known or the
-    deltas have outgrown the record (``FOLD_RATIO``); ``close`` folds the deltas, so that the run
-    rests as one complete record. Before ``COMMIT`` a failure rolls the transaction back (the
+    deltas have outgrown the record (``FOLD_RATIO``); ``close`` folds the deltas when this
+    session saved, so that the run rests as one complete record (a session that only loaded
+    writes nothing). Before ``COMMIT`` a failure rolls the transaction back (the
     stored record is unchanged); a failing ``COMMIT`` leaves the save uncertain (load again,
     R-RT-2): the ``DurableError``'s message says which.
     """
@@ -609,11 +623,7 @@ class SQLiteSession(BaseSession):
         row, deltas = self._rows()
         if row is None:
             if deltas:
-                raise CorruptRecordError(
-                    f"{self._location} has {len(deltas)} saved delta(s) but no complete record "
-                    "to apply them to; the database was edited outside Durable. It was left "
-                    "untouched; keep it as evidence"
-                )
+                raise _deltas_without_record(self._location, len(deltas))
             self._chain = None
             return None
         data, head, delta_bytes = _fold(row[0], row[1], deltas, self._location)
@@ -779,9 +789,10 @@ class SQLiteSession(BaseSession):
         return bool(row[0] == str(revision))
 
     def _fold_on_close(self) -> None:
-        """Fold the stored deltas into the complete record, so that the run is at rest."""
+        """Fold the stored deltas into the complete record, so that the run is at rest; only
+        when this session saved (a look leaves every byte as it found it)."""
         chain = self._chain
-        if chain is None or chain[2] == 0:
+        if not self._wrote or chain is None or chain[2] == 0:
             return
         head = chain[0] + chain[2]
         connection = self._connection
@@ -1062,6 +1073,13 @@ def _fold(
             f"the record of {location} and its saved deltas do not fold into a record: {exc}"
         ) from exc
     return data, expected, sum(len(delta) for _, delta in chain)
+
+
+def _deltas_without_record(location: str, count: int) -> CorruptRecordError:
+    return CorruptRecordError(
+        f"{location} has {count} saved delta(s) but no complete record to apply them to; the "
+        "database was edited outside Durable. It was left untouched; keep it as evidence"
+    )
 
 
 def _revision(text: object, location: str) -> int:

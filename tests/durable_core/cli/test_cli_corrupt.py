@@ -56,7 +56,7 @@ def test_a_digest_mismatch_is_corrupt_in_list_and_inspect(store_url, tmp_path):
     _damage_stored_record(store_url, tmp_path, "r-damaged")
 
     listed = runner.invoke(cli, ["list", "--store", store_url, "--json"])
-    assert listed.exit_code == 0, listed.output
+    assert listed.exit_code == ExitCode.CORRUPT, listed.output  # a script learns of it
     (row,) = json.loads(listed.stdout)
     assert row["run_id"] == "r-damaged"
     assert row["status"] == "corrupt"

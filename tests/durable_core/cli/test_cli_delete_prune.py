@@ -98,11 +98,26 @@ def test_prune_deletes_finished_runs_only(ops, hold):
     session = hold("held")
     usage = ops.invoke("prune", ops.config, "--yes")
     assert usage.exit_code == ExitCode.USAGE and "--finished" in usage.output
-    dry = ops.json("prune", ops.config, "--finished", "--dry-run")
-    assert {r["run_id"]: r["deleted"] for r in dry["runs"]} == {"done": False, "failed": False}
+    # the run owned by another process cannot be judged: kept, named, and exit 3
+    dry = busy_prune(ops, ops.config, "--finished", "--dry-run")
+    assert {r["run_id"]: r["deleted"] for r in dry["runs"]} == {
+        "done": False,
+        "failed": False,
+        "held": False,
+    }
     assert len(ops.json("list", ops.config)) == 3
-    pruned = ops.json("prune", ops.config, "--finished", "--yes")
-    assert {r["run_id"]: r["deleted"] for r in pruned["runs"]} == {"done": True, "failed": True}
+    text = ops.invoke("prune", ops.config, "--finished", "--dry-run")
+    would = [line for line in text.stdout.splitlines() if line.startswith("would delete")]
+    assert len(would) == 2 and all(", last saved 20" in line for line in would), text.stdout
+    pruned = busy_prune(ops, ops.config, "--finished", "--yes")
+    assert {r["run_id"]: r["deleted"] for r in pruned["runs"]} == {
+        "done": True,
+        "failed": True,
+        "held": False,
+    }
+    (kept,) = [r for r in pruned["runs"] if r["run_id"] == "held"]
+    assert kept["status"] == "running" and "run 'held'" in kept["error"]
+    assert "is busy" in kept["error"] and f"pid {os.getpid()}" in kept["error"]
     assert session.load().run_id == "held"  # the running run stays
     session.close()
     assert [r["run_id"] for r in ops.json("list", ops.config)] == ["held"]
@@ -123,14 +138,19 @@ def test_prune_older_than(ops, hold):
     set_times(ops, "old", saved=time.time() - 8 * 86400)
     set_times(ops, "old-held", saved=time.time() - 8 * 86400)
     set_times(ops, "new", saved=time.time() - 6 * 86400)
-    session = hold("old-held")  # running: never pruned, however old
+    session = hold("old-held")  # running: never pruned, however old, and named
     dry = ops.invoke("prune", ops.config, "--finished", "--older-than", "7d", "--dry-run")
-    assert dry.exit_code == 0, dry.output
+    assert dry.exit_code == ExitCode.BUSY, dry.output
     assert "would delete 'old' (completed, revision" in dry.stdout
-    assert "last saved " in dry.stdout and "'new'" not in dry.stdout
+    assert "last saved " in dry.stdout and "'new'" not in dry.output
+    assert "kept 'old-held': BusyError: run 'old-held' in the " in dry.stderr
+    assert "kept 1 run(s) owned by another process" in dry.stderr
     assert len(ops.json("list", ops.config)) == 3
-    pruned = ops.json("prune", ops.config, "--finished", "--older-than", "7d", "--yes")
-    assert [(r["run_id"], r["deleted"]) for r in pruned["runs"]] == [("old", True)]
+    pruned = busy_prune(ops, ops.config, "--finished", "--older-than", "7d", "--yes")
+    assert [(r["run_id"], r["deleted"]) for r in pruned["runs"]] == [
+        ("old", True),
+        ("old-held", False),
+    ]
     assert pruned["runs"][0]["saved_at"] == pytest.approx(time.time() - 8 * 86400, abs=120)
     assert session.load().run_id == "old-held"  # intact
     session.close()
@@ -138,6 +158,13 @@ def test_prune_older_than(ops, hold):
     weekly = ops.json("prune", ops.config, "--finished", "--older-than", "5d", "--yes")
     assert sorted(r["run_id"] for r in weekly["runs"]) == ["new", "old-held"]
     assert ops.json("list", ops.config) == []
+
+
+def busy_prune(ops, *args: str):
+    """``durable prune … --json`` that kept a run owned by another process: exit 3."""
+    result = ops.invoke("prune", *args, "--json")
+    assert result.exit_code == ExitCode.BUSY, result.output
+    return json.loads(result.stdout)
 
 
 def set_times(ops, run_id: str, *, saved: float, created: float | None = None) -> None:

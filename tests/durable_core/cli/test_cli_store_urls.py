@@ -83,8 +83,8 @@ def test_run_list_inspect_and_resume_through_a_plugin_store_url(ops, myfiles):
     listed = ops.json("list", "--store", url)
     # Without the graph, a run whose every node is confirmed is "settled".
     assert [(row["run_id"], row["status"]) for row in listed] == [
+        ("ops-2", "settled"),  # newest first
         ("ops-1", "failed"),
-        ("ops-2", "settled"),
     ]
     inspected = ops.json("inspect", "--store", url, "ops-2")
     assert inspected["run_id"] == "ops-2" and inspected["status"] == "settled"

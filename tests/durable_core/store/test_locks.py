@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import os
 import re
+import shutil
 import stat
 import subprocess
 import sys
@@ -92,6 +93,36 @@ def test_lock_of_a_killed_process_is_released(tmp_path: Path) -> None:
         if holder.stdout is not None:
             holder.stdout.close()
     RunLock.acquire(path).release()  # free again: a lock still held would be busy
+
+
+@pytest.mark.skipif(os.name != "posix", reason="POSIX permissions and SIGKILL")
+def test_a_lock_file_that_cannot_be_written_is_locked_read_only_and_still_excludes(
+    tmp_path: Path,
+) -> None:
+    # covers: B-FILE-2, R-STORE-1, E-2
+    path = tmp_path / "x.lock"
+    RunLock.acquire(path).release()
+    path.chmod(0o400)
+    tmp_path.chmod(0o500)  # chmod -R a-w: nothing here can be written or created
+    command = [sys.executable, "-c", _HOLDER, str(path)]
+    if os.geteuid() == 0:  # root writes anywhere: drop that capability in the child
+        setpriv = shutil.which("setpriv")
+        if setpriv is None:
+            pytest.skip("running as root and setpriv(1) is missing")
+        command = [setpriv, "--bounding-set", "-dac_override,-dac_read_search", "--", *command]
+    holder = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None
+        line = holder.stdout.readline().strip()
+        assert line == "locked", holder.communicate()
+        with pytest.raises(BusyError):  # the read-only holder owns the lock all the same
+            RunLock.acquire(path)
+    finally:
+        holder.kill()
+        holder.communicate()
+        tmp_path.chmod(0o700)
+    assert path.read_bytes() == b""  # no owner's note could be written, nothing else changed
+    RunLock.acquire(path).release()
 
 
 def test_no_os_lock_refuses_to_lock(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

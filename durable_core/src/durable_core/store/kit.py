@@ -27,6 +27,11 @@ deadline), ``BaseStore._closing`` / ``BaseStore._close_medium`` / ``BaseStore._c
 A session knows the stored record is good once it has loaded or saved it itself (it owns the run
 exclusively), so a save after a load or a save reads nothing before writing; only a save without
 that knowledge (e.g. the first one after ``acquire``) decodes the stored bytes first.
+
+Only a session that wrote the run may tidy it when it closes (a store that keeps deltas folds
+them then: see :attr:`BaseSession._wrote`). A session that only looked — ``durable inspect``, a
+``resume`` refused before its first save — leaves every stored byte, and the time of the last
+save, as it found them (R-STORE-4, E-2).
 """
 
 from __future__ import annotations
@@ -242,6 +247,10 @@ class BaseSession:
         # What this session's last save wrote (its revision is ``_verified``), or None: a store
         # that folds deltas on close writes these complete bytes (see :meth:`_saved_bytes`).
         self._saved: EncodedRecord | None = None
+        # True once a save (or restore) of this session wrote the run: only then may closing
+        # the session write anything (fold deltas). A session that only loaded, or whose saves
+        # were all refused, changes no stored byte and no save time.
+        self._wrote = False
 
     @property
     def run_id(self) -> str:
@@ -310,6 +319,7 @@ class BaseSession:
             self._saved = None
             if not self._write(record, expected_revision, encoded):
                 raise self._conflict(self._stored_revision(), expected_revision)
+            self._wrote = True
             self._verified = record.revision
             self._saved = encoded
 
@@ -336,6 +346,7 @@ class BaseSession:
                     f"run {self._run_id!r} already has a record at {self._location}; a copied "
                     "run never overwrites one"
                 )
+            self._wrote = True
             self._verified = record.revision
 
     def close(self) -> None:
@@ -491,7 +502,11 @@ class BaseSession:
         return self._checked_revision()
 
     def _release(self, deadline: float | None) -> None:
-        """Unlock the run and give back what the session holds (called once)."""
+        """Unlock the run and give back what the session holds (called once).
+
+        Writes nothing unless :attr:`_wrote`: a session that did not save leaves the stored
+        bytes and the save time untouched when it closes.
+        """
 
     def _abort(self) -> None:
         """Break an operation stuck past ``Store.close``'s deadline (default: nothing)."""

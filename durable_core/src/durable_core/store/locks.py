@@ -19,6 +19,11 @@ open file descriptor of this process:
   by an older Durable, unreadable) makes the owner unknown, not the run free.
 - A platform or file system without such a lock refuses to lock (:class:`DurableError`); Durable
   never runs a session unlocked.
+- A lock file that this process may read but not write (a store made read-only with
+  ``chmod -R a-w``, a read-only mount) is locked through a read-only descriptor: the OS lock
+  is the same, only the owner's note cannot be written (the owner is then unknown to others).
+  That is how ``durable inspect`` reads a run in a directory it cannot write. A lock file that
+  does not exist yet must be created, which needs a writable directory.
 
 Why the descriptor primitives and not ``filelock.FileLock``: its Unix class falls back to a
 "soft" marker-file lock where ``flock`` is missing (ownership by a file's existence, not by the
@@ -219,6 +224,28 @@ def _owner_text(owner: RunOwner | None) -> str:
     return owner.describe()
 
 
+# errno values of an open for writing that a read-only open may get past: no write permission,
+# a read-only file system.
+_READ_ONLY_ERRNOS = frozenset(
+    code for code in (errno.EACCES, errno.EPERM, getattr(errno, "EROFS", None)) if code is not None
+)
+
+
+def _open_lock_file(path: str) -> int:
+    """Open (creating it 0600 if missing) the lock file for the lock and the owner's note; a
+    lock file that exists but may not be written is opened read-only (the lock works the
+    same)."""
+    try:
+        return os.open(path, os.O_RDWR | os.O_CREAT | _O_NOFOLLOW | _O_BINARY, 0o600)
+    except OSError as exc:
+        if exc.errno not in _READ_ONLY_ERRNOS:
+            raise
+        try:
+            return os.open(path, os.O_RDONLY | _O_NOFOLLOW | _O_BINARY)
+        except OSError:
+            raise exc from None
+
+
 def _close_descriptor(fd: int) -> None:
     # Closing the descriptor releases the OS lock (flock / LockFileEx) held through it.
     with contextlib.suppress(OSError):
@@ -280,7 +307,7 @@ class RunLock:
         deadline = None if wait is None else time.monotonic() + wait
         reopened = 0
         while True:
-            fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | _O_NOFOLLOW | _O_BINARY, 0o600)
+            fd = _open_lock_file(lock_path)
             owner: RunOwner | None = None
             try:
                 locked = _try_lock(fd, lock_path)

@@ -505,6 +505,47 @@ class StoreConformance:
             assert _json(session.load()) == _json(after)
         assert durable_raw_records.read("run-a") == _json(after)
 
+    def test_a_session_that_did_not_save_changes_no_stored_byte(
+        self,
+        durable_store: Store,
+        durable_spawn: Callable[[], StoreProcess],
+        durable_store_spec: StoreSpec,
+        durable_raw_records: RawRecords,
+    ) -> None:
+        # covers: R-STORE-2, R-STORE-4, E-2
+        records = _chain("run-a", 6)
+        child = durable_spawn()
+        child.acquire("run-a").expect_ok()
+        previous = None
+        for record in records:
+            delta = None if previous is None else record_delta(previous, record)
+            child.save("run-a", record, record.revision - 1, delta).expect_ok()
+            previous = record
+        child.kill()  # the owner dies: whatever it keeps beside the record stays as it is
+        stored = durable_raw_records.read("run-a")
+        saved_at = getattr(durable_store, "saved_at", None)
+        when = saved_at("run-a") if saved_at is not None else None
+        # A look (load, close), a session that saves nothing, and one whose save is refused
+        # leave every stored byte, and the time of the last save, as they were.
+        with self._acquire_after_release(durable_store, "run-a", durable_store_spec) as session:
+            assert _json(session.load()) == _json(records[-1])
+        assert durable_raw_records.read("run-a") == stored
+        with durable_store.acquire("run-a"):
+            pass
+        with durable_store.acquire("run-a") as session:
+            session.load()
+            with pytest.raises(ConflictError):
+                session.save(sample_record("run-a", 3, marker="stale"), 2)
+        assert durable_raw_records.read("run-a") == stored
+        if saved_at is not None:
+            assert saved_at("run-a") == when
+        # The next session that saves goes on from the complete record, and rests complete.
+        with durable_store.acquire("run-a") as session:
+            assert _json(session.load()) == _json(records[-1])
+            after = sample_record("run-a", 7, marker="after the looks")
+            session.save(after, 6, _encoded(records[-1], after))
+        assert durable_raw_records.read("run-a") == _json(after)
+
     # -- UTF-8 (B-FILE-5, R-REC-4) ---------------------------------------------------------
 
     @pytest.mark.parametrize(

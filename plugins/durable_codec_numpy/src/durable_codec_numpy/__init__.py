@@ -6,6 +6,33 @@ entry point ``numpy`` (group ``durable``), and ``Codecs.from_plugins()`` serves
 ``numpy.ndarray | None``).
 """
 
-from durable_codec_numpy.codec import NdarrayCodec
+from __future__ import annotations
 
-__all__ = ["NdarrayCodec"]
+import importlib
+import typing
+
+if typing.TYPE_CHECKING:
+    from durable_codec_numpy.codec import NdarrayCodec
+
+# Each name is imported on first use, so that loading the plugin (every `durable` command
+# does) does not import the store's or codec's dependencies.
+_EXPORTS = {
+    "NdarrayCodec": "durable_codec_numpy.codec",
+}
+
+__all__ = [
+    "NdarrayCodec",
+]
+
+
+def __getattr__(name: str) -> typing.Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
-from durable_codec_numpy.codec import NdarrayCodec
-from durable_core import Codecs, hookimpl
+from typing import TYPE_CHECKING
+
+from durable_core import hookimpl
+
+if TYPE_CHECKING:
+    from durable_core import Codecs
 
 
 @hookimpl
 def durable_register_codecs(codecs: Codecs) -> None:
     """Add :class:`~durable_codec_numpy.codec.NdarrayCodec` (``numpy:ndarray`` version 1)."""
+    from durable_codec_numpy.codec import NdarrayCodec  # numpy: only once codecs are built
+
     codecs.register(NdarrayCodec())

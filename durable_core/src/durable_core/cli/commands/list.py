@@ -12,12 +12,45 @@ from durable_core.cli.options import json_option
 __all__ = ["list_command"]
 
 
+STATUSES = (
+    "completed",
+    "failed",
+    "incomplete",
+    "settled",
+    "running",
+    "corrupt",
+    "unreadable",
+    "unknown",
+)
+"""The statuses ``--status`` takes (see docs/cli.md)."""
+
+
 @click.command("list")
 @click.argument("args", nargs=-1, metavar="[CONFIG]")
 @click.option("--store", "store_url", metavar="URL", help="The store, instead of a CONFIG.")
+@click.option(
+    "--status",
+    "statuses",
+    multiple=True,
+    type=click.Choice(STATUSES),
+    help="Only runs with this status (repeatable).",
+)
+@click.option("--since", metavar="AGE", help="Only runs last saved within AGE (30m, 12h, 7d).")
+@click.option("--graph", "graph_name", metavar="NAME", help="Only runs of the graph NAME.")
+@click.option(
+    "--limit", type=click.IntRange(min=1), metavar="N", help="At most N runs, the newest."
+)
 @json_option()
-def list_command(args: tuple[str, ...], store_url: str | None, as_json: bool) -> None:
-    """List the runs of a store, with their status and revision.
+def list_command(
+    args: tuple[str, ...],
+    store_url: str | None,
+    statuses: tuple[str, ...],
+    since: str | None,
+    graph_name: str | None,
+    limit: int | None,
+    as_json: bool,
+) -> None:
+    """List the runs of a store, newest first, with their status and revision.
 
     The store is the CONFIG's, the one given by --store URL, or the default file store.
     With a CONFIG, each run's definition is compared with the graph's (matches, differs), and
@@ -27,7 +60,15 @@ def list_command(args: tuple[str, ...], store_url: str | None, as_json: bool) ->
     through a short exclusive session; a run owned by a running process is shown as running.
     The default store lists no runs until the first run creates it; a CONFIG's or --store
     store that does not exist is an error (exit 4), as a mistyped location usually is.
+
+    --status, --since, --graph and --limit choose the runs shown; the newest are read first,
+    and with --limit reading stops once N runs are shown. A corrupt or unreadable run is shown
+    whatever the filters say (it cannot be judged) and ends the command with exit 8.
     """
+    import sys
+    import time
+
+    from durable_core.cli.exitcodes import ExitCode
     from durable_core.cli.targets import (
         graph_of,
         require_existing_store,
@@ -35,9 +76,11 @@ def list_command(args: tuple[str, ...], store_url: str | None, as_json: bool) ->
         store_target,
     )
     from durable_core.errors import ConfigError
+    from durable_core.maintenance import SaveTimes, parse_age
     from durable_core.plugins import make_plugin_manager
     from durable_core.store import RunLister
 
+    newer_than = time.time() - parse_age(since, "--since") if since is not None else None
     pm = make_plugin_manager()
     store_config, _, config = store_target(args, store_url, want_run_id=False, pm=pm)
     graph = graph_of(config)
@@ -54,11 +97,54 @@ def list_command(args: tuple[str, ...], store_url: str | None, as_json: bool) ->
                 f"the {store_config.describe()} cannot list its runs; inspect one run with "
                 f"'durable inspect --store URL RUN_ID'"
             )
-        for summary in store.list_runs():
-            rows.append(list_row(store, summary, graph))
+        if newer_than is not None and not isinstance(store, SaveTimes):
+            raise ConfigError(
+                f"the {store_config.describe()} does not record when runs were saved: list it "
+                "without --since"
+            )
+        shown = 0
+        for summary in _newest_first(store, list(store.list_runs())):
+            if newer_than is not None and getattr(summary, "error", None) is None:
+                saved = _saved_at(store, summary.run_id)
+                if saved is None or saved < newer_than:
+                    continue
+            row = list_row(store, summary, graph)
+            damaged = row["status"] in ("corrupt", "unreadable")
+            if not damaged and (
+                (statuses and row["status"] not in statuses)
+                or (graph_name is not None and row["graph"] != graph_name)
+            ):
+                continue
+            rows.append(row)
+            shown += not damaged  # a damaged run does not count towards --limit
+            if limit is not None and shown >= limit:
+                break
     finally:
         store.close()
     _print_rows(rows, store_config.describe(), as_json, graph)
+    if any(r["status"] in ("corrupt", "unreadable") for r in rows):
+        sys.exit(ExitCode.CORRUPT)
+
+
+def _saved_at(store: Any, run_id: str) -> float | None:
+    try:
+        return store.saved_at(run_id)
+    except Exception:  # a time is extra information: never fail the listing on it
+        return None
+
+
+def _newest_first(store: Any, summaries: list[Any]) -> list[Any]:
+    """The runs by their last save, newest first (runs whose time is unknown, and records
+    that could not be read, after them, by run id)."""
+    from durable_core.maintenance import SaveTimes
+
+    def key(summary: Any) -> tuple[int, float, str]:
+        if getattr(summary, "error", None) is not None or not isinstance(store, SaveTimes):
+            return (1, 0.0, summary.run_id or "")
+        saved = _saved_at(store, summary.run_id)
+        return (0, -saved, summary.run_id) if saved is not None else (1, 0.0, summary.run_id)
+
+    return sorted(summaries, key=key)
 
 
 def _print_rows(rows: list[dict[str, Any]], store: str, as_json: bool, graph: Any) -> None:
@@ -148,6 +234,7 @@ def list_row(store: Any, summary: Any, graph: Any) -> dict[str, Any]:
         "location": getattr(summary, "location", ""),
         "error": None,
         "times": {},
+        "graph": None,
     }
     error = getattr(summary, "error", None)
     if error is not None:
@@ -181,6 +268,8 @@ def list_row(store: Any, summary: Any, graph: Any) -> dict[str, Any]:
         return row
     info = describe_record(record, graph)
     row["times"] = run_times(store, summary.run_id, record.root_scope)
+    root = record.scopes.get(record.root_scope)
+    row["graph"] = root.graph if root is not None else None
     row.update(
         format=info.format,
         revision=info.revision,
