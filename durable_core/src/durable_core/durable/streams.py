@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import asyncio
 import bisect
+import functools
 import hashlib
 import json
 from collections.abc import Callable, Iterator
@@ -126,6 +127,7 @@ def kept_history(record: RunRecord, source: Source) -> list[PendingMessageRecord
     return kept
 
 
+@functools.lru_cache(maxsize=4096)
 def _hex_id(*parts: str) -> str:
     text = json.dumps(parts, ensure_ascii=False, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()[:32]
@@ -168,6 +170,8 @@ def encode_cursor(position: Any, label: str) -> bytes:
     Raises:
         CodecError: the position is not a JSON value.
     """
+    if type(position) is int:  # what json.dumps writes for an int, without its machinery
+        return int.__repr__(position).encode()
     try:
         text = json.dumps(position, separators=(",", ":"), sort_keys=True, allow_nan=False)
     except (TypeError, ValueError) as exc:
@@ -577,7 +581,7 @@ class StreamBook:
                 retain=retain,
             )
 
-        return asyncio.ensure_future(self._ledger.commit_async(send))
+        return self._ledger.commit_soon(send)
 
     async def ack_elements(
         self,
@@ -599,7 +603,7 @@ class StreamBook:
                 before(proposal)
             ack(proposal, source, group, generation, sequences)
 
-        return self._ledger.commit_async(ack_)
+        return self._ledger.commit_soon(ack_)
 
     def output_record(self, key: Key[Any], stream: Stream) -> ValueRecord:
         """The ValueRecord of a stream output: the descriptor of its source (S-1).
