@@ -22,6 +22,7 @@ from durable_core import (
     MemoryStore,
     NodeFailedError,
     Out,
+    Retry,
     RunRecord,
     Runtime,
     StaleDeliveryError,
@@ -726,3 +727,73 @@ def test_decoded_values_are_marked_checked_and_stream_outputs_are_not() -> None:
     again = resume(store, graph)
     assert again.status == "completed" and again.restored == 3
     assert again[ACKED] == list(range(10)) and again[TOTAL] == 45
+
+
+# -- a producer whose Retry try fails mid-stream -------------------------------------------------
+
+
+def retried_producer(calls: list[str], *, fail_once_at: int, stop_at: int | None = None):
+    """``tail`` under ``Retry(2)`` raises after element ``fail_once_at`` in its first try only;
+    its second try goes on from the saved position. ``load`` acks each delivery and, with
+    ``stop_at``, cancels the run after that many (a stop mid-way after the failed try)."""
+    token = CancelToken()
+    failed: list[bool] = []
+    g = Graph("retried", inputs=[COUNT])
+
+    @g.node("tail", requires=[COUNT], provides=[EVENTS], aspects=[Retry(2)])
+    async def tail(rc: Any) -> None:
+        w = rc.writer(EVENTS)
+        calls.append(f"tail from {w.position or 0}")
+        for i in range(w.position or 0, rc.get(COUNT)):
+            await w.send_at(i, i + 1)
+            if i + 1 == fail_once_at and not failed:
+                failed.append(True)
+                raise ValueError("first try broke")
+
+    @g.node("load", requires=[EVENTS], provides=[ACKED])
+    async def load_(rc: Any) -> None:
+        got = []
+        async for d in rc.reader(EVENTS).deliveries():
+            got.append(d.value)
+            await d.ack()
+            if stop_at is not None and len(got) == stop_at and not token.canceled:
+                token.cancel()
+                await asyncio.Event().wait()
+        rc.set(ACKED, got)
+
+    @g.node("sum", requires=[EVENTS], provides=[TOTAL])
+    def total(rc: Any) -> None:
+        rc.set(TOTAL, sum(rc.reader(EVENTS)))
+
+    return g, token
+
+
+def test_a_retry_try_of_a_producer_that_fails_mid_stream_leaves_its_streams_open() -> None:
+    # covers: S-5, S-3
+    # Only the root attempt's failure fails the streams: a failed Retry try is followed by the
+    # next try, which goes on from the saved position, and the readers get every element once.
+    store, calls = MemoryStore(), []
+    graph, _ = retried_producer(calls, fail_once_at=4)
+    result = run(store, graph)
+    assert result.status == "completed", result.error
+    assert calls == ["tail from 0", "tail from 4"]
+    assert result[ACKED] == list(range(10)) and result[TOTAL] == sum(range(10))
+    record = load(store, "r1")
+    tries = [a for a in record.attempts.values() if a.node_id == "tail" and a.boundary]
+    assert sorted(a.state for a in tries) == [AttemptState.CONFIRMED, AttemptState.FAILED]
+    assert {e.terminal for e in record.streams.values()} == {StreamTerminal.COMPLETED}
+
+
+def test_a_retried_producer_resumed_after_its_failed_try_goes_on_from_its_position() -> None:
+    # covers: S-5, S-3, S-2
+    store, calls = MemoryStore(), []
+    graph, token = retried_producer(calls, fail_once_at=4, stop_at=6)
+    assert run(store, graph, token).status == "canceled"
+    record = load(store, "r1")
+    assert StreamTerminal.FAILED not in {e.terminal for e in record.streams.values()}
+    calls.clear()
+    graph, _ = retried_producer(calls, fail_once_at=0)
+    result = resume(store, graph)
+    assert result.status == "completed", result.error
+    assert result[TOTAL] == sum(range(10))
+    assert result[ACKED] == list(range(6, 10))  # the six acked before the stop are not again
