@@ -74,6 +74,8 @@ from durable_core.durable.streams import (
     fail_sources,
     finish_group,
     raise_generation,
+    release,
+    reopen_groups,
 )
 from durable_core.errors import (
     CodecError,
@@ -156,6 +158,17 @@ def _nothing(proposal: L.Proposal) -> None:
     """A mutation that changes nothing."""
 
 
+def _scope_chain(scope: Scope) -> frozenset[str]:
+    """The ids of ``scope`` and of every scope above it."""
+    ids = []
+    current: Scope | None = scope
+    while current is not None:
+        ids.append(current.id)
+        parent = current.parent
+        current = None if parent is None else parent.scope
+    return frozenset(ids)
+
+
 class DurableCheckpointer(Checkpointer):
     """The checkpoint seam of one durable run (see the module documentation).
 
@@ -215,6 +228,9 @@ class DurableCheckpointer(Checkpointer):
         self._unsaved: dict[str, L.Mutation] = {}
         # Retry tries begun or adopted in this process, by their node's root attempt id.
         self._tries: dict[str, list[str]] = defaultdict(list)
+        # The durable streams a Sub node's child reads, by the Sub's root attempt id: the
+        # save that ends the Sub node lets them stop keeping elements for groups it anchors.
+        self._sub_inputs: dict[str, list[Stream]] = {}
         for attempt_id in sorted(failed):
 
             def fail(proposal: L.Proposal, attempt_id: str = attempt_id) -> None:
@@ -295,6 +311,15 @@ class DurableCheckpointer(Checkpointer):
         if parent is None:
             return Scope(id=self._root_scope, graph=graph, path=path, parent=None)
         scope_id = parent.id
+        prefix = path + "/"
+        streams = [
+            value
+            for value in inputs.ready.values()
+            if isinstance(value, Stream) and isinstance(value.data, Source)
+        ]
+        if streams:
+            known_inputs = self._sub_inputs.setdefault(parent.root.id, [])
+            known_inputs.extend(s for s in streams if s not in known_inputs)
         known = self._known_scopes.get(scope_id)
         if known is not None:
             if known.graph != graph.name or known.path != path:
@@ -304,18 +329,32 @@ class DurableCheckpointer(Checkpointer):
                     "",
                     rule="R-SCOPE-2",
                 )
+            # An adopted try: its groups go on from their saved tails, not from the start.
+            for stream in streams:
+                stream.resume_groups(prefix)
             return Scope(id=scope_id, graph=graph, path=path, parent=parent)
         fingerprint = sub_scope_fingerprint(parent.node)
         graph_name = graph.name
         root = self._take_unsaved(parent)
+        # The engine opened the child's readers of these streams anew (Stream.reopen): their
+        # entries start again with every kept element, in the save that adds the scope, so a
+        # scope in the record means its groups are its own (S-2).
+        reopened = [
+            (stream.data, groups) for stream in streams if (groups := stream.reopenable(prefix))
+        ]
 
         def add_scope(proposal: L.Proposal) -> None:
             root(proposal)
             L.open_scope(
                 proposal, scope_id, graph=graph_name, path=path, inputs=fingerprint, bindings=True
             )
+            for source, groups in reopened:
+                reopen_groups(proposal, source, groups)
 
-        self._ledger.defer(add_scope)
+        if not reopened:
+            self._ledger.defer(add_scope)
+        else:  # after the appends queued before the groups were opened again
+            await self._ledger.commit_async(add_scope)
         return Scope(id=scope_id, graph=graph, path=path, parent=parent)
 
     def restore_node(self, scope: Scope, node: Any) -> Attempt | None:
@@ -451,12 +490,15 @@ class DurableCheckpointer(Checkpointer):
         is_root = attempt.parent is None
         scope_id, node_id = attempt.scope.id, attempt.node_id
         root = self._take_unsaved(attempt)
+        released = self._released(attempt) if is_root else ()
 
         def fail(proposal: L.Proposal) -> None:
             root(proposal)
             L.fail_attempt(proposal, attempt_id)
             if is_root:  # the root's failure and its streams' failure: one save (S-5)
                 fail_sources(proposal, scope_id, node_id)
+            for source in released:
+                release(proposal, source)
 
         saved = await self._ledger.commit_async(fail)
         self._event(EventKind.ATTEMPT_FAILED, attempt, describe_error(error), saved.revision, error)
@@ -483,6 +525,8 @@ class DurableCheckpointer(Checkpointer):
         produces = any(key.stream for key in attempt.node.provides)
         reads = attempt.node.child is None and any(key.stream for key in attempt.node.requires)
         group = attempt.path
+        scopes = _scope_chain(attempt.scope) if reads else frozenset()
+        released = self._released(attempt)
         reason = NodeReason(outputs.reason)
         scope_id, node_id, attempt_id = attempt.scope.id, attempt.node_id, attempt.id
         tries = self._successful_tries(attempt_id)
@@ -505,8 +549,10 @@ class DurableCheckpointer(Checkpointer):
             )
             if produces:
                 complete_source(proposal, scope_id, node_id)
-            if reads:
-                finish_group(proposal, group)
+            if reads:  # its own groups only: never those of another (a failed) try (S-2)
+                finish_group(proposal, group, scopes)
+            for source in released:
+                release(proposal, source)
 
         try:
             saved = await self._ledger.commit_async(confirm)
@@ -628,6 +674,12 @@ class DurableCheckpointer(Checkpointer):
                 self._ledger.defer(again)
         self._restored_streams[where] = stream
         return stream
+
+    def _released(self, attempt: Attempt) -> tuple[Source, ...]:
+        """The sources that stop keeping elements when the Sub node of root ``attempt`` ends:
+        it anchored their last groups that a Retry could open again."""
+        streams = self._sub_inputs.pop(attempt.id, ())
+        return tuple(stream.data for stream in streams if stream.releases(attempt.path))
 
     def _successful_tries(self, root_id: str) -> tuple[str, ...]:
         """The tries of ``root_id``'s node whose whole chain up to the root is still active:

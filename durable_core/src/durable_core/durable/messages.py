@@ -297,7 +297,7 @@ class MessageBook:
                 for sequence, element in numbered
             )
             cursor = encode_cursor(stream.position, source.label) if stream.positioned else None
-            sends.append((source, encoded_elements, cursor, stream.groups))
+            sends.append((source, encoded_elements, cursor, stream.groups, stream.retaining))
         messages = [
             (m.id, _message_record(m, AttemptState.CONFIRMED), m.data, m.sequence, m.generation)
             for m in commit.messages
@@ -331,7 +331,7 @@ class MessageBook:
                 stored = record.streams[entry]
                 source = Source(stored.scope, stored.node_id, stored.key)
                 ack(proposal, source, stored.group, generation, tuple(sequences))
-            for source, elements, cursor, groups in sends:
+            for source, elements, cursor, groups, retain in sends:
                 for i, (sequence, data, digest) in enumerate(elements):
                     append(
                         proposal,
@@ -342,6 +342,7 @@ class MessageBook:
                         cursor=cursor if i == len(elements) - 1 else None,
                         resumable=True,
                         groups=groups,
+                        retain=retain,
                     )
             if final:
                 return  # the container and the attempts are folded away with the node

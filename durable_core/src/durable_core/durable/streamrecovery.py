@@ -54,7 +54,13 @@ import attrs
 from durable_core.codecs import Codecs
 from durable_core.durable.ledger import Proposal
 from durable_core.durable.recovery import propagate_failures
-from durable_core.durable.streams import WRITER_GROUP, Source, decode_cursor, fail_sources
+from durable_core.durable.streams import (
+    WRITER_GROUP,
+    Source,
+    decode_cursor,
+    fail_sources,
+    kept_group,
+)
 from durable_core.errors import (
     CodecError,
     CorruptRecordError,
@@ -360,6 +366,13 @@ def plan_streams(graph: Graph, record: RunRecord, codecs: Codecs) -> StreamPlan:
         codec = element_codecs.get((scope_id, node_id, key_name))
         tails = _decode_tails(codecs, codec, key, entries, label)
         positioned, position = decode_cursor(writer.cursor)
+        # Every element sent is kept, for groups a Retry of a Sub may open again, or none is
+        # (a record that kept nothing for them restores without such a history).
+        kept = [tails.pop(group) for group in _kept_groups(tails)]
+        history = tuple(item for chunk in kept for item in chunk)
+        retained = len(history) == writer.last_sequence and all(
+            sequence == expected for expected, (sequence, _) in enumerate(history, 1)
+        )
         saved = StreamState(
             sequence=writer.last_sequence,
             position=position,
@@ -367,6 +380,8 @@ def plan_streams(graph: Graph, record: RunRecord, codecs: Codecs) -> StreamPlan:
             resumable=writer.resumable,
             generation=writer.generation + 1,
             tails=tails,
+            retained=retained,
+            history=history if retained else (),
         )
         if state is AttemptState.CONFIRMED:
             if where == "live" and writer.generation >= INT_MAX:
@@ -492,6 +507,16 @@ def _decode_tails(
             tail.append((message.sequence, value))
         tails[entry.group] = tuple(tail)
     return tails
+
+
+def _kept_groups(tails: dict[str, Any]) -> list[str]:
+    """The kept entries' groups among ``tails``, in order (``/kept/1``, ``/kept/2``, …)."""
+    found = []
+    index = 1
+    while kept_group(index) in tails:
+        found.append(kept_group(index))
+        index += 1
+    return found
 
 
 def _check_roots(

@@ -7,10 +7,21 @@ node's root attempt. The record keeps one :class:`~durable_core.records.StreamRe
 - the **writer entry** (group ``""``) holds what belongs to the source: ``LastSequence``,
   ``Cursor`` (the producer's last ``send_at`` position, JSON), ``Resumable`` and the terminal
   state; its ``AckedThrough`` equals ``LastSequence`` and it has no ``Pending``;
+- **kept entries** (groups ``"/kept/1"``, ``"/kept/2"``, …; no node path starts with ``/``)
+  hold the elements kept for reading groups that do not exist yet: a new try of a Sub node with
+  a Retry (around a reader of the stream, between the source's scope and the reader) opens new
+  groups, which read the stream from its first element. While such a Sub node can still start
+  a try, every element sent is kept, :data:`KEPT_SIZE` to an entry (``/kept/k`` holds
+  sequences ``(k-1)·KEPT_SIZE+1`` … ``k·KEPT_SIZE`` in ``Pending``, ``AckedThrough``
+  ``(k-1)·KEPT_SIZE``), so that a save rewrites at most one entry of them; the save that ends
+  the last such Sub node deletes them. A stream no such Sub node reads has none;
 - one **reader entry** per reading group (the reading node's path, ``"load"``,
   ``"report/load"``) holds that group's ack front: ``Pending`` (the unacked elements, encoded,
   in sequence order) and ``AckedThrough`` (never past a gap). It is created with the first
-  element the group receives.
+  element the group receives, or, for a group that a new Sub try opens, in the save that adds
+  the try's scope: the group then starts with every kept element
+  (:func:`reopen_groups`). An entry under a Sub therefore always belongs to the Sub's latest
+  scope in the record.
 
 Every entry of a source shares its ``Generation``; it is raised once in each process that opens
 (or restores) the source again, so a delivery of an older process cannot ack.
@@ -59,6 +70,8 @@ if TYPE_CHECKING:
     from durable_core.graph.streams import Stream
 
 __all__ = [
+    "KEPT_PREFIX",
+    "KEPT_SIZE",
     "WRITER_GROUP",
     "Source",
     "StreamBook",
@@ -70,12 +83,47 @@ __all__ = [
     "entries_of",
     "fail_sources",
     "finish_group",
+    "kept_group",
+    "kept_history",
     "open_source",
     "raise_generation",
+    "release",
+    "reopen_groups",
 ]
 
 WRITER_GROUP = ""
 """The group name of a source's writer entry (no node path is empty)."""
+
+KEPT_PREFIX = "/kept/"
+"""The group names of a source's kept entries start with it (no node path starts with ``/``)."""
+
+KEPT_SIZE = 256
+"""How many kept elements one kept entry holds."""
+
+
+def kept_group(index: int) -> str:
+    """The group name of kept entry ``index`` (1, 2, …)."""
+    return f"{KEPT_PREFIX}{index}"
+
+
+def kept_history(record: RunRecord, source: Source) -> list[PendingMessageRecord] | None:
+    """Every element ``source`` keeps for groups a Retry may open again, in sequence order, when
+    its kept entries hold every element sent (1 … ``LastSequence``); None when they do not (it
+    keeps nothing, or a record written before elements were kept)."""
+    writer = record.streams.get(source.entry_id(WRITER_GROUP))
+    if writer is None:
+        return None
+    kept: list[PendingMessageRecord] = []
+    index = 1
+    while len(kept) < writer.last_sequence:
+        entry = record.streams.get(source.entry_id(kept_group(index)))
+        if entry is None:
+            return None
+        kept.extend(entry.pending)
+        index += 1
+    if [m.sequence for m in kept] != list(range(1, writer.last_sequence + 1)):
+        return None
+    return kept
 
 
 def _hex_id(*parts: str) -> str:
@@ -209,9 +257,12 @@ def append(
     cursor: bytes | None,
     resumable: bool,
     groups: tuple[str, ...],
+    retain: bool = False,
 ) -> None:
     """Save element ``sequence`` of ``source`` for each reading group in ``groups``, with the
-    producer's new cursor (``None``: unchanged) (S-2, S-3).
+    producer's new cursor (``None``: unchanged) (S-2, S-3). With ``retain`` (a group that a
+    Retry opens again may still need it), its kept entry keeps the element too, as long as
+    it kept every earlier one.
 
     Raises:
         StreamFailedError: the source failed.
@@ -228,11 +279,13 @@ def append(
             f"{source.label}: element {sequence} does not follow element {stored.last_sequence}"
         )
     writer = proposal.stream(writer_id)
+    message = PendingMessageRecord(sequence, data, digest)
+    if retain:
+        _keep(proposal, source, writer, message)
     writer.last_sequence = writer.acked_through = sequence
     if cursor is not None:
         writer.cursor = cursor
     writer.resumable = resumable
-    message = PendingMessageRecord(sequence, data, digest)
     for group in groups:
         entry_id = source.entry_id(group)
         if entry_id not in record.streams:
@@ -256,6 +309,40 @@ def append(
         entry.last_sequence = sequence
         entry.cursor = writer.cursor
         entry.resumable = resumable
+
+
+def _keep(
+    proposal: Proposal, source: Source, writer: StreamRecord, message: PendingMessageRecord
+) -> None:
+    """Keep ``message`` in its kept entry, when every earlier element is kept."""
+    record = proposal.record
+    sequence = message.sequence
+    previous = sequence - 1
+    if previous:
+        last = record.streams.get(source.entry_id(kept_group((previous - 1) // KEPT_SIZE + 1)))
+        if last is None or last.last_sequence != previous:
+            return  # an element before it is not kept: nothing is kept any more
+    index = previous // KEPT_SIZE + 1
+    entry_id = source.entry_id(kept_group(index))
+    if entry_id in record.streams:
+        entry = proposal.stream(entry_id)
+        entry.pending.append(message)
+        entry.last_sequence = sequence
+        return
+    proposal.add_stream(
+        entry_id,
+        StreamRecord(
+            scope=source.scope,
+            node_id=source.node_id,
+            key=source.key,
+            group=kept_group(index),
+            generation=writer.generation,
+            source_id=writer.source_id,
+            last_sequence=sequence,
+            acked_through=previous,
+            pending=[message],
+        ),
+    )
 
 
 def ack(
@@ -299,16 +386,73 @@ def ack(
     entry.acked_through = pending[0].sequence - 1 if pending else entry.last_sequence
 
 
-def finish_group(proposal: Proposal, group: str) -> None:
+def finish_group(proposal: Proposal, group: str, scopes: frozenset[str] | None = None) -> None:
     """The reading node ``group`` is confirmed: its read obligation ends, so every element it
-    received — and every one it will never read — is acknowledged (``Pending`` empties)."""
+    received — and every one it will never read — is acknowledged (``Pending`` empties).
+
+    Args:
+        proposal: the proposal.
+        group: the reading group (the node's path).
+        scopes: the reader's own scope and the scopes above it: only the entries of sources
+            there are its own. An entry of the same group for a source in another scope (the
+            scope of a failed Sub try) is void history and stays as it is. None: every scope.
+    """
     for entry_id, entry in list(proposal.record.streams.items()):
         if entry.group != group or entry.terminal is StreamTerminal.FAILED:
+            continue
+        if scopes is not None and entry.scope not in scopes:
             continue
         if entry.pending or entry.acked_through != entry.last_sequence:
             own = proposal.stream(entry_id)
             own.pending.clear()
             own.acked_through = own.last_sequence
+
+
+def reopen_groups(proposal: Proposal, source: Source, groups: tuple[str, ...]) -> None:
+    """A new try of a Sub node opens ``groups`` of ``source`` (a stream of a scope above it)
+    as new groups: each entry starts with every kept element, nothing acked, so
+    that the try reads the stream from its first element (S-2). Save it with the try's new
+    scope. A failed source is left alone (its readers fail)."""
+    record = proposal.record
+    writer = record.streams.get(source.entry_id(WRITER_GROUP))
+    if writer is None or writer.terminal is StreamTerminal.FAILED:
+        return
+    kept = kept_history(record, source)
+    for group in groups:
+        entry_id = source.entry_id(group)
+        stored = record.streams.get(entry_id)
+        if stored is None:
+            proposal.add_stream(
+                entry_id,
+                StreamRecord(
+                    scope=source.scope,
+                    node_id=source.node_id,
+                    key=source.key,
+                    group=group,
+                    generation=writer.generation,
+                    source_id=writer.source_id,
+                    terminal=writer.terminal,
+                ),
+            )
+        elif stored.terminal is StreamTerminal.FAILED:
+            continue
+        entry = proposal.stream(entry_id)
+        # A record that keeps nothing for new groups: the group starts with the next element.
+        entry.pending = list(kept) if kept is not None else []
+        entry.acked_through = 0 if kept is not None else writer.last_sequence
+        entry.last_sequence = writer.last_sequence
+        entry.cursor = writer.cursor
+        entry.resumable = writer.resumable
+
+
+def release(proposal: Proposal, source: Source) -> None:
+    """No group that a Retry may open again is left for ``source``: its kept entries go (and,
+    with them, every element kept for such groups)."""
+    streams = proposal.record.streams
+    index = 1
+    while (entry_id := source.entry_id(kept_group(index))) in streams:
+        del streams[entry_id]
+        index += 1
 
 
 def complete_source(proposal: Proposal, scope: str, node_id: str) -> None:
@@ -418,6 +562,7 @@ class StreamBook:
         cursor = encode_cursor(stream.position, source.label) if stream.positioned else None
         resumable = stream.resumable
         groups = stream.groups
+        retain = stream.retaining
 
         def send(proposal: Proposal) -> None:
             append(
@@ -429,6 +574,7 @@ class StreamBook:
                 cursor=cursor,
                 resumable=resumable,
                 groups=groups,
+                retain=retain,
             )
 
         return asyncio.ensure_future(self._ledger.commit_async(send))

@@ -23,7 +23,10 @@ Calls, in the order the engine makes them
    current attempt, whose id is the child scope's id by R-SCOPE-2; ``inputs`` = the values the
    child's inputs received, skipped ones listed as skipped). It happens after the Sub node's
    inputs have arrived, inside all of its aspects; a Retry on the Sub runs the child again under
-   a new try, hence in a new scope.
+   a new try, hence in a new scope. The child's reading groups of a stream in ``inputs`` have
+   just been opened anew, from the stream's first element (``Stream.reopen``); a checkpointer
+   that adopts the scope of a try begun before a restart gives them their saved tails again
+   (``Stream.resume_groups``).
 2. ``begin_node(scope, node)`` for every node of the scope, as soon as the scope is open and
    before the node waits for its inputs: it begins the node's root attempt. When the returned
    attempt has ``restored`` set (the node was confirmed earlier: R-NODE-1), the engine publishes

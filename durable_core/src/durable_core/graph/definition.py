@@ -775,6 +775,7 @@ class _Plan:
     __slots__ = (
         "_chains",
         "_readers",
+        "_roles",
         "consumers",
         "graph",
         "index",
@@ -819,6 +820,7 @@ class _Plan:
                     b.child.name: b.parent.name for b in node.bindings if isinstance(b, Out)
                 }
         self._readers: dict[str, tuple[str, ...]] = {}
+        self._roles: dict[str, tuple[tuple[str, str, bool], ...]] = {}
         graph_chain = [(aspect, f"graph:{k}") for k, aspect in enumerate(graph._aspects)]
         self._chains: list[tuple[tuple[Aspect, str], ...]] = [
             (*graph_chain, *((aspect, f"node:{k}") for k, aspect in enumerate(node.aspects)))
@@ -850,6 +852,42 @@ class _Plan:
             readers = tuple(found)
             self._readers[name] = readers
         return readers
+
+    def retries(self, i: int) -> bool:
+        """Whether node ``i``'s aspect chain holds a Retry (it may run its inner chain again)."""
+        return any(isinstance(aspect, Retry) for aspect, _ in self._chains[i])
+
+    def stream_roles(self, name: str) -> tuple[tuple[str, str, bool], ...]:
+        """``(path, anchor, retried)`` of every node reading stream ``name``, through Subs,
+        in the order of :meth:`stream_readers` (S-2).
+
+        ``anchor`` is the path (relative to this graph) of the outermost Sub node on the way to
+        the reader whose aspect chain holds a Retry, ``""`` when there is none: while that Sub
+        node can still start a new try, the reader may read the stream again as a new group,
+        from its first element. ``retried``: the reading node's own chain holds a Retry, so a
+        try of it may end with elements received but not acknowledged, which the next try gets.
+        """
+        roles = self._roles.get(name)
+        if roles is None:
+            found: list[tuple[str, str, bool]] = []
+            for i in self.consumers.get(name, ()):
+                node = self.nodes[i]
+                if node.child is None:
+                    found.append((node.id, "", self.retries(i)))
+                    continue
+                child_plan = node.child._ensure_plan()
+                here = self.retries(i)
+                for binding in node.bindings:
+                    if isinstance(binding, In) and binding.parent.name == name:
+                        for path, anchor, retried in child_plan.stream_roles(binding.child.name):
+                            if here:
+                                anchor = node.id
+                            elif anchor:
+                                anchor = f"{node.id}/{anchor}"
+                            found.append((f"{node.id}/{path}", anchor, retried))
+            roles = tuple(found)
+            self._roles[name] = roles
+        return roles
 
 
 def _check_acyclic(graph: Graph, plan: _Plan) -> None:

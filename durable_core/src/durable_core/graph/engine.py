@@ -292,6 +292,7 @@ class _Call:
         return await self.scope.run.begin_try(self.attempt, self.boundary, index, limit)
 
     async def fail_try(self, attempt: Attempt, error: BaseException) -> None:
+        self.scope.requeue_reader(self.nr)
         await self.scope.run.fail_attempt(attempt, error)
 
 
@@ -363,14 +364,14 @@ class _ScopeRun:
             )
         prefix = f"{self.path}/" if self.path else ""
         tasks, index = self.tasks, self.plan.index
-        for reader in self.plan.stream_readers(name):
+        for reader, anchor, retried in self.plan.stream_roles(name):
             # A reader that already ended (restored from a checkpoint, skipped, failed) never
             # reads: attaching it would hold the producer back once its buffer is full. A node
             # restored as its scope started has no task (None).
             i = index[reader.split("/", 1)[0]]
             if i < len(tasks) and (tasks[i] is None or tasks[i].done()):
                 continue
-            stream.attach(prefix + reader)
+            stream.attach(prefix + reader, anchor=anchor and prefix + anchor, keep=retried)
         self.publish_value(name, stream)
         parent = self.parent
         if parent is not None:
@@ -709,6 +710,12 @@ class _ScopeRun:
                 else:
                     skipped.append(binding.child.name)
         inputs = Values(ready, frozenset(skipped))
+        # Each run of the child is a new scope: its readers of the parent's streams are new
+        # groups that read from the first element (a failed try's reads are void).
+        prefix = nr.path + "/"
+        for value in ready.values():
+            if isinstance(value, Stream):
+                value.reopen(prefix)
         handle = await self.run.open_scope(child_graph, nr.path, attempt, inputs)
         child = _ScopeRun(self.run, child_graph, nr.path, handle, self, nr.index)
         self.mark_running(nr)
@@ -727,6 +734,18 @@ class _ScopeRun:
                 else:
                     out_skipped.append(binding.parent.name)
         return NodeOutputs(NodeReason.COMPLETED, out_ready, frozenset(out_skipped))
+
+    def requeue_reader(self, nr: _NodeRun) -> None:
+        """A try of the reading node ``nr`` failed: what it received and did not acknowledge
+        goes to its next try (a Sub node's child readers are opened anew instead)."""
+        stream_keys = self.plan.stream_keys
+        if not stream_keys or nr.node.child is not None:
+            return
+        for name in self.plan.requires[nr.index]:
+            if name in stream_keys:
+                stream = self.ready.get(name)
+                if isinstance(stream, Stream):
+                    stream.requeue(nr.path)
 
     def _detach_reader(self, nr: _NodeRun) -> None:
         stream_keys = self.plan.stream_keys

@@ -18,6 +18,14 @@ group, so it never holds the producer back. An ``async def`` body gives its ``ma
 back while it waits on a stream; a plain body keeps its slot (and worker thread) while it waits,
 so with plain bodies ``max_running`` must leave room for the producer and its readers.
 
+Readers run again by a Retry: a new try of a Sub node is a new scope, so its readers of a
+parent's stream are new groups (:meth:`Stream.reopen`) that read the stream from its first
+element; a processor there starts from its initial state. While a Sub node with a Retry around
+a reader can still start a try (the reader's *anchor*), the stream keeps every element it
+delivered; the end of the last such Sub node drops them. A reader with a Retry of its own stays
+one group: what a failed try received and did not acknowledge goes back to the group
+(:meth:`Stream.requeue`), so the next try gets it first.
+
 The stream ends when the producer's node has returned and its outputs are committed (readers
 then stop iterating). When the producer fails, readers get
 :class:`~durable_core.errors.NodeFailedError` (the producer's error as ``__cause__``) at their
@@ -89,6 +97,9 @@ class StreamState:
         generation: the generation of this process's deliveries (raised once per resume).
         tails: the unacknowledged elements of each reading group, ``(sequence, element)`` in
             sequence order; a group not listed starts with the next new element.
+        retained: whether ``history`` holds every element sent so far (1 … ``sequence``), kept
+            for reading groups that a Retry of an enclosing Sub node may open again.
+        history: when ``retained``: every element sent so far, ``(sequence, element)``.
     """
 
     sequence: int = 0
@@ -97,14 +108,19 @@ class StreamState:
     resumable: bool = True
     generation: int = 1
     tails: Mapping[str, tuple[tuple[int, Any], ...]] = _NO_TAILS
+    retained: bool = False
+    history: tuple[tuple[int, Any], ...] = ()
 
 
 class _Group:
-    __slots__ = ("buffer", "waiter")
+    __slots__ = ("buffer", "received", "waiter")
 
-    def __init__(self, elements: Iterable[tuple[int, Any]] = ()) -> None:
+    def __init__(self, elements: Iterable[tuple[int, Any]] = (), keep: bool = False) -> None:
         self.buffer: deque[tuple[int, Any]] = deque(elements)
         self.waiter: asyncio.Future[None] | None = None
+        # Elements received and not acknowledged yet, by sequence (a reader with its own
+        # Retry: a failed try hands them to the next one); None when not kept.
+        self.received: dict[int, Any] | None = {} if keep else None
 
 
 class Stream(Generic[T]):
@@ -142,6 +158,14 @@ class Stream(Generic[T]):
         self._tails: Mapping[str, tuple[tuple[int, Any], ...]] | None = None
         self._replay: tuple[tuple[int, Any], ...] | None = None
         self._unsaved: deque[tuple[int, Any, asyncio.Future[Any] | None]] = deque()
+        # Reading groups that a Retry of an enclosing Sub may open again, with the path of the
+        # outermost such Sub (their anchor); while any is left, every element delivered is
+        # kept in _history, so that such a new group reads the stream from its first element.
+        self._anchors: dict[str, str] = {}
+        self._keep: set[str] = set()
+        self._history: list[tuple[int, Any]] | None = None
+        self._can_retain = True
+        self._base: tuple[tuple[int, Any], ...] = ()
         self.generation = 1
         self.position: Any = None
         self.positioned = False
@@ -168,6 +192,7 @@ class Stream(Generic[T]):
         stream = cls(key)
         stream._replay = tuple(enumerate(elements, 1))
         stream._sequence = len(stream._replay)
+        stream._base = stream._replay
         if failed is None:
             stream._state = "completed"
         else:
@@ -199,6 +224,10 @@ class Stream(Generic[T]):
         self.resumable = state.resumable
         self.generation = state.generation
         self._tails = state.tails
+        # A stream restored without every element it sent cannot serve a new group from
+        # the first element (a record written before elements were kept for them).
+        self._can_retain = state.retained or state.sequence == 0
+        self._base = tuple(state.history) if state.retained else ()
 
     @property
     def sequence(self) -> int:
@@ -220,15 +249,86 @@ class Stream(Generic[T]):
 
     # -- engine side ------------------------------------------------------------------------
 
-    def attach(self, group: str) -> None:
+    def attach(self, group: str, *, anchor: str = "", keep: bool = False) -> None:
         """Attach a reading group (no-op when attached). A replayed or restored stream fills
-        it at once (a restored stream: with the group's unacked tail)."""
+        it at once (a restored stream: with the group's unacked tail).
+
+        Args:
+            group: the group's name (the reading node's path).
+            anchor: the path of the outermost Sub node with a Retry around the reader: while
+                that node has not ended, a new try of it may open the group again (see
+                :meth:`reopen`), so the stream keeps every element for it.
+            keep: the reader has a Retry of its own: what a try received and did not
+                acknowledge goes back to the group when the try fails (see :meth:`requeue`).
+        """
+        if anchor:
+            if not self._anchors and self._can_retain and self._history is None:
+                self._history = list(self._base)
+            self._anchors[group] = anchor
+        if keep:
+            self._keep.add(group)
         if group in self._groups:
             return
         if self._tails is not None:
-            self._groups[group] = _Group(self._tails.get(group, ()))
+            self._groups[group] = _Group(self._tails.get(group, ()), group in self._keep)
         else:
-            self._groups[group] = _Group(self._replay or ())
+            self._groups[group] = _Group(self._replay or (), group in self._keep)
+
+    @property
+    def retaining(self) -> bool:
+        """Whether the stream keeps every element for groups a Retry may open again."""
+        return self._history is not None
+
+    def reopenable(self, prefix: str) -> tuple[str, ...]:
+        """The groups under ``prefix`` that :meth:`reopen` opens again (none when the stream
+        does not keep its elements)."""
+        if self._history is None:
+            return ()
+        return tuple(name for name in self._anchors if name.startswith(prefix))
+
+    def reopen(self, prefix: str) -> tuple[str, ...]:
+        """A new try of the Sub node at ``prefix`` (``"part/"``) starts: each group under it
+        that a Retry may open again becomes a new group, which reads the stream from its first
+        element (a failed try's results are void, its reads included). Returns their names."""
+        names = self.reopenable(prefix)
+        history = self._history or ()
+        for name in names:
+            self._groups[name] = _Group(history, name in self._keep)
+        if names:
+            self._wake_producer()
+        return names
+
+    def resume_groups(self, prefix: str) -> None:
+        """Give the groups under ``prefix`` their restored tails again (a checkpointer that
+        adopts the Sub's try whose groups :meth:`reopen` opened anew)."""
+        tails = self._tails
+        if tails is None:
+            return
+        for name in self.reopenable(prefix):
+            self._groups[name] = _Group(tails.get(name, ()), name in self._keep)
+
+    def releases(self, path: str) -> bool:
+        """Whether the end of the node at ``path`` leaves no group that a Retry may open
+        again (the elements kept for them can go)."""
+        if self._history is None:
+            return False
+        inside = path + "/"
+        return all(a == path or a.startswith(inside) for a in self._anchors.values())
+
+    def requeue(self, group: str) -> None:
+        """A try of the reading node ``group`` failed: the elements it received and did not
+        acknowledge are the first ones the next try gets."""
+        state = self._groups.get(group)
+        if state is None or not state.received:
+            return
+        state.buffer.extendleft(reversed(state.received.items()))
+        state.received.clear()
+
+    def acked(self, group: str, sequence: int) -> None:
+        """``group`` acknowledged element ``sequence`` (a failed try does not hand it on)."""
+        state = self._groups.get(group)
+        if state is not None and state.received:
+            state.received.pop(sequence, None)
 
     def detach(self, group: str) -> None:
         """Detach a reading group: its buffer is dropped and it no longer holds back sends."""
@@ -236,9 +336,17 @@ class Stream(Generic[T]):
             self._wake_producer()
 
     def detach_prefix(self, prefix: str) -> None:
-        """Detach every group whose name starts with ``prefix``."""
+        """Detach every group whose name starts with ``prefix``: the Sub node at ``prefix``
+        ended for good, so no Retry opens the groups it anchors again."""
         for name in [name for name in self._groups if name.startswith(prefix)]:
             del self._groups[name]
+        if self._anchors:
+            path = prefix[:-1]
+            for name in [n for n, a in self._anchors.items() if a == path or a.startswith(prefix)]:
+                del self._anchors[name]
+            if not self._anchors:
+                self._history = None
+                self._can_retain = False
         self._wake_producer()
 
     def end(self) -> None:
@@ -328,6 +436,8 @@ class Stream(Generic[T]):
             self._wake_producer()
 
     def _deliver(self, sequence: int, element: T) -> None:
+        if self._history is not None:
+            self._history.append((sequence, element))
         for group in self._groups.values():
             group.buffer.append((sequence, element))
             waiter = group.waiter
@@ -365,6 +475,8 @@ class Stream(Generic[T]):
             state = self._groups[group]
         if state.buffer:
             item = state.buffer.popleft()
+            if state.received is not None:
+                state.received[item[0]] = item[1]
             if self._space is not None:
                 self._wake_producer()
             return item
@@ -571,6 +683,7 @@ class Delivery(Generic[T]):
         """
         reader = self._reader
         reader._rc._check_live(reader._key)
+        reader._stream.acked(reader._group, self.sequence)  # a failed try does not hand it on
         future = asyncio.ensure_future(reader._ack(self))
         future.add_done_callback(_retrieve)
         return future
