@@ -390,6 +390,23 @@ def test_a_descriptor_terminal_other_than_its_writers_is_refused(
     assert caught.path is not None and caught.path.endswith(".Terminal")
 
 
+@pytest.mark.parametrize(("group", "terminal"), [("", ""), ("load", ""), ("", "canceled")])
+def test_an_entry_of_a_confirmed_writer_that_is_not_completed_is_refused(
+    stored: Stored, group: str, terminal: str
+) -> None:
+    # covers: S-1
+    # A producer's confirmation completes every entry of its streams in the same save: an
+    # entry still open (or canceled) beside a confirmed writer is not a record Durable wrote.
+    calls = producer_done(stored)
+
+    def damage(document: Document) -> None:
+        (entry,) = entries(document, NodeID="tail", Group=group)
+        entry["Terminal"] = terminal
+
+    caught = refused(stored, calls, damage, match="its writer is confirmed", count=3)
+    assert caught.rule == "S-1" and "not all completed" in str(caught)
+
+
 def test_a_descriptor_capacity_other_than_its_keys_is_refused(stored: Stored) -> None:
     # covers: S-1
     calls = producer_done(stored)
