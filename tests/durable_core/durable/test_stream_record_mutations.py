@@ -29,7 +29,7 @@ from typing import Any
 
 import pytest
 import stream_mutations as sm
-from hypothesis import assume, given, settings
+from hypothesis import assume, event, given, settings
 from hypothesis import strategies as st
 
 KINDS = ("file", "sqlite")
@@ -73,6 +73,7 @@ def check_one_case(world: dict[str, Any], data: st.DataObject) -> None:
         outcome = sm.run_case(base, mutation, directory, delta, world["expected"][base.graph])
     finally:
         shutil.rmtree(directory, ignore_errors=True)
+    event(f"outcome: {outcome.kind}")  # --hypothesis-show-statistics counts them
     written = "a delta" if delta else "the complete record"
     assert outcome.ok, (
         f"base {name} on the {kind} store, {mutation.name}, written as {written}: "
