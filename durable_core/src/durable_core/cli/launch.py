@@ -206,6 +206,7 @@ def launch(
         if isinstance(store, CancelRequests):
             stop_watching = store.watch_cancel(config.run_id, on_cancel_request)
         runtime = Runtime(store, codecs, observers=[counter], plugins=pm, executor=executor)
+        counter.watch(runtime.activity)  # stream elements and messages on the progress line
         if interactive:
             status_line = StatusLine(counter, sys.stderr, label=config.run_id).start()
         with _Interrupt(token, quiet=as_json) as interrupt:
@@ -286,6 +287,8 @@ def launch(
                     "confirmed": snap.confirmed,
                     "restored": snap.restored,
                     "retries": snap.retries,
+                    "stream_elements": snap.elements,
+                    "messages": snap.messages,
                     "failed_attempts": snap.failed_attempts,
                     "elapsed_seconds": round(snap.elapsed, 3),
                     "error": (

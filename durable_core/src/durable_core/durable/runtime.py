@@ -31,6 +31,7 @@ from durable_core._typeforms import (
     type_name,
 )
 from durable_core.codecs import Codecs
+from durable_core.durable.activity import RunActivity
 from durable_core.durable.checkpointer import DurableCheckpointer, describe_error
 from durable_core.durable.definition_diff import (
     DefinitionFingerprints,
@@ -205,6 +206,11 @@ class Runtime:
             (see :meth:`Codecs.from_plugins`); ``executor`` names no installed executor.
         ConfigError: ``executor`` is neither an Executor, a name, nor None.
 
+    Attributes:
+        activity: the stream elements sent and processor messages committed by the runs of
+            this runtime so far (:class:`~durable_core.durable.activity.RunActivity`); the
+            ``durable`` command's progress line shows them.
+
     Example:
         >>> from durable_core import Graph, Key, MemoryStore
         >>> N, TWICE = Key("n", int), Key("twice", int)
@@ -238,6 +244,7 @@ class Runtime:
         else:
             self.codecs = Codecs.default()
         self._observers = list(observers)
+        self.activity = RunActivity()
         self._graph_observers = tuple(graph_observers)
         self._plugins = plugins
         self._hooked: tuple[Any, ...] = ()
@@ -930,6 +937,7 @@ class Runtime:
             streams=streams,
             managed=managed,
             listening=self._listening(),
+            activity=self.activity,
         )
         options: dict[str, Any] = {
             "checkpointer": checkpointer,

@@ -48,6 +48,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from durable_core.codecs import Codecs
+from durable_core.durable.activity import RunActivity
 from durable_core.errors import (
     CodecError,
     DurableError,
@@ -488,9 +489,10 @@ class StreamBook:
         codecs: encodes elements (the codec of the stream key's element type).
     """
 
-    def __init__(self, ledger: Ledger, codecs: Codecs) -> None:
+    def __init__(self, ledger: Ledger, codecs: Codecs, activity: RunActivity | None = None) -> None:
         self._ledger = ledger
         self._codecs = codecs
+        self._activity = activity if activity is not None else RunActivity()
         self._codec_of: dict[Any, Any] = {}
         self._opened: set[Source] = set()
         """Sources opened or restored in this process (their generation is raised once)."""
@@ -567,6 +569,7 @@ class StreamBook:
         resumable = stream.resumable
         groups = stream.groups
         retain = stream.retaining
+        self._activity.elements += 1
 
         def send(proposal: Proposal) -> None:
             append(
