@@ -13,8 +13,9 @@ The store is registered as the backend ``file`` (option ``directory``).
 
 from __future__ import annotations
 
-import importlib
 import typing
+
+from durable_core._lazy import bind_lazily
 
 if typing.TYPE_CHECKING:
     from durable_core.store.locks import RunLock, acquire_run_lock, make_private_directory, run_key
@@ -40,15 +41,4 @@ __all__ = [
     "run_key",
 ]
 
-
-def __getattr__(name: str) -> typing.Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = bind_lazily(__name__, _EXPORTS, __all__)

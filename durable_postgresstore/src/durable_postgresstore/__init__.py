@@ -5,8 +5,9 @@ See ``docs/storage-postgres.md`` for guarantees and operation.
 
 from __future__ import annotations
 
-import importlib
 import typing
+
+from durable_core._lazy import bind_lazily
 
 if typing.TYPE_CHECKING:
     from durable_postgresstore.errors import PostgresStoreError
@@ -49,15 +50,4 @@ __all__ = [
     "advisory_key",
 ]
 
-
-def __getattr__(name: str) -> typing.Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = bind_lazily(__name__, _EXPORTS, __all__)

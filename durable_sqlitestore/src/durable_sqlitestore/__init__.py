@@ -10,8 +10,9 @@ and index), :data:`SCHEMA_V1` and :data:`DELTAS_V2`
 
 from __future__ import annotations
 
-import importlib
 import typing
+
+from durable_core._lazy import bind_lazily
 
 if typing.TYPE_CHECKING:
     from durable_sqlitestore.store import (
@@ -61,15 +62,4 @@ __all__ = [
     "SQLiteStore",
 ]
 
-
-def __getattr__(name: str) -> typing.Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = bind_lazily(__name__, _EXPORTS, __all__)
