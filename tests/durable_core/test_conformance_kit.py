@@ -154,8 +154,34 @@ _BROKEN_STORES = textwrap.dedent(
         "overwrites": lambda tmp: in_process(with_sessions(OverwritesCorruptSession)()),
         "keepsopen": lambda tmp: in_process(KeepsOpen()),
         "unlockedfile": lambda tmp: functools.partial(UnlockedFileStore, str(tmp)),
+        "historynoscope": lambda tmp: in_process(HistoryWithoutScopes()),
+        "historykept": lambda tmp: in_process(with_sessions(HistoryKeptSession)()),
+        "historyreversed": lambda tmp: in_process(HistoryReversed()),
         "correct": lambda tmp: in_process(MemoryStore()),
     }
+
+
+    class HistoryWithoutScopes(MemoryStore):
+        """Keys histories by run id alone (a deleted and started-again run inherits one)."""
+
+        def read_history(self, run_id, root_scope):
+            with self._records_lock:
+                return [entry for _, entry in self._history.get(run_id, ())]
+
+
+    class HistoryKeptSession(MemorySession):
+        """Deletes the record but leaves its history behind."""
+
+        def delete(self):
+            kept = list(self._memory._history.get(self.run_id, ()))
+            super().delete()
+            if kept:
+                self._memory._history[self.run_id] = kept
+
+
+    class HistoryReversed(MemoryStore):
+        def read_history(self, run_id, root_scope):
+            return super().read_history(run_id, root_scope)[::-1]
 
 
     class RawRecords:
@@ -243,6 +269,9 @@ _STORES = {
     "overwrites",
     "keepsopen",
     "unlockedfile",
+    "historynoscope",
+    "historykept",
+    "historyreversed",
     "correct",
 }
 
@@ -287,12 +316,15 @@ _DESELECT = (
                 "test_second_acquire_from_another_store_object_is_busy_at_once",
             },
         ),
+        ("historynoscope", {"test_history_is_kept_per_run_and_per_root_scope"}),
+        ("historykept", {"test_a_deleted_runs_history_goes_with_it"}),
+        ("historyreversed", {"test_history_is_read_back_in_the_order_appended"}),
     ],
 )
 def test_kit_catches_a_broken_store(
     kit_results: dict[str, dict[str, str]], broken: str, must_fail: set[str]
 ) -> None:
-    # covers: R-STORE-1, R-STORE-2, R-STORE-3, R-STORE-4, R-STORE-5, B-FILE-5, E-1
+    # covers: R-STORE-1, R-STORE-2, R-STORE-3, R-STORE-4, R-STORE-5, B-FILE-5, E-1, X-HIST
     outcomes = kit_results[broken]
     failed = {clause for clause, outcome in outcomes.items() if outcome == "failed"}
     assert must_fail <= failed, outcomes

@@ -36,3 +36,7 @@ class TestFileStoreConformance(StoreConformance):
     @pytest.fixture
     def durable_raw_records(self, tmp_path: Path) -> FileRawRecords:
         return FileRawRecords(tmp_path / "checkpoints")
+
+    @pytest.fixture
+    def durable_other_store_factory(self, tmp_path: Path) -> functools.partial[FileStore]:
+        return functools.partial(FileStore, str(tmp_path / "other-checkpoints"))

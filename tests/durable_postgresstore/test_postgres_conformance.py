@@ -47,3 +47,24 @@ class TestPostgresStoreConformance(StoreConformance):
     @pytest.fixture
     def durable_raw_records(self, postgres_dsn: str) -> PostgresRawRecords:
         return PostgresRawRecords(postgres_dsn)
+
+    @pytest.fixture
+    def durable_other_store_factory(self, postgres_dsn: str) -> functools.partial[PostgresStore]:
+        # Other storage: a second database on the same server, without Durable's schema.
+        from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+        params = conninfo_to_dict(postgres_dsn)
+        name = f"{params.get('dbname') or 'postgres'}_other"
+        try:
+            with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+                found = conn.execute(
+                    "SELECT 1 FROM pg_database WHERE datname = %s", [name]
+                ).fetchone()
+                if found is None:
+                    conn.execute(f'CREATE DATABASE "{name}"')
+            other = make_conninfo(postgres_dsn, dbname=name)
+            with psycopg.connect(other, autocommit=True) as conn:
+                conn.execute("DROP SCHEMA IF EXISTS pulse_durable CASCADE")
+        except psycopg.Error as exc:
+            pytest.skip(f"no second database for the history's isolation clause: {exc}")
+        return functools.partial(PostgresStore, other)

@@ -125,7 +125,7 @@ def test_a_version_3_schema_gets_the_time_columns(make_store, admin):
     make_v3(admin)
     before = time.time()
     store = make_store()
-    assert admin.execute("SELECT version FROM pulse_durable.schema_version").fetchall() == [(4,)]
+    assert admin.execute("SELECT version FROM pulse_durable.schema_version").fetchall() == [(5,)]
     assert store.created_at("at-rest") is None  # not known: never invented
     # saved no later than the upgrade: an upper bound, so that an age is never overstated
     assert store.saved_at("at-rest") == pytest.approx(time.time(), abs=60)

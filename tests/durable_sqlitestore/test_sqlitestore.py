@@ -40,6 +40,8 @@ from durable_core.testing import record_delta, sample_record
 from durable_sqlitestore import (
     DELTAS_V3,
     FOLD_RATIO,
+    HISTORY_INDEX_V4,
+    HISTORY_V4,
     RUNS_V3,
     SCHEMA_V1,
     SCHEMA_VERSION,
@@ -163,6 +165,8 @@ def test_a_database_that_cannot_use_wal_refuses_to_start(tmp_path: Path) -> None
     connection = raw(directory / "durable.sqlite")
     connection.execute(RUNS_V3)
     connection.execute(DELTAS_V3)
+    connection.execute(HISTORY_V4)
+    connection.execute(HISTORY_INDEX_V4)
     connection.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
     connection.close()
     (directory / ".init.lock").touch()
@@ -241,14 +245,16 @@ def test_an_unwritable_directory_is_a_durable_error_about_wal(
 # -- schema (B-SQL-1, B-SQL-2) ---------------------------------------------------------------
 
 
-def test_schema_v3_is_created_exactly(store: SQLiteStore, db_path: Path) -> None:
-    # covers: B-SQL-1
+def test_schema_v4_is_created_exactly(store: SQLiteStore, db_path: Path) -> None:
+    # covers: B-SQL-1, X-HIST
     connection = raw(db_path)
     objects = connection.execute(
         "SELECT type, name, sql FROM sqlite_master ORDER BY name"
     ).fetchall()
     assert objects == [
         ("table", "durable_deltas", DELTAS_V3),
+        ("table", "durable_history", HISTORY_V4),
+        ("index", "durable_history_run", HISTORY_INDEX_V4),
         ("table", "durable_runs", RUNS_V3),
     ]
     assert connection.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
@@ -278,9 +284,12 @@ def test_schema_v3_is_created_exactly(store: SQLiteStore, db_path: Path) -> None
         ("DROP TABLE durable_deltas", "durable_deltas"),
         ("ALTER TABLE durable_runs DROP COLUMN saved_at", "durable_runs"),
         ("ALTER TABLE durable_deltas DROP COLUMN saved_at", "durable_deltas"),
-        ("PRAGMA user_version = 4", "user_version"),
-        ("PRAGMA user_version = 2", "durable_deltas"),  # v2's tables have no time columns
-        ("PRAGMA user_version = 1", "durable_deltas"),  # v1 has no deltas table
+        ("PRAGMA user_version = 5", "user_version"),
+        ("DROP TABLE durable_history", "durable_history"),
+        ("DROP INDEX durable_history_run", "durable_history_run"),
+        ("PRAGMA user_version = 3", "durable_history"),  # v3 has no history table
+        ("PRAGMA user_version = 2", "durable_history"),  # v2 has no history table
+        ("PRAGMA user_version = 1", "durable_history"),  # nor has v1
     ],
 )
 def test_schema_drift_is_refused(db_path: Path, change: str, named: str) -> None:
@@ -311,7 +320,7 @@ def test_a_v1_database_is_upgraded_in_place_keeping_its_runs(tmp_path: Path) -> 
     connection = raw(path)
     assert connection.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
     names = [r[0] for r in connection.execute("SELECT name FROM sqlite_master ORDER BY name")]
-    assert names == ["durable_deltas", "durable_runs"]
+    assert names == ["durable_deltas", "durable_history", "durable_history_run", "durable_runs"]
     connection.close()
 
 
@@ -858,4 +867,25 @@ def test_a_broken_chain_of_deltas_is_corrupt_and_kept(
         with pytest.raises(CorruptRecordError):
             again.save(sample_record("run", 6), 5)
     assert connection.execute("SELECT * FROM durable_deltas ORDER BY base").fetchall() == before
+    connection.close()
+
+
+def test_a_v3_database_is_upgraded_to_v4_with_the_history_table(tmp_path: Path) -> None:
+    # covers: B-SQL-1, X-HIST
+    path = tmp_path / "durable.sqlite"
+    connection = raw(path)
+    connection.execute(RUNS_V3)  # exactly what the previous release created
+    connection.execute(DELTAS_V3)
+    connection.execute("PRAGMA user_version = 3")
+    connection.execute(
+        "INSERT INTO durable_runs (run_id, revision, record) VALUES (?, ?, ?)",
+        ("old", "1", record_to_json(sample_record("old", 1))),
+    )
+    connection.close()
+    with SQLiteStore(path) as store:
+        assert store.peek("old") == sample_record("old", 1)
+        store.append_history("old", "scope", ['{"event": "run_resumed"}'])
+        assert store.read_history("old", "scope") == ['{"event": "run_resumed"}']
+    connection = raw(path)
+    assert connection.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 4
     connection.close()

@@ -53,3 +53,7 @@ class TestSQLiteStoreConformance(StoreConformance):
     @pytest.fixture
     def durable_raw_records(self, tmp_path: Path) -> SQLiteRawRecords:
         return SQLiteRawRecords(tmp_path / "db" / "durable.sqlite")
+
+    @pytest.fixture
+    def durable_other_store_factory(self, tmp_path: Path) -> functools.partial[SQLiteStore]:
+        return functools.partial(SQLiteStore, str(tmp_path / "other" / "durable.sqlite"))

@@ -16,6 +16,8 @@ from durable_core.testing import record_delta, sample_record
 from durable_sqlitestore import (
     DELTAS_V2,
     DELTAS_V3,
+    HISTORY_INDEX_V4,
+    HISTORY_V4,
     RUNS_V3,
     SCHEMA_V1,
     SCHEMA_VERSION,
@@ -157,6 +159,8 @@ def test_an_older_database_is_upgraded_in_place_with_a_safe_saved_time(
         "SELECT type, name, sql FROM sqlite_master ORDER BY name"
     ).fetchall() == [
         ("table", "durable_deltas", DELTAS_V3),
+        ("table", "durable_history", HISTORY_V4),
+        ("index", "durable_history_run", HISTORY_INDEX_V4),
         ("table", "durable_runs", RUNS_V3),
     ]
     assert connection.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION

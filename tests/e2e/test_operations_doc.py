@@ -72,10 +72,10 @@ def test_the_operations_guide_works_as_written(example):
     assert "invoice = '3 items: 45.00'" in durable(
         "fork", "pricing.toml", "order-2", "--new-run-id", "order-2b"
     )
-    log = durable("log", "order-2")
+    log = durable("log", "pricing.toml", "order-2")
     assert "attempt_failed" in log and "the invoice printer is broken" in log
     assert "last failure of each node" in durable("inspect", "pricing.toml", "order-2")
-    durable("log", "order-2b", "--follow")
+    durable("log", "pricing.toml", "order-2b", "--follow")
     assert "revision" in durable("inspect", "pricing.toml", "order-1", "--peek")
     assert "nothing to cancel" in durable("cancel", "pricing.toml", "order-1")
     # section 6: a running run, watched and canceled from another process

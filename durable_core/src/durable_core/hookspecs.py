@@ -79,13 +79,16 @@ def durable_register_codecs(codecs: Codecs) -> None:
 
 
 @hookspec
-def durable_recovery_event(event: Any) -> None:
+def durable_recovery_event(event: Any, history: Any) -> None:
     """Receive one recovery event of a durable run (run started/resumed, node restored, attempt
-    adopted/started/failed, node confirmed, run finished).
+    adopted/started/failed, message failed, node confirmed, run finished).
 
-    Called synchronously on the runtime's commit path, after the save the event describes; keep
-    it fast. An exception raised here is logged and never fails the run. The return value is
-    ignored.
+    ``history`` is the :class:`~durable_core.history.HistoryTarget` of the event's run: its
+    store, run id and root scope, where the run's history goes (an implementation may take
+    ``event`` alone). Called synchronously on the runtime's commit path, after the save the
+    event describes; keep it fast (the plugin ``runlog`` only queues the event for
+    :data:`~durable_core.history.WRITER`). An exception raised here is logged and never fails
+    the run. The return value is ignored.
     """
 
 

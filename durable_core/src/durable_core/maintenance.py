@@ -21,11 +21,16 @@ last saved; ``durable list``/``inspect`` show it, and :class:`CreateTimes` (when
 record was written) where the store knows it. ``durable migrate`` carries both to a destination
 whose sessions implement :class:`TimesRestorer`. ``durable inspect --peek`` needs
 :class:`RecordPeeker`: the last committed record, read without taking the run's session.
+
+:class:`RunHistory` keeps a run's history (its recovery events, with times and failed tries'
+errors) in the store beside its record, so that every host sharing the store sees the same
+history and a run's history is never another run's (see :mod:`durable_core.history`). A store
+without it has its runs' histories kept in local files keyed by the store and the run.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 import attrs
@@ -40,6 +45,7 @@ __all__ = [
     "RecordPeeker",
     "RecordRestorer",
     "RunDeleter",
+    "RunHistory",
     "SaveTimes",
     "TimesRestorer",
     "delete_run",
@@ -188,6 +194,40 @@ class TimesRestorer(Protocol):
         Raises:
             NotFoundError: the run has no record.
             SessionClosedError: the session was closed.
+        """
+        ...
+
+
+@runtime_checkable
+class RunHistory(Protocol):
+    """A store that keeps each run's history beside its record (optional capability, X-HIST).
+
+    A history is an ordered list of entries, each one JSON object's text on one line (no
+    ``"\\n"``, valid Unicode), appended by a background writer (never on the save path, never
+    under the run's session) and read back in the order appended. It is keyed by the run id
+    **and** the run's root scope (``RunRecord.root_scope``, random per run): a run deleted and
+    started again under the same id, or a fork, has a history of its own. Deleting a run
+    (:class:`RunDeleter`) removes its history with it. Appending never changes the record, its
+    revision or its stored bytes. Appenders in several processes (or hosts) may append to one
+    run's history at once: each call's entries stay whole and in order (they may interleave
+    with another call's as whole entries).
+    """
+
+    def append_history(self, run_id: str, root_scope: str, entries: Sequence[str]) -> None:
+        """Append ``entries`` to the history of ``run_id``'s run ``root_scope``.
+
+        Raises:
+            ValueError: an entry holds a line break, or ``root_scope`` is empty or holds a
+                tab or a line break (nothing appended).
+            DurableError / OSError: the medium failed; some entries may be missing.
+        """
+        ...
+
+    def read_history(self, run_id: str, root_scope: str) -> list[str]:
+        """The entries of ``run_id``'s run ``root_scope``, oldest first (empty when none).
+
+        An entry torn by a crash while it was appended is left out. Never takes the run's
+        session.
         """
         ...
 

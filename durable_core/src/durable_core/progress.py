@@ -32,7 +32,11 @@ class ProgressSnapshot:
         total_nodes: nodes of the root graph and every Sub graph (0 until the run started).
         confirmed: nodes confirmed by this process.
         restored: nodes restored from the record (confirmed by an earlier process; not run).
-        retries: Retry tries started after a first try.
+        retries: Retry tries started after a first try (a processor's message tries
+            included).
+        elements: stream elements sent so far (see
+            :class:`~durable_core.durable.activity.RunActivity`; 0 without one).
+        messages: processor messages committed so far (0 without an activity).
         failed_attempts: attempts recorded failed (each failed Retry try counts).
         revision: the record's revision after the latest save.
         status: the run's final status once it finished ("completed", "failed", "canceled").
@@ -53,6 +57,8 @@ class ProgressSnapshot:
     resumed: bool
     started: bool
     elapsed: float
+    elements: int = 0
+    messages: int = 0
 
     @property
     def done(self) -> int:
@@ -66,9 +72,15 @@ class ProgressCounter:
 
     Args:
         clock: the monotonic clock in seconds (injectable for tests).
+        activity: the runtime's :class:`~durable_core.durable.activity.RunActivity`, whose
+            stream elements and processor messages the snapshots report (``Runtime.activity``;
+            :meth:`watch` sets it later).
     """
 
-    def __init__(self, clock: Callable[[], float] | None = None) -> None:
+    def __init__(
+        self, clock: Callable[[], float] | None = None, activity: Any | None = None
+    ) -> None:
+        self._activity = activity
         self._clock = clock or time.monotonic
         self._start = self._clock()
         self._lock = threading.Lock()
@@ -107,8 +119,13 @@ class ProgressCounter:
             elif kind == EventKind.RUN_FINISHED:
                 self._status = event.status
 
+    def watch(self, activity: Any) -> None:
+        """Report the stream elements and messages of ``activity`` (``Runtime.activity``)."""
+        self._activity = activity
+
     def snapshot(self) -> ProgressSnapshot:
         """The counts now."""
+        activity = self._activity
         with self._lock:
             return ProgressSnapshot(
                 run_id=self._run_id,
@@ -122,6 +139,8 @@ class ProgressCounter:
                 resumed=self._resumed,
                 started=self._started,
                 elapsed=self._clock() - self._start,
+                elements=activity.elements if activity is not None else 0,
+                messages=activity.messages if activity is not None else 0,
             )
 
 
@@ -131,6 +150,10 @@ def describe(snapshot: ProgressSnapshot) -> str:
     parts = [f"{snapshot.done}/{total} nodes"]
     if snapshot.restored:
         parts.append(f"{snapshot.restored} restored from checkpoint")
+    if snapshot.elements:
+        parts.append(f"{snapshot.elements} stream element{'s' if snapshot.elements != 1 else ''}")
+    if snapshot.messages:
+        parts.append(f"{snapshot.messages} message{'s' if snapshot.messages != 1 else ''}")
     if snapshot.retries:
         parts.append(f"{snapshot.retries} {'retry' if snapshot.retries == 1 else 'retries'}")
     if snapshot.failed_attempts:

@@ -122,7 +122,7 @@ class RunInfo:
     """When asked for and the definition differs from the graph: what changed, as lists of
     paths under ``added``, ``removed``, ``changed`` (nodes), ``keys``, ``inputs`` and
     ``graphs`` (mount paths, ``""`` the root graph), and ``complete`` (False when the
-    definition the run started with is not known on this machine, so only what the record
+    definition the run started with is not in the run's history, so only what the record
     shows is listed). ``None`` otherwise."""
 
     def to_json(self) -> dict[str, Any]:
@@ -210,7 +210,7 @@ def check_record(record: RunRecord, run_id: str, graph: Any = None) -> None:
 
 
 def describe_record(
-    record: RunRecord, graph: Any = None, *, explain_mismatch: bool = False
+    record: RunRecord, graph: Any = None, *, explain_mismatch: bool = False, store: Any = None
 ) -> RunInfo:
     """Summarize a record for an operator, without any business value (E-2).
 
@@ -220,7 +220,8 @@ def describe_record(
             total only when it wrote the record (same definition fingerprint). A run of another
             graph, or of another version of it, is judged from its own record.
         explain_mismatch: when ``graph`` did not write the record, work out what changed
-            (``RunInfo.definition_changes``; reads the run's log on this machine).
+            (``RunInfo.definition_changes``; reads the run's history in ``store``).
+        store: the run's store (its history of the run may keep the started definition).
 
     Returns:
         The run's metadata.
@@ -315,7 +316,7 @@ def describe_record(
     if explain_mismatch and matches is False:
         from durable_core.durable.definition_diff import mismatch_changes
 
-        found, complete = mismatch_changes(graph, record)
+        found, complete = mismatch_changes(graph, record, store=store)
         changes = {kind: list(paths) for kind, paths in found.items()}
         changes["complete"] = complete
     return RunInfo(

@@ -1,32 +1,42 @@
-"""The run log: an append-only JSON-lines file of each run's recovery events, with times.
+"""The run log: each run's recovery events, with times, in the run's history (X-HIST).
 
 The run record holds no time and no error text (the data model forbids captured business error
 text in it). The run log keeps them beside it, for operators: when a run started and resumed,
 each attempt and how long it took, the exception type and message of each failed try (shortened
-and with secrets scrubbed), each confirmed node's duration, and how the run ended.
+and with secrets scrubbed), where it failed and its bounded traceback, each confirmed node's
+duration, and how the run ended.
 
 It is written by the plugin ``runlog`` of ``durable-core`` on the ``durable_recovery_event``
 hook, so it can be replaced or turned off (``DURABLE_BLOCK_PLUGINS=runlog``). ``durable log``
-prints it; ``durable inspect`` shows each node's last failure from it.
+prints it; ``durable inspect`` shows each node's last failure and the run's times from it,
+``durable list`` when it started, and a refused ``resume`` what changed in the definition.
 
-Where: one file per run id in :func:`log_directory`: ``$DURABLE_HOME/logs`` when
-``DURABLE_HOME`` is set, else ``platformdirs.user_log_dir("durable")``. The file is chosen by
-the run id alone: two stores on one machine holding the same run id share its log.
+Where: in the run's history (:mod:`durable_core.history`): in the run's store beside its record
+when the store has the capability :class:`~durable_core.maintenance.RunHistory` (every built-in
+store has it; with PostgreSQL every host sharing the store sees the same log), else in a local
+file keyed by the store's identity and the run's root scope (in :func:`log_directory`). Either
+way the log belongs to that run in that store: a run of the same id in another store, or a run
+deleted and started again under the same id, has a log of its own.
 
-Each line is one JSON object::
+The hook only queues the event (:data:`~durable_core.history.WRITER`); its entries are made and
+appended by the writer's thread, so the log never delays or fails a save.
+
+Each entry is one JSON object::
 
     {"time": "2026-12-01T09:00:00.123456+00:00", "event": "attempt_failed", "run_id": "r",
      "revision": 4, "node": "report/render", "attempt": "2/3", "attempt_id": "…",
-     "error": "ValueError: …", "seconds": 0.51}
+     "error": "ValueError: …", "where": "jobs/etl.py:42 in load", "traceback": "…",
+     "seconds": 0.51}
 
 ``status`` is set on ``run_finished``; ``seconds`` (the attempt's duration in this process) on
-``attempt_failed`` and ``node_confirmed`` when the attempt started in this process.
+``attempt_failed`` and ``node_confirmed`` when the attempt started in this process;
+``sequence`` on ``message_failed`` (the message's input sequence).
 
-A ``definition`` line keeps the fingerprints of the parts of the graph's definition (each node,
+A ``definition`` entry keeps the fingerprints of the parts of the graph's definition (each node,
 key, graph input and graph; see :mod:`durable_core.durable.definition_diff`), so that when
 ``resume`` is refused because the definition changed, the error can name what changed. It is
 written after ``run_started``, and after ``run_resumed`` when the log holds none for that
-definition yet (a fork, a log removed, a run started on another host)::
+definition yet (a fork, a run started where the log was not kept)::
 
     {"time": "…", "event": "definition", "run_id": "r", "revision": 1,
      "definition": "<SHA-256 hex of the whole definition>",
@@ -36,16 +46,20 @@ definition yet (a fork, a log removed, a run started on another host)::
 from __future__ import annotations
 
 import datetime
-import hashlib
 import json
-import os
-import pathlib
 import re
-import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable
 from typing import Any
 
+from durable_core.history import (
+    LOG_DIR_ENV,
+    WRITER,
+    HistoryTarget,
+    history_of,
+    log_directory,
+    root_scope_of,
+)
 from durable_core.hookspecs import hookimpl
 
 __all__ = [
@@ -55,15 +69,11 @@ __all__ = [
     "durable_recovery_event",
     "last_failures",
     "log_directory",
-    "log_path",
     "log_times",
     "read_log",
     "saved_definition",
     "scrub",
 ]
-
-LOG_DIR_ENV = "DURABLE_LOG_DIR"
-"""Environment variable: the folder of the run logs (overrides the default)."""
 
 MAX_ERROR_CHARS = 1000
 """Error texts longer than this are cut (with ``…``)."""
@@ -75,27 +85,6 @@ _SECRETS = [
     re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://[^:/@\s]*):([^@\s]+)@"),
     re.compile(r"(?i)\b(bearer)(\s+)([A-Za-z0-9._~+/=-]+)"),
 ]
-
-
-def log_directory() -> pathlib.Path:
-    """``$DURABLE_LOG_DIR``, else ``$DURABLE_HOME/logs``, else
-    ``platformdirs.user_log_dir("durable")``."""
-    explicit = os.environ.get(LOG_DIR_ENV)
-    if explicit:
-        return pathlib.Path(explicit).expanduser().absolute()
-    home = os.environ.get("DURABLE_HOME")
-    if home:
-        return pathlib.Path(home).expanduser().absolute() / "logs"
-    import platformdirs
-
-    return pathlib.Path(platformdirs.user_log_dir("durable"))
-
-
-def log_path(run_id: str, directory: pathlib.Path | None = None) -> pathlib.Path:
-    """The log file of ``run_id``: a readable prefix of the id plus a digest of all of it."""
-    readable = re.sub(r"[^A-Za-z0-9._-]", "_", run_id)[:40]
-    digest = hashlib.sha256(run_id.encode("utf-8", "surrogatepass")).hexdigest()[:16]
-    return (directory or log_directory()) / f"{readable}-{digest}.jsonl"
 
 
 def scrub(text: str, limit: int | None = MAX_ERROR_CHARS) -> str:
@@ -110,27 +99,28 @@ def scrub(text: str, limit: int | None = MAX_ERROR_CHARS) -> str:
     return text
 
 
-_MAX_OPEN = 32
-"""Run logs a process keeps open at once (runs under way in one process)."""
+_MAX_STARTED = 100_000
+"""Attempt start times kept at most (attempts under way in this process)."""
+
+
+def _text(entry: dict[str, Any]) -> str:
+    """One entry as one line of valid Unicode JSON."""
+    return json.dumps(entry, ensure_ascii=False).encode("utf-8", "replace").decode("utf-8")
 
 
 class RunLogWriter:
-    """Appends events to run logs; one instance per process (the plugin's)."""
+    """Makes the entries of events; one instance per process (the plugin's), called on the
+    history writer's thread only (:meth:`entries`), in the order the events came."""
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
         self._started: dict[str, float] = {}
-        self._folders: set[pathlib.Path] = set()
-        self._definitions: set[tuple[pathlib.Path, str]] = set()
-        # Open append descriptors of the logs of runs under way, by path: a node's events cost
-        # one write each, not an open and a close. A run's descriptor is opened again when
-        # the run starts or resumes (its log may have been removed meanwhile) and closed
-        # when it finishes; at most _MAX_OPEN stay open, the oldest is closed first.
-        self._files: dict[pathlib.Path, int] = {}
+        # The definitions known to be in a run's history: (store, run, root scope, fingerprint).
+        self._definitions: set[tuple[int, str, str, str]] = set()
 
-    def write(self, event: Any) -> None:
-        """Append one line for ``event`` (a :class:`~durable_core.durable.RecoveryEvent`)."""
-        now = time.time()
+    def entries(self, target: HistoryTarget, event: Any, now: float) -> list[str]:
+        """The entries for ``event`` (a :class:`~durable_core.durable.RecoveryEvent`) saved at
+        ``now`` (seconds since the epoch): its own, and a ``definition`` entry after a start or
+        a resume whose definition the history does not hold yet."""
         kind = str(event.kind)
         line: dict[str, Any] = {
             "time": datetime.datetime.fromtimestamp(now, datetime.UTC).isoformat(),
@@ -156,53 +146,37 @@ class RunLogWriter:
             line["where"] = event.where
         if getattr(event, "traceback", ""):
             line["traceback"] = scrub(event.traceback, limit=None)
-        with self._lock:
-            if kind in ("attempt_started", "attempt_adopted") and event.attempt_id:
-                self._started[event.attempt_id] = now
-            elif kind in ("attempt_failed", "node_confirmed") and event.attempt_id:
-                started = self._started.pop(event.attempt_id, None)
-                if started is not None:
-                    line["seconds"] = round(now - started, 6)
-            path = log_path(event.run_id)
-            if path.parent not in self._folders:
-                path.parent.mkdir(parents=True, exist_ok=True)
-                self._folders.add(path.parent)
-            data = (json.dumps(line, ensure_ascii=False) + "\n").encode("utf-8", "replace")
-            definition = getattr(event, "definition", None)
-            if definition is not None and kind in ("run_started", "run_resumed"):
-                data += self._definition_line(path, line, kind, definition)
-            if kind in ("run_started", "run_resumed"):
-                self._close(path)
-            fd = self._files.get(path)
-            if fd is None:
-                fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-                if len(self._files) >= _MAX_OPEN:
-                    self._close(next(iter(self._files)))
-                self._files[path] = fd
-            try:
-                os.write(fd, data)
-            finally:
-                if kind == "run_finished":
-                    self._close(path)
+        if kind in ("attempt_started", "attempt_adopted") and event.attempt_id:
+            if len(self._started) >= _MAX_STARTED:
+                self._started.pop(next(iter(self._started)))
+            self._started[event.attempt_id] = now
+        elif kind in ("attempt_failed", "node_confirmed") and event.attempt_id:
+            started = self._started.pop(event.attempt_id, None)
+            if started is not None:
+                line["seconds"] = round(now - started, 6)
+        out = [_text(line)]
+        definition = getattr(event, "definition", None)
+        if definition is not None and kind in ("run_started", "run_resumed"):
+            entry = self._definition_entry(target, line, kind, definition)
+            if entry is not None:
+                out.append(_text(entry))
+        return out
 
-    def _close(self, path: pathlib.Path) -> None:
-        fd = self._files.pop(path, None)
-        if fd is not None:
-            os.close(fd)
-
-    def _definition_line(
-        self, path: pathlib.Path, line: dict[str, Any], kind: str, definition: Any
-    ) -> bytes:
-        """The ``definition`` line to append after a run's start or resume (empty when the
-        log already holds this definition's parts)."""
+    def _definition_entry(
+        self, target: HistoryTarget, line: dict[str, Any], kind: str, definition: Any
+    ) -> dict[str, Any] | None:
+        """The ``definition`` entry to append after a run's start or resume (None when the
+        history already holds this definition's parts)."""
         fingerprint = definition.fingerprint
-        if (path, fingerprint) in self._definitions:
-            return b""
-        if kind != "run_started" and _holds_definition(path, fingerprint):
-            self._definitions.add((path, fingerprint))
-            return b""
-        self._definitions.add((path, fingerprint))
-        entry = {
+        known = (*target.key, fingerprint)
+        if known in self._definitions:
+            return None
+        self._definitions.add(known)
+        if kind != "run_started" and _holds_definition(
+            history_of(target.store).read_history(target.run_id, target.root_scope), fingerprint
+        ):
+            return None
+        return {
             "time": line["time"],
             "event": "definition",
             "run_id": line["run_id"],
@@ -210,112 +184,110 @@ class RunLogWriter:
             "definition": fingerprint,
             "parts": definition.parts(),
         }
-        return (json.dumps(entry, ensure_ascii=False) + "\n").encode("utf-8", "replace")
 
 
-def _definition_marker(fingerprint: str) -> bytes:
-    return f'"definition": "{fingerprint}"'.encode("ascii", "replace")
+def _definition_marker(fingerprint: str) -> str:
+    return f'"definition": "{fingerprint}"'
 
 
-def _holds_definition(path: pathlib.Path, fingerprint: str) -> bool:
-    """Whether the log at ``path`` has a ``definition`` line for ``fingerprint`` (a byte
-    search: no line is parsed)."""
-    try:
-        with open(path, "rb") as f:
-            return _definition_marker(fingerprint) in f.read()
-    except OSError:
-        return False
+def _holds_definition(entries: Iterable[str], fingerprint: str) -> bool:
+    """Whether ``entries`` hold a ``definition`` entry for ``fingerprint`` (a text search: no
+    entry is parsed)."""
+    marker = _definition_marker(fingerprint)
+    return any(marker in entry for entry in entries)
 
 
 _WRITER = RunLogWriter()
 
 
 @hookimpl
-def durable_recovery_event(event: Any) -> None:
-    """Append ``event`` to its run's log (see the module documentation)."""
-    _WRITER.write(event)
+def durable_recovery_event(event: Any, history: HistoryTarget | None) -> None:
+    """Queue ``event`` for its run's history (see the module documentation); the entries are
+    made and appended on the history writer's thread."""
+    if history is not None:
+        WRITER.submit(history, _WRITER.entries, event, time.time())
 
 
-def read_log(run_id: str, directory: pathlib.Path | None = None) -> Iterator[dict[str, Any]]:
-    """The log's events, oldest first; a line that is not JSON (a torn last line) is skipped.
+def read_log(store: Any, run_id: str, root_scope: str | None = None) -> list[dict[str, Any]]:
+    """The run log of ``run_id`` in ``store``, oldest first: the history of the run whose
+    record has ``root_scope`` (None: the run's current record, read without its session where
+    the store can). An entry that is not a JSON object is left out.
 
     Raises:
-        FileNotFoundError: the run has no log on this machine.
+        NotFoundError: ``root_scope`` is None and the run has no record.
+        BusyError: ``root_scope`` is None, the run is owned and the store cannot be read
+            without its session.
     """
-    with open(log_path(run_id, directory), encoding="utf-8", errors="replace") as f:
-        for line in f:
-            try:
-                entry = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            if isinstance(entry, dict):
-                yield entry
+    if root_scope is None:
+        root_scope = root_scope_of(store, run_id)
+    out = []
+    for text in history_of(store).read_history(run_id, root_scope):
+        try:
+            entry = json.loads(text)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(entry, dict):
+            out.append(entry)
+    return out
+
+
+def _safely(store: Any, run_id: str, root_scope: str | None) -> list[dict[str, Any]]:
+    """:func:`read_log`, or nothing when the log cannot be read (it is extra information)."""
+    try:
+        return read_log(store, run_id, root_scope)
+    except Exception:
+        return []
 
 
 def saved_definition(
-    run_id: str, fingerprint: str, directory: pathlib.Path | None = None
+    store: Any, run_id: str, fingerprint: str, root_scope: str | None = None
 ) -> dict[str, str] | None:
-    """The parts' fingerprints of the definition ``fingerprint`` of ``run_id``, from the last
-    ``definition`` line of its log that has that whole fingerprint; None when the log has none
-    (or the run has no log on this machine)."""
-    marker = _definition_marker(fingerprint)
+    """The parts' fingerprints of the definition ``fingerprint`` of ``run_id`` in ``store``,
+    from the last ``definition`` entry of its log that has that whole fingerprint; None when
+    the log has none."""
     found: dict[str, str] | None = None
-    try:
-        with open(log_path(run_id, directory), "rb") as f:
-            for raw in f:
-                if marker not in raw:
-                    continue
-                try:
-                    entry = json.loads(raw)
-                except (json.JSONDecodeError, UnicodeDecodeError):
-                    continue
-                parts = entry.get("parts") if isinstance(entry, dict) else None
-                if (
-                    entry.get("event") == "definition"
-                    and entry.get("definition") == fingerprint
-                    and isinstance(parts, dict)
-                    and all(isinstance(v, str) for v in parts.values())
-                ):
-                    found = parts
-    except OSError:
-        return None
+    for entry in _safely(store, run_id, root_scope):
+        parts = entry.get("parts")
+        if (
+            entry.get("event") == "definition"
+            and entry.get("definition") == fingerprint
+            and isinstance(parts, dict)
+            and all(isinstance(v, str) for v in parts.values())
+        ):
+            found = parts
     return found
 
 
-def last_failures(run_id: str) -> dict[str, dict[str, Any]]:
-    """Each node's last failed attempt in the log (by node path) since the run's last
-    ``run_started`` (an earlier run of the same id, deleted since, does not count); empty
-    without a log."""
+def last_failures(
+    store: Any, run_id: str, root_scope: str | None = None, *, entries: Any = None
+) -> dict[str, dict[str, Any]]:
+    """Each node's last failed attempt in the run's log (by node path), unless the node was
+    confirmed after it; empty without a log. ``entries``: the log already read."""
     failures: dict[str, dict[str, Any]] = {}
-    try:
-        for entry in read_log(run_id):
-            if entry.get("event") == "run_started":
-                failures.clear()
-            elif entry.get("event") == "attempt_failed" and "node" in entry:
-                failures[entry["node"]] = entry
-            elif entry.get("event") == "node_confirmed" and "node" in entry:
-                failures.pop(entry["node"], None)
-    except FileNotFoundError:
-        return {}
+    for entry in entries if entries is not None else _safely(store, run_id, root_scope):
+        if entry.get("event") == "run_started":
+            failures.clear()
+        elif entry.get("event") == "attempt_failed" and "node" in entry:
+            failures[entry["node"]] = entry
+        elif entry.get("event") == "node_confirmed" and "node" in entry:
+            failures.pop(entry["node"], None)
     return failures
 
 
-def log_times(run_id: str) -> dict[str, Any]:
-    """When the run started (its last ``run_started``: an earlier run of the same id, deleted
-    since, does not count), its last event, and the time between, from the run log:
-    ``{"started": ISO time, "last_event": ISO time, "duration_seconds": …}``; empty without a
-    log."""
+def log_times(
+    store: Any, run_id: str, root_scope: str | None = None, *, entries: Any = None
+) -> dict[str, Any]:
+    """When the run started (its ``run_started``), its last event, and the time between, from
+    its log: ``{"started": ISO time, "last_event": ISO time, "duration_seconds": …}``; empty
+    without a log. ``entries``: the log already read."""
     first = last = None
-    try:
-        for entry in read_log(run_id):
-            when = entry.get("time")
-            if not isinstance(when, str):
-                continue
-            if entry.get("event") == "run_started":
-                first = when
-            last = when
-    except FileNotFoundError:
-        return {}
+    for entry in entries if entries is not None else _safely(store, run_id, root_scope):
+        when = entry.get("time")
+        if not isinstance(when, str):
+            continue
+        if entry.get("event") == "run_started":
+            first = when
+        last = when
     out: dict[str, Any] = {}
     if first is not None:
         out["started"] = first

@@ -5,7 +5,9 @@ Layout of the directory (nothing else is read or written):
 - ``<key>.json``: the run's complete record, canonical UTF-8 JSON (``record_to_json``), 0600;
 - ``<key>.journal``: the deltas saved since that record, while a session writes (0600);
 - ``<key>.lock``: the run's ownership lock file (:mod:`durable_core.store.locks`); it stays;
-- ``<key>-<n>.tmp``: a save in progress, ``n`` a random uint32 in decimal.
+- ``<key>-<n>.tmp``: a save in progress, ``n`` a random uint32 in decimal;
+- ``<key>.history``: the run's history (RunHistory), appended with ``O_APPEND``, one line per
+  entry: the run's root scope, a tab, the entry (one JSON object); removed with the run.
 
 ``<key>`` is the SHA-256 hex of the run id's UTF-8 bytes, so a run id never becomes a path.
 
@@ -34,9 +36,11 @@ import secrets
 import stat
 import struct
 import zlib
+from collections.abc import Sequence
 from typing import Any
 
 from durable_core.errors import CorruptRecordError, DurableError, NotFoundError
+from durable_core.history import check_entries, complete_lines
 from durable_core.recorddelta import apply_tree, canonical_json, load_tree, read_delta
 from durable_core.recordjson import record_from_json
 from durable_core.records import RunRecord
@@ -407,6 +411,53 @@ class FileStore(BaseStore):
         journal = _lstat(path[: -len(".json")] + ".journal")
         return st.st_mtime if journal is None else max(st.st_mtime, journal.st_mtime)
 
+    def history_path(self, run_id: str) -> str:
+        """The path of ``run_id``'s history file, ``<directory>/<sha256(run_id)>.history``."""
+        return os.path.join(self._directory, run_key(run_id) + ".history")
+
+    def append_history(self, run_id: str, root_scope: str, entries: Sequence[str]) -> None:
+        """Append ``entries`` to ``<key>.history`` as lines ``<root scope>\t<entry>``, in one
+        ``O_APPEND`` write (so concurrent appenders, in any process, never interleave a line);
+        never touches the record, nor takes the run's lock (RunHistory). Not synced: a history
+        may lose its last entries in a power loss, never a record.
+
+        Raises:
+            ValueError: an entry is not one line, or ``root_scope`` is not a non-empty line.
+            OSError: the file cannot be written (nothing or part of the entries appended).
+        """
+        validate_run_id(run_id)
+        check_entries(root_scope, entries)
+        if not entries:
+            return
+        prefix = root_scope + "\t"
+        data = "".join(prefix + entry + "\n" for entry in entries).encode("utf-8", "replace")
+        fd = os.open(
+            self.history_path(run_id),
+            os.O_WRONLY | os.O_APPEND | os.O_CREAT | _O_NOFOLLOW | _O_BINARY,
+            0o600,
+        )
+        try:
+            written = os.write(fd, data)
+            if written < len(data):  # a short write (a full disk): the rest follows
+                _write_all(fd, data[written:])
+        finally:
+            os.close(fd)
+
+    def read_history(self, run_id: str, root_scope: str) -> list[str]:
+        """The entries of ``<key>.history`` for the run ``root_scope``, oldest first; a torn
+        last line (a crash while appending) is left out (RunHistory).
+
+        Raises:
+            OSError: the file exists but cannot be read.
+        """
+        validate_run_id(run_id)
+        try:
+            with open(self.history_path(run_id), "rb") as f:
+                data = f.read()
+        except FileNotFoundError:
+            return []
+        return complete_lines(data, (root_scope + "\t").encode("utf-8", "replace"))
+
     def __repr__(self) -> str:
         return f"FileStore({self._directory!r})"
 
@@ -474,6 +525,7 @@ class FileSession(BaseSession):
         self._directory = directory
         self._record_path = record_path
         self._journal_path = os.path.join(directory, key + ".journal")
+        self._history_path = os.path.join(directory, key + ".history")
         # The run's files as this session last read (and decoded) or wrote them, and the
         # revision they hold: a save compares the files' stat with it instead of reading again.
         self._known: _Stored | None = None
@@ -491,8 +543,8 @@ class FileSession(BaseSession):
         return self._journal_path
 
     def delete(self) -> None:
-        """Remove the run's journal and record file, then its lock file, while holding the
-        lock; then close the session (RunDeleter).
+        """Remove the run's journal and record file, then its history file and its lock file,
+        while holding the lock; then close the session (RunDeleter).
 
         The journal goes first: a delete interrupted half-way leaves a record file (a run that
         is still there: delete it again), never a journal without its record. A journal left
@@ -532,6 +584,8 @@ class FileSession(BaseSession):
                     f"could not delete run {self._run_id!r} in {self._directory}: {exc}; its "
                     "record file may still be there: look, and delete again"
                 ) from exc
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self._history_path)  # the run's history goes with it
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(self._lock.path)
         self.close()

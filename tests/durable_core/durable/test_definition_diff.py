@@ -20,7 +20,7 @@ from durable_core import DefinitionMismatchError, Graph, In, Key, Out, Retry, Ti
 from durable_core.durable import Runtime, create_fork
 from durable_core.durable.definition_diff import LIST_LIMIT, definition_parts
 from durable_core.plugins import make_plugin_manager
-from durable_core.runlog import log_path, read_log, saved_definition
+from durable_core.runlog import read_log, saved_definition
 
 N, A, B, C, X, Y, SUB_OUT = (Key(name, int) for name in ("n", "a", "b", "c", "x", "y", "sub_out"))
 
@@ -249,9 +249,17 @@ def test_a_long_list_is_cut_in_the_message_and_whole_in_the_attributes(location)
     assert "and 5 more" in text
 
 
+def _log(location, run_id="r1"):
+    store = open_store(*location)
+    try:
+        return read_log(store, run_id)
+    finally:
+        store.close()
+
+
 def test_the_run_log_keeps_the_definition_once_per_definition(location, logs):
     start(location, build())
-    entries = list(read_log("r1"))
+    entries = _log(location)
     kinds = [entry["event"] for entry in entries]
     assert kinds[:2] == ["run_started", "definition"]
     definition = entries[1]
@@ -264,30 +272,42 @@ def test_the_run_log_keeps_the_definition_once_per_definition(location, logs):
         )
     finally:
         store.close()
-    assert [e["event"] for e in read_log("r1")].count("definition") == 1
+    assert [e["event"] for e in _log(location)].count("definition") == 1
 
 
-def test_a_log_line_of_another_definition_is_not_used(location, logs):
-    """Two runs of one run id (two stores) share a log: only the line whose whole fingerprint
-    is the record's describes it."""
+def test_a_run_of_the_same_id_in_another_store_has_its_own_definition(location, logs):
+    """Two runs of one run id in two stores keep two histories: each names its own changes."""
+    # covers: X-HIST
     start(location, build())
     other = ("file", logs.parent / "other-store")
-    start(other, build(add_c=True))  # the same run id, another definition, the same log
-    assert [e["event"] for e in read_log("r1")].count("definition") == 2
+    start(other, build(add_c=True))  # the same run id, another definition, another store
+    assert [e["event"] for e in _log(location)].count("definition") == 1
+    assert [e["event"] for e in _log(other)].count("definition") == 1
     error = refused(location, build(b_requires=(A, N)))
     assert error.changed == ("b",) and error.added == ()
 
 
-def test_a_torn_or_foreign_definition_line_is_skipped(location, logs):
-    start(location, build())
-    path = log_path("r1")
+def test_a_torn_or_foreign_definition_line_is_skipped(tmp_path):
+    from durable_core import MemoryStore
+    from durable_core.records import RunRecord
+
+    store = MemoryStore()
+    with store.acquire("r1") as session:
+        session.save(RunRecord(run_id="r1", revision=1, root_scope="ab" * 16), 0)
     fingerprint = build().fingerprint()
-    with open(path, "a", encoding="utf-8") as f:  # a later, broken copy: not used
-        f.write(json.dumps({"event": "definition", "definition": fingerprint, "parts": [1]}))
-        f.write("\n" + '{"event": "definition", "definition": "' + fingerprint + '", "pa')
-    assert saved_definition("r1", fingerprint) == definition_parts(build())
-    assert saved_definition("r1", "0" * 64) is None
-    assert saved_definition("no-such-run", fingerprint) is None
+    parts = definition_parts(build())
+    store.append_history(
+        "r1",
+        "ab" * 16,
+        [
+            json.dumps({"event": "definition", "definition": fingerprint, "parts": parts}),
+            json.dumps({"event": "definition", "definition": fingerprint, "parts": [1]}),
+            '{"event": "definition", "definition": "' + fingerprint + '", "pa',
+        ],
+    )
+    assert saved_definition(store, "r1", fingerprint) == parts
+    assert saved_definition(store, "r1", "0" * 64) is None
+    assert saved_definition(store, "no-such-run", fingerprint) is None
 
 
 def test_a_fork_logs_its_definition_so_a_later_change_is_named(location):
@@ -302,6 +322,6 @@ def test_a_fork_logs_its_definition_so_a_later_change_is_named(location):
         assert result.status == "completed"
     finally:
         store.close()
-    assert "definition" in [e["event"] for e in read_log("r2")]
+    assert "definition" in [e["event"] for e in _log(location, "r2")]
     error = refused(location, build(b_fails=False), run_id="r2")
     assert error.complete is True and error.removed == ("c",)

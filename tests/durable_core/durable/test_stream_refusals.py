@@ -390,6 +390,23 @@ def test_a_descriptor_terminal_other_than_its_writers_is_refused(
     assert caught.path is not None and caught.path.endswith(".Terminal")
 
 
+@pytest.mark.parametrize(("group", "terminal"), [("", ""), ("load", ""), ("", "canceled")])
+def test_an_entry_of_a_confirmed_writer_that_is_not_completed_is_refused(
+    stored: Stored, group: str, terminal: str
+) -> None:
+    # covers: S-1
+    # A producer's confirmation completes every entry of its streams in the same save: an
+    # entry still open (or canceled) beside a confirmed writer is not a record Durable wrote.
+    calls = producer_done(stored)
+
+    def damage(document: Document) -> None:
+        (entry,) = entries(document, NodeID="tail", Group=group)
+        entry["Terminal"] = terminal
+
+    caught = refused(stored, calls, damage, match="its writer is confirmed", count=3)
+    assert caught.rule == "S-1" and "not all completed" in str(caught)
+
+
 def test_a_descriptor_capacity_other_than_its_keys_is_refused(stored: Stored) -> None:
     # covers: S-1
     calls = producer_done(stored)
@@ -615,3 +632,119 @@ def test_the_repair_never_writes_into_a_try_failed_by_implication(stored: Stored
     ]
     assert [after.attempts[aid].state for aid in make_1] == [AttemptState.ACTIVE]
     assert after.attempts[try_1].state is AttemptState.FAILED  # the try's own failure, saved
+
+
+# -- reading groups inside a Sub and of a Sub's Out alias --------------------------------------
+
+MADE = Key("made", int, stream=True, capacity=4)
+ALIAS = Key("alias", int, stream=True, capacity=4)
+
+
+def sub_readers(calls: list[str], token: CancelToken | None = None) -> Graph:
+    """``tail`` (root) is read by ``load`` inside the Sub ``part`` through ``In``; ``make``
+    inside ``part`` is published through ``Out`` as ``alias`` and read by ``aliased`` in the
+    root (both send 0, 1, …). Given a token, ``load`` holds after its first ack and
+    ``aliased`` stops the run after element 2, once ``load`` acked: both groups have unacked
+    elements in the record."""
+    loaded = asyncio.Event()
+    child = Graph("part", inputs=[COUNT, INNER])
+
+    @child.node("load", requires=[INNER], provides=[ACKED])
+    async def load_(rc: Any) -> None:
+        calls.append("load")
+        got = []
+        async for d in rc.reader(INNER).deliveries():
+            got.append(d.value)
+            await d.ack()
+            if token is not None and not token.canceled:
+                loaded.set()
+                await asyncio.Event().wait()  # canceled: the node stays active
+        rc.set(ACKED, got)
+
+    @child.node("make", requires=[COUNT], provides=[MADE])
+    async def make(rc: Any) -> None:
+        calls.append("make")
+        w = rc.writer(MADE)
+        for i in range(w.position or 0, rc.get(COUNT)):
+            await w.send_at(i, i + 1)
+
+    g = Graph("outer", inputs=[COUNT])
+
+    @g.node("tail", requires=[COUNT], provides=[EVENTS])
+    async def tail(rc: Any) -> None:
+        calls.append("tail")
+        w = rc.writer(EVENTS)
+        for i in range(w.position or 0, rc.get(COUNT)):
+            await w.send_at(i, i + 1)
+
+    g.sub(
+        "part",
+        child,
+        bindings=[In(COUNT, COUNT), In(EVENTS, INNER), Out(ACKED, ACKED), Out(MADE, ALIAS)],
+    )
+
+    @g.node("aliased", requires=[ALIAS], provides=[TOTAL])
+    async def aliased(rc: Any) -> None:
+        calls.append("aliased")
+        total = 0
+        async for x in rc.reader(ALIAS):
+            total += x
+            if token is not None and not token.canceled and x == 2:
+                await loaded.wait()
+                token.cancel()
+                await asyncio.Event().wait()
+        rc.set(TOTAL, total)
+
+    return g
+
+
+@pytest.mark.parametrize(
+    ("node", "group"), [("tail", "part/load"), ("make", "aliased")], ids=["in-sub", "out-alias"]
+)
+def test_a_lost_group_of_a_reader_inside_a_sub_or_of_an_out_alias_is_refused(
+    stored: Stored, node: str, group: str
+) -> None:
+    # covers: S-2, G-9
+    # A reader inside a Sub node (group "part/load") and a reader of a stream a Sub publishes
+    # through Out (group "aliased", on the source inside the Sub) are groups like any other:
+    # without their entry, the elements they did not acknowledge would be skipped.
+    calls: list[str] = []
+    token = CancelToken()
+    first = Runtime(stored.store).run(
+        sub_readers(calls, token), run_id="r1", version="v1", inputs={COUNT: 10}, cancel=token
+    )
+    assert first.status == "canceled"
+    record = load(stored.store, "r1")
+    (lost,) = [k for k, e in record.streams.items() if e.node_id == node and e.group == group]
+    assert record.streams[lost].pending  # elements it has not acknowledged
+
+    def drop(document: Document) -> None:
+        del document["Streams"][lost]
+
+    stored.tamper(drop)
+    before, ran, events = stored.raw(), list(calls), Events()
+    with pytest.raises(CorruptRecordError, match=f"reading group {group!r}") as caught:
+        Runtime(stored.store, observers=[events]).resume(
+            sub_readers(calls), run_id="r1", version="v1", inputs={COUNT: 10}
+        )
+    assert caught.value.rule == "S-2" and "has no entry" in str(caught.value)
+    assert events.seen == [] and calls == ran and stored.raw() == before
+
+
+def test_an_unchanged_run_with_readers_inside_a_sub_and_of_an_alias_resumes(
+    stored: Stored,
+) -> None:
+    # covers: S-2, G-9
+    # The check above refuses only lost groups: the same record, unchanged, resumes in full.
+    calls: list[str] = []
+    token = CancelToken()
+    first = Runtime(stored.store).run(
+        sub_readers(calls, token), run_id="r1", version="v1", inputs={COUNT: 10}, cancel=token
+    )
+    assert first.status == "canceled"
+    result = Runtime(stored.store).resume(
+        sub_readers(calls), run_id="r1", version="v1", inputs={COUNT: 10}
+    )
+    assert result.status == "completed", result.error
+    # load acked element 0 before the stop: it gets the other nine once, in order
+    assert result[TOTAL] == sum(range(10)) and result[ACKED] == list(range(1, 10))

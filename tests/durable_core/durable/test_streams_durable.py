@@ -4,6 +4,7 @@ refuses or repairs, with real runs on a memory store and crafted records."""
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -16,12 +17,14 @@ from durable_core import (
     CancelToken,
     CheckpointError,
     CorruptRecordError,
+    DurableError,
     Graph,
     In,
     Key,
     MemoryStore,
     NodeFailedError,
     Out,
+    Retry,
     RunRecord,
     Runtime,
     StaleDeliveryError,
@@ -40,6 +43,7 @@ from durable_core.durable.streams import (
     fail_sources,
     open_source,
 )
+from durable_filestore import FileStore
 
 COUNT = Key("count", int)
 EVENTS = Key("events", int, stream=True, capacity=4)
@@ -726,3 +730,228 @@ def test_decoded_values_are_marked_checked_and_stream_outputs_are_not() -> None:
     again = resume(store, graph)
     assert again.status == "completed" and again.restored == 3
     assert again[ACKED] == list(range(10)) and again[TOTAL] == 45
+
+
+# -- a producer whose Retry try fails mid-stream -------------------------------------------------
+
+
+def retried_producer(calls: list[str], *, fail_once_at: int, stop_at: int | None = None):
+    """``tail`` under ``Retry(2)`` raises after element ``fail_once_at`` in its first try only;
+    its second try goes on from the saved position. ``load`` acks each delivery and, with
+    ``stop_at``, cancels the run after that many (a stop mid-way after the failed try)."""
+    token = CancelToken()
+    failed: list[bool] = []
+    g = Graph("retried", inputs=[COUNT])
+
+    @g.node("tail", requires=[COUNT], provides=[EVENTS], aspects=[Retry(2)])
+    async def tail(rc: Any) -> None:
+        w = rc.writer(EVENTS)
+        calls.append(f"tail from {w.position or 0}")
+        for i in range(w.position or 0, rc.get(COUNT)):
+            await w.send_at(i, i + 1)
+            if i + 1 == fail_once_at and not failed:
+                failed.append(True)
+                raise ValueError("first try broke")
+
+    @g.node("load", requires=[EVENTS], provides=[ACKED])
+    async def load_(rc: Any) -> None:
+        got = []
+        async for d in rc.reader(EVENTS).deliveries():
+            got.append(d.value)
+            await d.ack()
+            if stop_at is not None and len(got) == stop_at and not token.canceled:
+                token.cancel()
+                await asyncio.Event().wait()
+        rc.set(ACKED, got)
+
+    @g.node("sum", requires=[EVENTS], provides=[TOTAL])
+    def total(rc: Any) -> None:
+        rc.set(TOTAL, sum(rc.reader(EVENTS)))
+
+    return g, token
+
+
+def test_a_retry_try_of_a_producer_that_fails_mid_stream_leaves_its_streams_open() -> None:
+    # covers: S-5, S-3
+    # Only the root attempt's failure fails the streams: a failed Retry try is followed by the
+    # next try, which goes on from the saved position, and the readers get every element once.
+    store, calls = MemoryStore(), []
+    graph, _ = retried_producer(calls, fail_once_at=4)
+    result = run(store, graph)
+    assert result.status == "completed", result.error
+    assert calls == ["tail from 0", "tail from 4"]
+    assert result[ACKED] == list(range(10)) and result[TOTAL] == sum(range(10))
+    record = load(store, "r1")
+    tries = [a for a in record.attempts.values() if a.node_id == "tail" and a.boundary]
+    assert sorted(a.state for a in tries) == [AttemptState.CONFIRMED, AttemptState.FAILED]
+    assert {e.terminal for e in record.streams.values()} == {StreamTerminal.COMPLETED}
+
+
+def test_a_retried_producer_resumed_after_its_failed_try_goes_on_from_its_position() -> None:
+    # covers: S-5, S-3, S-2
+    store, calls = MemoryStore(), []
+    graph, token = retried_producer(calls, fail_once_at=4, stop_at=6)
+    assert run(store, graph, token).status == "canceled"
+    record = load(store, "r1")
+    assert StreamTerminal.FAILED not in {e.terminal for e in record.streams.values()}
+    calls.clear()
+    graph, _ = retried_producer(calls, fail_once_at=0)
+    result = resume(store, graph)
+    assert result.status == "completed", result.error
+    assert result[TOTAL] == sum(range(10))
+    assert result[ACKED] == list(range(6, 10))  # the six acked before the stop are not again
+
+
+# -- an element follows the last one -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("sequence", [2, 4, 0], ids=["repeated", "gap", "zero"])
+def test_an_element_that_does_not_follow_the_last_sequence_is_refused(sequence: int) -> None:
+    # covers: S-2, S-3
+    # A source's elements are numbered 1, 2, 3, … with no gap and no repeat: an append of any
+    # other sequence (a caller that combines the record mutations by hand) changes nothing.
+    source = Source("a" * 32, "tail", "events")
+    proposal = Proposal(RunRecord(run_id="r1"))
+    open_source(proposal, source, again=False)
+    for n in (1, 2):
+        append(
+            proposal,
+            source,
+            sequence=n,
+            data=b"x",
+            digest="",
+            cursor=str(n).encode(),
+            resumable=True,
+            groups=("load",),
+        )
+    before = copy_record(proposal.record)
+    with pytest.raises(DurableError, match=f"element {sequence} does not follow element 2"):
+        append(
+            proposal,
+            source,
+            sequence=sequence,
+            data=b"y",
+            digest="",
+            cursor=b"9",
+            resumable=True,
+            groups=("load",),
+        )
+    assert proposal.record == before
+
+
+# -- save before delivery ----------------------------------------------------------------------
+
+
+class GatedStore:
+    """A real store that holds the save of ``tail``'s element ``n`` (the first save whose
+    record has sent ``n`` elements) until ``gates[n]`` is set; ``saving[n]`` is set once that
+    save has started."""
+
+    def __init__(self, store: Any, held: tuple[int, ...]) -> None:
+        self.store = store
+        self.gates = {n: threading.Event() for n in held}
+        self.saving = {n: threading.Event() for n in held}
+
+    def acquire(self, run_id: str, timeout: float | None = None) -> Any:
+        return _GatedSession(self, self.store.acquire(run_id, timeout))
+
+    def open_all(self) -> None:
+        for gate in self.gates.values():
+            gate.set()
+
+    def close(self) -> None:
+        self.store.close()
+
+
+class _GatedSession:
+    def __init__(self, owner: GatedStore, session: Any) -> None:
+        self._owner = owner
+        self._session = session
+        self.run_id = session.run_id
+
+    def load(self) -> RunRecord:
+        return self._session.load()
+
+    def save(self, record: RunRecord, expected_revision: int) -> None:
+        owner = self._owner
+        sent = max(
+            (e.last_sequence for e in record.streams.values() if e.node_id == "tail"), default=0
+        )
+        for n, gate in owner.gates.items():
+            if sent == n and not gate.is_set():
+                owner.saving[n].set()
+                assert gate.wait(60), "the test never opened the gate"
+        self._session.save(record, expected_revision)
+
+    def close(self) -> None:
+        self._session.close()
+
+    def __enter__(self) -> _GatedSession:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+def test_an_element_reaches_no_reader_before_its_own_save_returned(tmp_path: Path) -> None:
+    # covers: S-2, S-1
+    # Element 1 is saved on its own; element 2 is queued while that save is held, and its own
+    # save is held in turn. When the save of element 1 returns, ``sum`` gets element 1 only:
+    # the test looks after ``tail`` has let the event loop run every woken task many times
+    # over, while the save of element 2 is still held. Once it returns, ``sum`` gets the rest.
+    store = GatedStore(FileStore(tmp_path / "store"), held=(1, 2))
+    seen: list[int] = []
+    queued = threading.Event()  # element 2 is queued behind the held save of element 1
+    settled = threading.Event()  # sum had every chance to read what it was handed
+    waiting, first_read = asyncio.Event(), asyncio.Event()
+    g = Graph("gated", inputs=[COUNT])
+
+    @g.node("tail", requires=[COUNT], provides=[EVENTS])
+    async def tail(rc: Any) -> None:
+        w = rc.writer(EVENTS)
+        await w.open()
+        await waiting.wait()
+        await w.send_at(0, 1)  # queued; its save is held
+        assert await asyncio.to_thread(store.saving[1].wait, 60)
+        await w.send_at(1, 2)  # queued behind it: a save of its own
+        queued.set()
+        await first_read.wait()
+        for _ in range(20):
+            await asyncio.sleep(0)  # the loop runs every ready task (sum, if handed more)
+        settled.set()
+        for i in range(2, rc.get(COUNT)):
+            await w.send_at(i, i + 1)
+
+    @g.node("sum", requires=[EVENTS], provides=[TOTAL])
+    async def total(rc: Any) -> None:
+        reader = rc.reader(EVENTS)
+        waiting.set()
+        async for x in reader:
+            seen.append(x)
+            first_read.set()
+        rc.set(TOTAL, sum(seen))
+
+    looked: list[tuple[str, list[int]]] = []
+
+    def look() -> None:
+        try:
+            assert store.saving[1].wait(60) and queued.wait(60)
+            looked.append(("element 1 held", list(seen)))
+            store.gates[1].set()
+            assert store.saving[2].wait(60) and settled.wait(60)
+            looked.append(("element 2 held", list(seen)))
+        finally:
+            store.open_all()
+
+    looker = threading.Thread(target=look)
+    looker.start()
+    try:
+        result = Runtime(store).run(g, run_id="r1", version="v1", inputs={COUNT: 4})
+    finally:
+        store.open_all()
+        looker.join()
+        store.close()
+    # No reader had an element while its save was held, even once the one before was saved.
+    assert looked == [("element 1 held", []), ("element 2 held", [0])]
+    assert result.status == "completed", result.error
+    assert result[TOTAL] == 0 + 1 + 2 + 3 and seen == [0, 1, 2, 3]

@@ -592,3 +592,107 @@ def test_a_checkpointer_answer_of_the_wrong_type_stops_the_run():
     result = execute(g, {LIMIT: 2}, checkpointer=Broken())
     assert result.status == "failed" and isinstance(result.error, OSError)
     assert MessageAttempt  # exported for checkpointer authors
+
+
+# covers: S-7, S-8
+def test_a_plain_handler_runs_the_delivered_messages_in_one_hop_to_its_thread():
+    # Message 1's handler blocks the event loop until message 2's handler has run: only a
+    # hop that runs both without going back to the loop lets the run go on.
+    g = Graph("g", inputs=[NUMBERS])
+    loops = []
+    have_loop = threading.Event()
+    second = threading.Event()
+    waited = []
+
+    @g.node("spy", provides=[LIMIT])
+    async def spy(rc):
+        loops.append(asyncio.get_running_loop())
+        have_loop.set()
+        rc.set(LIMIT, 0)
+
+    @g.processor("tally", input=NUMBERS, state=int, initial=0, commit_every=10)
+    def tally(rc, state, n):
+        if n == 1:
+            assert have_loop.wait(30)
+            loops[0].call_soon_threadsafe(lambda: waited.append(second.wait(10)))
+        if n == 2:
+            second.set()
+        return state + n
+
+    result = execute(g, {NUMBERS: Stream.replay(NUMBERS, [1, 2, 3])})
+    assert result.status == "completed", result.error
+    assert waited == [True]
+
+
+# covers: S-7, S-8
+def test_a_failed_try_inside_a_hop_discards_only_its_own_work():
+    g = Graph("g", inputs=[NUMBERS])
+    tries = []
+
+    @g.processor(
+        "tally",
+        input=NUMBERS,
+        state=Box,
+        initial=Box(),
+        provides=[FIRST],
+        retry=Retry(2),
+        commit_every=10,
+    )
+    def tally(rc, state, n):
+        tries.append((n, rc.message.index))
+        state.items.append(n)  # in place: a failed try's change must not be kept
+        if n == 1:
+            rc.set(FIRST, n)
+        if n == 3 and rc.message.index == 1:
+            raise ValueError("once")
+        return state
+
+    cp = Recorder()
+    result = execute(g, {NUMBERS: Stream.replay(NUMBERS, [1, 2, 3, 4, 5])}, checkpointer=cp)
+    assert result.status == "completed", result.error
+    assert tries == [(1, 1), (2, 1), (3, 1), (3, 2), (4, 1), (5, 1)]
+    begins = [c[1:3] for c in cp.calls if c[0] == "begin"]
+    assert sorted(begins) == [(1, 1), (2, 1), (3, 1), (3, 2), (4, 1), (5, 1)]
+    assert begins.index((3, 2)) > begins.index((5, 1))  # 4 and 5 keep the tries begun first
+    assert [c for c in cp.calls if c[0] == "fail"] == [("fail", 3, 1, "ValueError")]
+    commits = [c for c in cp.calls if c[0] == "commit"]
+    assert [c[1] for c in commits] == [(1, 2, 3, 4, 5)]
+    assert commits[0][2] == Box([1, 2, 3, 4, 5]) and commits[0][3] == {FIRST.name: 1}
+
+
+# covers: S-7
+def test_a_spent_budget_behind_a_hop_fails_after_the_messages_before_it():
+    g = Graph("g", inputs=[NUMBERS])
+    ran = []
+
+    @g.processor("tally", input=NUMBERS, state=int, initial=0, retry=Retry(2), commit_every=10)
+    def tally(rc, state, n):
+        ran.append(n)
+        return state + n
+
+    cp = Recorder(spent={3: 2})
+    result = execute(g, {NUMBERS: Stream.replay(NUMBERS, [1, 2, 3, 4])}, checkpointer=cp)
+    assert result.status == "failed"
+    assert isinstance(result.error.__cause__, RetryExhaustedError)
+    assert ran == [1, 2]
+    assert not [c for c in cp.calls if c[0] == "commit"]
+
+
+# covers: S-7
+def test_stop_inside_a_hop_ends_it_after_its_message():
+    g = Graph("g", inputs=[NUMBERS])
+    ran = []
+
+    @g.processor("tally", input=NUMBERS, state=int, initial=0, commit_every=10)
+    def tally(rc, state, n):
+        ran.append(n)
+        if n == 2:
+            rc.stop()
+        return state + n
+
+    cp = Recorder()
+    result = execute(g, {NUMBERS: Stream.replay(NUMBERS, [1, 2, 3, 4])}, checkpointer=cp)
+    assert result.status == "completed", result.error
+    assert ran == [1, 2]
+    commits = [c for c in cp.calls if c[0] == "commit"]
+    assert [(c[1], c[2], c[5], c[6]) for c in commits] == [((1, 2), 3, True, True)]

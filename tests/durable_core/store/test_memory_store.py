@@ -41,6 +41,10 @@ class TestMemoryStoreConformance(StoreConformance):
     def durable_raw_records(self, memory_store: MemoryStore) -> MemoryRawRecords:
         return MemoryRawRecords(memory_store)
 
+    @pytest.fixture
+    def durable_other_store_factory(self) -> type[MemoryStore]:
+        return MemoryStore
+
 
 def test_usable_without_arguments() -> None:
     # covers: B-MEM

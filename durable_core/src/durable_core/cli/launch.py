@@ -194,6 +194,7 @@ def launch(
     status_line = None
     stop_watching = None
     cancel_requested: list[bool] = []
+    result: Any = None
 
     def on_cancel_request() -> None:  # 'durable cancel' from another process or host
         cancel_requested.append(True)
@@ -205,6 +206,7 @@ def launch(
         if isinstance(store, CancelRequests):
             stop_watching = store.watch_cancel(config.run_id, on_cancel_request)
         runtime = Runtime(store, codecs, observers=[counter], plugins=pm, executor=executor)
+        counter.watch(runtime.activity)  # stream elements and messages on the progress line
         if interactive:
             status_line = StatusLine(counter, sys.stderr, label=config.run_id).start()
         with _Interrupt(token, quiet=as_json) as interrupt:
@@ -263,6 +265,7 @@ def launch(
             stop_watching()
         if status_line is not None:
             status_line.stop()
+        logged = _logged_failure(store, config.run_id, result)
         store.close()
         if executor is not None:
             executor.close()
@@ -284,6 +287,8 @@ def launch(
                     "confirmed": snap.confirmed,
                     "restored": snap.restored,
                     "retries": snap.retries,
+                    "stream_elements": snap.elements,
+                    "messages": snap.messages,
                     "failed_attempts": snap.failed_attempts,
                     "elapsed_seconds": round(snap.elapsed, 3),
                     "error": (
@@ -332,7 +337,7 @@ def launch(
             click.echo(f"run {config.run_id!r} {status} after {snap.elapsed:.1f} s: {summary}")
             if result.error is not None:
                 click.echo(f"error: {result.error}", err=True)
-                _explain_failure(result.error, config.run_id)
+                _explain_failure(result.error, logged)
             if status == "canceled":
                 why = " on request ('durable cancel')" if cancel_requested else ""
                 click.echo(
@@ -440,13 +445,31 @@ def _before_start(
     return exc
 
 
-def _explain_failure(error: BaseException, run_id: str) -> None:
+def _logged_failure(store: Any, run_id: str, result: Any) -> dict[str, Any] | None:
+    """The run log's last failure of the node a failed result names, when the error itself
+    does not say where it failed (a node that failed in an earlier process); read before the
+    store is closed (the history writer is flushed when a run ends)."""
+    from durable_core import history
+    from durable_core.durable.failures import failure_of
+
+    history.flush()  # what the run wrote is in its history before the store closes
+    error = getattr(result, "error", None)
+    if error is None or failure_of(error).where:
+        return None
+    from durable_core.runlog import last_failures
+
+    try:
+        return last_failures(store, run_id).get(getattr(error, "path", "") or "")
+    except Exception:  # extra information: never fail the command on it
+        return None
+
+
+def _explain_failure(error: BaseException, logged: dict[str, Any] | None) -> None:
     """Where the failing body failed (``at file:line in function``), and with ``--debug`` (or
     ``DURABLE_DEBUG``) its whole traceback, on stderr. A node that failed in an earlier
-    process is explained from the run log."""
+    process is explained from the run log (``logged``: its last failure there)."""
     from durable_core.cli.app import debug_enabled
     from durable_core.durable.failures import failure_of
-    from durable_core.runlog import last_failures
 
     debug = debug_enabled(click.get_current_context())
     details = failure_of(error)
@@ -455,7 +478,6 @@ def _explain_failure(error: BaseException, run_id: str) -> None:
         if debug:
             click.echo(details.traceback.rstrip("\n"), err=True)
         return
-    logged = last_failures(run_id).get(getattr(error, "path", "") or "")
     if logged is None or not logged.get("where"):
         return
     click.echo(

@@ -59,6 +59,7 @@ import attrs
 from durable_core._quickinit import quick_init
 from durable_core.codecs import Codecs
 from durable_core.durable import ledger as L
+from durable_core.durable.activity import RunActivity
 from durable_core.durable.copies import share_values
 from durable_core.durable.events import EventKind, RecoveryEvent
 from durable_core.durable.failures import failure_of
@@ -186,6 +187,8 @@ class DurableCheckpointer(Checkpointer):
         managed: the committed state of processor nodes adopted from the record.
         listening: whether anyone receives the events passed to ``emit``; when False, no
             event is built.
+        activity: where the run's stream elements and processor messages are counted (see
+            :class:`~durable_core.durable.activity.RunActivity`); None: a counter of its own.
 
     Attributes:
         restored_count: how many nodes were restored from the record so far (Sub graphs'
@@ -202,13 +205,14 @@ class DurableCheckpointer(Checkpointer):
         streams: StreamPlan | None = None,
         managed: Mapping[tuple[str, str], Adopted] | None = None,
         listening: bool = True,
+        activity: RunActivity | None = None,
     ) -> None:
         self._ledger = ledger
         self._listening = listening
         self.restored_count = 0
         self._plan = streams if streams is not None else StreamPlan()
-        self._book = StreamBook(ledger, codecs)
-        self._messages = MessageBook(ledger, codecs, managed or {}, self._book.encode)
+        self._book = StreamBook(ledger, codecs, activity)
+        self._messages = MessageBook(ledger, codecs, managed or {}, self._book.encode, activity)
         self._restored_streams: dict[tuple[str, str, str], Stream] = {}
         self._codecs = codecs
         self._restored = restored

@@ -264,23 +264,27 @@ def _describe(changes: Mapping[str, tuple[str, ...]], from_record: bool = False)
     return lines
 
 
-def _saved_parts(record: RunRecord, known: Iterable[Graph]) -> dict[str, str] | None:
+def _saved_parts(
+    record: RunRecord, known: Iterable[Graph], store: Any = None
+) -> dict[str, str] | None:
     for graph in known:
         if graph.fingerprint() == record.definition:
             return definition_parts(graph)
+    if store is None:
+        return None
     from durable_core.runlog import saved_definition
 
-    return saved_definition(record.run_id, record.definition)
+    return saved_definition(store, record.run_id, record.definition, record.root_scope)
 
 
 def mismatch_changes(
-    graph: Graph, record: RunRecord, known: Iterable[Graph] = ()
+    graph: Graph, record: RunRecord, known: Iterable[Graph] = (), store: Any = None
 ) -> tuple[dict[str, tuple[str, ...]], bool]:
     """What changed between the definition ``record`` was started with and ``graph``.
 
     The saved definition's parts are looked up first among ``known`` (graphs the runtime ran
-    this run with), then in the run's log on this machine; each must have the record's whole
-    fingerprint, so a log shared by two stores' runs of one run id cannot mislead.
+    this run with), then in the run's log in ``store`` (the history of that very run, keyed
+    by its root scope); each must have the record's whole fingerprint.
 
     Args:
         graph: the current graph.
@@ -295,7 +299,7 @@ def mismatch_changes(
         only the record could be compared (nodes it holds that the graph no longer has,
         confirmed nodes whose outputs changed, renamed graphs).
     """
-    saved = _saved_parts(record, known)
+    saved = _saved_parts(record, known, store)
     if saved is None:
         return _from_record(record, graph), False
     now = definition_parts(graph)
@@ -321,7 +325,7 @@ def describe_changes(changes: Mapping[str, tuple[str, ...]], complete: bool) -> 
 
 
 def definition_mismatch(
-    graph: Graph, record: RunRecord, known: Iterable[Graph] = ()
+    graph: Graph, record: RunRecord, known: Iterable[Graph] = (), store: Any = None
 ) -> DefinitionMismatchError:
     """The error for a record whose ``Definition`` is not ``graph``'s fingerprint.
 
@@ -343,7 +347,7 @@ def definition_mismatch(
         f"run {run_id!r} was started with another definition of graph {graph.name!r} "
         f"(stored fingerprint {record.definition[:12]}…, current {current[:12]}…)"
     )
-    changes, complete = mismatch_changes(graph, record, known)
+    changes, complete = mismatch_changes(graph, record, known, store)
     lines = describe_changes(changes, complete)
     if complete:
         what = (
@@ -355,7 +359,7 @@ def definition_mismatch(
         detail = f"What changed since it started: {what}."
     else:
         unknown = (
-            "the definition it was started with is not known on this machine (the run log "
+            "the definition it was started with is not known (the run's history in its store "
             "keeps it when the plugin 'runlog' is on)"
         )
         if lines:

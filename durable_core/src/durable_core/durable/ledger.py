@@ -328,6 +328,25 @@ class Ledger:
             self._start_batch(loop)
         return await future
 
+    def commit_soon(self, mutation: Mutation) -> asyncio.Future[Committed]:
+        """:meth:`commit_async` without a coroutine: queue ``mutation`` and return the future
+        its save answers (for the per-element calls of streams, which would otherwise cost a
+        task each). The save starts after two turns of the loop, as it would from a task;
+        a stopped ledger answers with its error.
+        """
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Committed] = loop.create_future()
+        if self._error is not None:
+            future.set_exception(self._error)
+            return future
+        self._pending.append((mutation, future))
+        if self._inflight is None and not self._starting:
+            # Two turns, as a task calling commit_async would take: commits made meanwhile (a
+            # processor's, a reader's acks) share the save.
+            self._starting = True
+            loop.call_soon(loop.call_soon, self._start_batch, loop)
+        return future
+
     async def settle(self) -> None:
         """Wait until no save started by :meth:`commit_async` is in flight.
 

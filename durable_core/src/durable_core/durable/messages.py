@@ -36,6 +36,7 @@ from typing import Any
 
 from durable_core.codecs import Codecs
 from durable_core.durable import ledger as L
+from durable_core.durable.activity import RunActivity
 from durable_core.durable.messages_recovery import Adopted
 from durable_core.durable.streams import Source, ack, append, encode_cursor
 from durable_core.errors import CodecError, DurableError
@@ -76,9 +77,11 @@ class MessageBook:
         codecs: Codecs,
         adopted: Mapping[tuple[str, str], Adopted],
         encode_element: Any,
+        activity: RunActivity | None = None,
     ) -> None:
         self._ledger = ledger
         self._codecs = codecs
+        self._activity = activity if activity is not None else RunActivity()
         self._adopted = dict(adopted)
         self._encode_element = encode_element
         # Message attempts the record held when this process started, by
@@ -210,9 +213,18 @@ class MessageBook:
         processor = attempt.node.processor
         assert processor is not None
         mutation = self._mutation(attempt, processor, commit, self._outputs[attempt.id])
+        messages = len(commit.messages)
+        sends = sum(len(elements) for elements in commit.sends.values())
         if commit.final:
             future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
             self._final[attempt.id] = (mutation, future)
+
+            def counted(done: asyncio.Future[None]) -> None:
+                if not done.cancelled() and done.exception() is None:
+                    self._activity.messages += messages
+                    self._activity.elements += sends
+
+            future.add_done_callback(counted)
             return future
         before = root() if root is not None else None
         if before is not None:
@@ -223,6 +235,8 @@ class MessageBook:
                 transaction(proposal)
 
         await self._ledger.commit_async(mutation)
+        self._activity.messages += messages
+        self._activity.elements += sends
         return None
 
     def confirm(self, proposal: L.Proposal, attempt_id: str) -> None:

@@ -21,6 +21,7 @@ from typing import Any
 
 import attrs
 
+from durable_core import history
 from durable_core._typeforms import (
     InstanceMismatch,
     check_instance,
@@ -30,6 +31,7 @@ from durable_core._typeforms import (
     type_name,
 )
 from durable_core.codecs import Codecs
+from durable_core.durable.activity import RunActivity
 from durable_core.durable.checkpointer import DurableCheckpointer, describe_error
 from durable_core.durable.definition_diff import (
     DefinitionFingerprints,
@@ -204,6 +206,11 @@ class Runtime:
             (see :meth:`Codecs.from_plugins`); ``executor`` names no installed executor.
         ConfigError: ``executor`` is neither an Executor, a name, nor None.
 
+    Attributes:
+        activity: the stream elements sent and processor messages committed by the runs of
+            this runtime so far (:class:`~durable_core.durable.activity.RunActivity`); the
+            ``durable`` command's progress line shows them.
+
     Example:
         >>> from durable_core import Graph, Key, MemoryStore
         >>> N, TWICE = Key("n", int), Key("twice", int)
@@ -237,6 +244,7 @@ class Runtime:
         else:
             self.codecs = Codecs.default()
         self._observers = list(observers)
+        self.activity = RunActivity()
         self._graph_observers = tuple(graph_observers)
         self._plugins = plugins
         self._hooked: tuple[Any, ...] = ()
@@ -559,7 +567,8 @@ class Runtime:
                     revision=ledger.revision,
                     total_nodes=count_nodes(graph),
                     definition=DefinitionFingerprints(graph),
-                )
+                ),
+                self._history(ledger.record),
             )
             if failures.terminal:
                 return self._failed_for_good(graph, ledger.record, inputs, restored, failures)
@@ -568,6 +577,9 @@ class Runtime:
             )
         finally:
             await _release(session, ledger)
+            if ledger is not None and history.WRITER.pending():
+                # what the caller reads next (durable log, inspect) holds this run's events
+                await asyncio.to_thread(history.flush)
 
     async def _start(
         self, session: Any, graph: Graph, run_id: str, version: str, fingerprint: str
@@ -826,7 +838,7 @@ class Runtime:
             )
         definition = graph.fingerprint()
         if record.definition != definition:
-            raise definition_mismatch(graph, record, self._ran.get(run_id))
+            raise definition_mismatch(graph, record, self._ran.get(run_id), store=self.store)
         try:
             accepted = self.input_fingerprints(graph, inputs, input_identity)
         except CodecError as exc:
@@ -890,7 +902,8 @@ class Runtime:
                 revision=record.revision,
                 status=str(RunStatus.FAILED),
                 error=describe_error(error),
-            )
+            ),
+            self._history(record),
         )
         return DurableResult(
             run_id=record.run_id,
@@ -914,15 +927,17 @@ class Runtime:
         streams: StreamPlan | None = None,
         managed: Mapping[tuple[str, str], Adopted] | None = None,
     ) -> DurableResult:
+        target = self._history(ledger.record)
         checkpointer = DurableCheckpointer(
             ledger,
             self.codecs,
             restored,
-            self._emit,
+            lambda event: self._emit(event, target),
             propagated=failures.propagated,
             streams=streams,
             managed=managed,
             listening=self._listening(),
+            activity=self.activity,
         )
         options: dict[str, Any] = {
             "checkpointer": checkpointer,
@@ -954,7 +969,8 @@ class Runtime:
                 revision=ledger.revision,
                 status=status,
                 error=describe_error(error),
-            )
+            ),
+            target,
         )
         if ledger.error is not None:
             raise ledger.error
@@ -990,7 +1006,11 @@ class Runtime:
         (read as a run starts: without one, a resume builds no event per restored node)."""
         return bool(self._observers) or (self._plugins is not None and bool(self._event_hooks()))
 
-    def _emit(self, event: RecoveryEvent) -> None:
+    def _history(self, record: RunRecord) -> history.HistoryTarget:
+        """Where the history of ``record``'s run goes: this runtime's store, that run."""
+        return history.HistoryTarget(self.store, record.run_id, record.root_scope)
+
+    def _emit(self, event: RecoveryEvent, target: history.HistoryTarget | None = None) -> None:
         for observer in self._observers:
             try:
                 observer(event)
@@ -1000,7 +1020,7 @@ class Runtime:
             return
         for plugin_name, call in self._event_hooks():
             try:
-                call(event=event)
+                call(event=event, history=target)
             except Exception:
                 log.exception(
                     "the durable_recovery_event hook of plugin %r raised; the run goes on",

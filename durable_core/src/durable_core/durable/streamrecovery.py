@@ -13,8 +13,10 @@ start or save:
   output referencing a source that is still being written;
 - **generations**: a reading group's generation other than its source's (every entry of a
   source shares one generation; a delivery of any other could never ack);
-- **lost reading groups**: a plain reader in the source's scope, not confirmed and not failed,
-  without its entry while the source has sent elements (it would silently start after them);
+- **lost reading groups**: a reader that is still reading (in the source's scope, inside a
+  Sub node whose try is in the record and valid, or of a Sub's ``Out`` alias in the scopes
+  above), not confirmed and not failed, without its entry while the source has sent elements
+  (it would silently start after them);
 - **cursors**: a writer's ``Cursor`` that is not UTF-8 JSON;
 - **counters at the top of their range**: a generation the next resume must raise, or an active
   source's ``LastSequence`` the next element must raise, already at the largest integer a
@@ -66,7 +68,7 @@ from durable_core.errors import (
     CorruptRecordError,
     StreamNotResumableError,
 )
-from durable_core.graph import Graph
+from durable_core.graph import Graph, In, Out
 from durable_core.graph.streams import StreamState
 from durable_core.recordjson import INT_MAX
 from durable_core.records import (
@@ -192,52 +194,125 @@ def _check_cursor(writer: StreamRecord, entry_id: str, label: str) -> None:
 
 
 class _Readers:
-    """What :func:`_check_groups` needs, worked out once per plan: the plain reading nodes of
-    each stream key of each graph, and the scopes in which a node's root attempt failed."""
+    """What :func:`_check_groups` needs, worked out once per plan: the reading nodes of each
+    stream key of each graph (through the ``In`` bindings of its Sub nodes), the scopes in
+    which a node's root attempt failed, and the scopes each Sub node of each scope opened."""
 
     def __init__(self, record: RunRecord) -> None:
-        self._by_graph: dict[str, dict[str, list[str]]] = {}
+        self._paths: dict[tuple[str, str], tuple[str, ...]] = {}
+        attempts = record.attempts
         self.failing = {
-            a.parent
-            for a in record.attempts.values()
-            if not a.boundary and a.state is AttemptState.FAILED
+            a.parent for a in attempts.values() if not a.boundary and a.state is AttemptState.FAILED
         }
+        # (scope id, Sub node id) -> the scopes its tries opened; scope id -> its Sub node.
+        self.tries: dict[tuple[str, str], list[str]] = defaultdict(list)
+        self.mount: dict[str, tuple[str, str]] = {}
+        for scope_id in record.scopes:
+            current = scope_id
+            seen: set[str] = set()
+            while current in attempts and current not in seen:
+                seen.add(current)
+                owner = attempts[current]
+                if not owner.boundary:
+                    self.tries[(owner.parent, owner.node_id)].append(scope_id)
+                    self.mount[scope_id] = (owner.parent, owner.node_id)
+                    break
+                current = owner.parent
 
-    def of(self, graph: Graph, key: str) -> list[str]:
-        by_key = self._by_graph.get(graph.name)
-        if by_key is None:
-            by_key = self._by_graph[graph.name] = defaultdict(list)
+    def of(self, graph: Graph, key: str) -> tuple[str, ...]:
+        """The paths, relative to ``graph``, of every node reading its stream ``key``."""
+        found = self._paths.get((graph.name, key))
+        if found is None:
+            paths: list[str] = []
             for node_id, node in graph.nodes.items():
+                if not any(k.name == key and k.stream for k in node.requires):
+                    continue
                 if node.child is None:
-                    for k in node.requires:
-                        if k.stream:
-                            by_key[k.name].append(node_id)
-        return by_key.get(key, [])
+                    paths.append(node_id)
+                    continue
+                for binding in node.bindings:
+                    if isinstance(binding, In) and binding.parent.name == key:
+                        paths.extend(
+                            f"{node_id}/{path}" for path in self.of(node.child, binding.child.name)
+                        )
+            found = self._paths[(graph.name, key)] = tuple(paths)
+        return found
+
+
+def _expected_groups(
+    record: RunRecord,
+    readers: _Readers,
+    graphs: dict[str, Graph],
+    ancestry: _Ancestry,
+    source: Source,
+) -> Iterator[tuple[str, str]]:
+    """``(group, reading node)`` of every reader of ``source`` that must hold its group's
+    entry: in the source's scope, inside its Sub nodes (through ``In``) and, for a stream a
+    Sub publishes through ``Out``, in the scopes above and their Sub nodes. A reader that is
+    confirmed, or inside a Sub node that is confirmed, whose scope is not in the record yet,
+    is void or has a failed node, is left out: its obligation ended, or it never started
+    reading in a scope the record keeps."""
+    level, key = source.scope, source.key
+    while True:
+        scope = record.scopes[level]
+        graph = graphs[scope.graph]
+        prefix = f"{scope.path}/" if scope.path else ""
+        for path in readers.of(graph, key):
+            *subs, node_id = path.split("/")
+            current: str | None = level
+            for sub in subs:
+                assert current is not None
+                if sub in record.scopes[current].nodes:
+                    current = None  # the Sub node is confirmed: its readers are done
+                    break
+                tries = [
+                    s for s in readers.tries.get((current, sub), ()) if ancestry(s) != "failed"
+                ]
+                if len(tries) != 1 or tries[0] in readers.failing:
+                    current = None  # no valid try in the record, or one that fails
+                    break
+                current = tries[0]
+            if current is not None and node_id not in record.scopes[current].nodes:
+                yield prefix + path, node_id
+        mount = readers.mount.get(level)
+        if mount is None:
+            return
+        parent, sub = mount
+        if parent in readers.failing:
+            return
+        node = graphs[record.scopes[parent].graph].nodes.get(sub)
+        outs = (
+            {}
+            if node is None
+            else {b.child.name: b.parent.name for b in node.bindings if isinstance(b, Out)}
+        )
+        if key not in outs:
+            return
+        level, key = parent, outs[key]
 
 
 def _check_groups(
     record: RunRecord,
     readers: _Readers,
-    graph: Graph,
+    graphs: dict[str, Graph],
+    ancestry: _Ancestry,
     source: Source,
     writer: StreamRecord,
     entries: list[tuple[str, StreamRecord]],
     label: str,
 ) -> None:
-    """Every plain reader of ``source`` in its own scope that is neither confirmed nor failed
-    has its group's entry once an element was sent: groups attach before the first element,
-    and a reader detaches only after its confirmation or failure was saved (S-2)."""
+    """Every reader of ``source`` that is still reading (see :func:`_expected_groups`) has
+    its group's entry once an element was sent: groups attach before the first element, a
+    new Sub try's groups are saved with its scope, and a reader detaches only after its
+    confirmation or failure was saved (S-2). Kept entries are not groups."""
     if writer.last_sequence == 0 or source.scope in readers.failing:
         # Nothing sent; or a node of this scope failed: the scope fails with it (the run, for
         # the root scope), and a reader canceled then may have missed the elements sent since.
         return
-    scope = record.scopes[source.scope]
     groups = {entry.group for _, entry in entries}
-    prefix = f"{scope.path}/" if scope.path else ""
-    for node_id in readers.of(graph, source.key):
-        group = prefix + node_id
-        if group in groups or node_id in scope.nodes:
-            continue  # has its entry, or confirmed (its obligation ended)
+    for group, node_id in _expected_groups(record, readers, graphs, ancestry, source):
+        if group in groups:
+            continue
         raise CorruptRecordError(
             f"{label} has sent {writer.last_sequence} elements, but its reading group "
             f"{group!r} (node {node_id!r}, not confirmed) has no entry: the elements it has "
@@ -362,7 +437,7 @@ def plan_streams(graph: Graph, record: RunRecord, codecs: Codecs) -> StreamPlan:
         if StreamTerminal.FAILED not in terminals:
             if readers is None:
                 readers = _Readers(record)
-            _check_groups(record, readers, graphs[scope.graph], source, writer, entries, label)
+            _check_groups(record, readers, graphs, ancestry, source, writer, entries, label)
         codec = element_codecs.get((scope_id, node_id, key_name))
         tails = _decode_tails(codecs, codec, key, entries, label)
         positioned, position = decode_cursor(writer.cursor)

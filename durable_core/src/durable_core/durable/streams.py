@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import asyncio
 import bisect
+import functools
 import hashlib
 import json
 from collections.abc import Callable, Iterator
@@ -47,6 +48,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from durable_core.codecs import Codecs
+from durable_core.durable.activity import RunActivity
 from durable_core.errors import (
     CodecError,
     DurableError,
@@ -126,6 +128,7 @@ def kept_history(record: RunRecord, source: Source) -> list[PendingMessageRecord
     return kept
 
 
+@functools.lru_cache(maxsize=4096)
 def _hex_id(*parts: str) -> str:
     text = json.dumps(parts, ensure_ascii=False, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()[:32]
@@ -168,6 +171,8 @@ def encode_cursor(position: Any, label: str) -> bytes:
     Raises:
         CodecError: the position is not a JSON value.
     """
+    if type(position) is int:  # what json.dumps writes for an int, without its machinery
+        return int.__repr__(position).encode()
     try:
         text = json.dumps(position, separators=(",", ":"), sort_keys=True, allow_nan=False)
     except (TypeError, ValueError) as exc:
@@ -484,9 +489,10 @@ class StreamBook:
         codecs: encodes elements (the codec of the stream key's element type).
     """
 
-    def __init__(self, ledger: Ledger, codecs: Codecs) -> None:
+    def __init__(self, ledger: Ledger, codecs: Codecs, activity: RunActivity | None = None) -> None:
         self._ledger = ledger
         self._codecs = codecs
+        self._activity = activity if activity is not None else RunActivity()
         self._codec_of: dict[Any, Any] = {}
         self._opened: set[Source] = set()
         """Sources opened or restored in this process (their generation is raised once)."""
@@ -563,6 +569,7 @@ class StreamBook:
         resumable = stream.resumable
         groups = stream.groups
         retain = stream.retaining
+        self._activity.elements += 1
 
         def send(proposal: Proposal) -> None:
             append(
@@ -577,7 +584,7 @@ class StreamBook:
                 retain=retain,
             )
 
-        return asyncio.ensure_future(self._ledger.commit_async(send))
+        return self._ledger.commit_soon(send)
 
     async def ack_elements(
         self,
@@ -599,7 +606,7 @@ class StreamBook:
                 before(proposal)
             ack(proposal, source, group, generation, sequences)
 
-        return self._ledger.commit_async(ack_)
+        return self._ledger.commit_soon(ack_)
 
     def output_record(self, key: Key[Any], stream: Stream) -> ValueRecord:
         """The ValueRecord of a stream output: the descriptor of its source (S-1).

@@ -26,6 +26,7 @@ the values and the sends of a message in one save.
 from __future__ import annotations
 
 import asyncio
+import collections
 import concurrent.futures
 import contextlib
 import copy
@@ -587,6 +588,7 @@ class _ProcessorRun:
             return state  # a skipped input has no messages
         group, rc, p = self.rc.path, self.rc, self.p
         deadline = math.inf
+        plain = not _is_async(p.handler)
         while not self.stopped:
             try:
                 item = stream.poll(group)
@@ -604,7 +606,10 @@ class _ProcessorRun:
                 continue
             if not self.batch:
                 deadline = time.monotonic() + p.max_delay
-            state = await self.process(state, item[0], item[1], stream.generation)
+            if plain:
+                state = await self.process_plain(state, item, stream, group)
+            else:
+                state = await self.process(state, item[0], item[1], stream.generation)
             if self.stopped:
                 break  # the stopping batch commits with finish, in the final transaction
             if len(self.batch) >= p.commit_every or time.monotonic() >= deadline:
@@ -618,24 +623,9 @@ class _ProcessorRun:
         limit = p.retry.attempts if p.retry is not None else 1
         index = 1
         while True:
-            proposed = MessageAttempt(
-                id="",
-                attempt=self.attempt,
-                key=p.input,
-                sequence=sequence,
-                generation=generation,
-                index=index,
-                limit=limit,
-            )
-            message = await self.seam(
-                "begin_message", MessageAttempt, proposed, self.attempt, proposed, direct=True
-            )
+            message = await self.begin(sequence, generation, index, limit)
             if message.index > message.limit:
-                raise RetryExhaustedError(
-                    f"node {self.rc.path!r}: every try of message {sequence} of "
-                    f"{p.input.name!r} ({message.limit} in all) was already spent before this "
-                    "run; a restart never refills a budget. Start a new run to try again."
-                )
+                raise self.exhausted(message)
             ctx = MessageContext(
                 self.rc, message, Values(self.sets, frozenset(self.skips)), sequence
             )
@@ -647,17 +637,7 @@ class _ProcessorRun:
                 ctx._closed = True
                 await self.seam("fail_message", None, None, message, error)
                 if message.index >= message.limit:
-                    text = str(error)
-                    raise MessageFailedError(
-                        f"node {self.rc.path!r} failed on message {sequence} of "
-                        f"{p.input.name!r} after {message.limit} "
-                        f"{'try' if message.limit == 1 else 'tries'}: {type(error).__name__}"
-                        + (f": {text}" if text else ""),
-                        self.rc.path,
-                        key=p.input.name,
-                        sequence=sequence,
-                        tries=message.limit,
-                    ) from error
+                    raise self.failed(message, error) from error
                 index = message.index + 1
                 if p.retry is not None and p.retry.delay:
                     await asyncio.sleep(p.retry.delay)
@@ -669,6 +649,137 @@ class _ProcessorRun:
             if ctx._stopped:
                 self.stopped = True
             return new_state
+
+    async def process_plain(
+        self, state: Any, item: tuple[int, Any], stream: Stream[Any], group: str
+    ) -> Any:
+        """Run a plain handler on ``item`` and on the messages already delivered behind it, up
+        to the batch's room, several per hop to the worker thread; stage them into the batch.
+
+        Only elements the stream has delivered (saved ones) are taken. Every message is begun
+        (``begin_message``) before the hop that runs it, in sequence order; a hop stops at the
+        first failed try, which discards only that try's staged work: its message is saved
+        failed and tried again (under its budget) before the messages behind it, which keep
+        the tries they were begun with. ``rc.stop()`` ends the hop after its message; the
+        messages behind it are not processed.
+        """
+        p = self.p
+        limit = p.retry.attempts if p.retry is not None else 1
+        items = [(item[0], item[1], stream.generation)]
+        room = p.commit_every - len(self.batch)
+        while len(items) < room:
+            try:
+                more = stream.poll(group)
+            except StopAsyncIteration:
+                break  # the next poll of the read loop sees the end again
+            if more is _NO_ELEMENT:
+                break
+            items.append((more[0], more[1], stream.generation))
+        begun: collections.deque[tuple[MessageAttempt, Any]] = collections.deque()
+        for sequence, element, generation in items:
+            begun.append((await self.begin(sequence, generation, 1, limit), element))
+        while begun:
+            runnable = []
+            for message, element in begun:
+                if message.index > message.limit:
+                    break
+                runnable.append((message, element))
+            if not runnable:
+                raise self.exhausted(begun[0][0])
+            done, failure = await self.call_plain(
+                runnable, state, Values(self.sets, frozenset(self.skips))
+            )
+            for ctx, new_state in done:
+                message = begun.popleft()[0]
+                self.last_sequence = message.sequence
+                state = new_state
+                self.stage(ctx)
+                self.batch.append(message)
+                if ctx._stopped:
+                    self.stopped = True
+                    return state
+            if failure is None:
+                continue
+            message, error = failure
+            self.last_sequence = message.sequence
+            await self.seam("fail_message", None, None, message, error)
+            if message.index >= message.limit:
+                raise self.failed(message, error) from error
+            if p.retry is not None and p.retry.delay:
+                await asyncio.sleep(p.retry.delay)
+            element = begun.popleft()[1]
+            retried = await self.begin(
+                message.sequence, message.generation, message.index + 1, limit
+            )
+            begun.appendleft((retried, element))
+        return state
+
+    async def call_plain(
+        self, runnable: list[tuple[MessageAttempt, Any]], state: Any, pending: Values
+    ) -> tuple[list[tuple[MessageContext, Any]], tuple[MessageAttempt, Exception] | None]:
+        """Run ``runnable`` in order in one hop to the worker thread: the successful tries'
+        contexts and states, and the first failed try with its error (None when none failed).
+        """
+        rc, p = self.rc, self.p
+        handler = p.handler
+        check = self.check_state
+
+        def work() -> Any:
+            done: list[tuple[MessageContext, Any]] = []
+            current, ready, skipped = state, pending.ready, pending.skipped
+            for message, element in runnable:
+                if rc.canceled:
+                    break
+                ctx = MessageContext(rc, message, Values(ready, skipped), message.sequence)
+                given = copy.deepcopy(current) if message.limit > 1 else current
+                try:
+                    new_state = handler(ctx, given, element)
+                    check(new_state, "the handler returned")
+                except Exception as error:
+                    return done, (message, error)
+                finally:
+                    ctx._closed = True
+                done.append((ctx, new_state))
+                current, ready, skipped = new_state, ctx._set, ctx._skipped
+                if ctx._stopped:
+                    break
+            return done, None
+
+        return await self.call(work)
+
+    async def begin(self, sequence: int, generation: int, index: int, limit: int) -> Any:
+        proposed = MessageAttempt(
+            id="",
+            attempt=self.attempt,
+            key=self.p.input,
+            sequence=sequence,
+            generation=generation,
+            index=index,
+            limit=limit,
+        )
+        return await self.seam(
+            "begin_message", MessageAttempt, proposed, self.attempt, proposed, direct=True
+        )
+
+    def exhausted(self, message: MessageAttempt) -> RetryExhaustedError:
+        return RetryExhaustedError(
+            f"node {self.rc.path!r}: every try of message {message.sequence} of "
+            f"{self.p.input.name!r} ({message.limit} in all) was already spent before this "
+            "run; a restart never refills a budget. Start a new run to try again."
+        )
+
+    def failed(self, message: MessageAttempt, error: Exception) -> MessageFailedError:
+        text = str(error)
+        return MessageFailedError(
+            f"node {self.rc.path!r} failed on message {message.sequence} of "
+            f"{self.p.input.name!r} after {message.limit} "
+            f"{'try' if message.limit == 1 else 'tries'}: {type(error).__name__}"
+            + (f": {text}" if text else ""),
+            self.rc.path,
+            key=self.p.input.name,
+            sequence=message.sequence,
+            tries=message.limit,
+        )
 
     def stage(self, ctx: MessageContext) -> None:
         self.sets = ctx._set

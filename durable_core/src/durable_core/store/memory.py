@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 from typing import Any
 
 from durable_core.errors import NotFoundError
+from durable_core.history import check_entries
 from durable_core.recorddelta import apply_delta
 from durable_core.recordjson import record_from_json
 from durable_core.records import RunRecord
@@ -24,7 +26,9 @@ class MemoryStore(BaseStore):
     (``EncodedRecord.delta``) keeps only the delta; deltas are folded into the complete bytes
     once they outweigh them, and before every ``load``. It offers in-process exclusive
     sessions and compare-and-swap only: no cross-process ownership, and nothing survives the
-    process. Meant for examples, unit tests and checking the protocol.
+    process. Meant for examples, unit tests and checking the protocol. Runs' histories
+    (:class:`~durable_core.maintenance.RunHistory`) are kept in memory too, and go with a
+    deleted run.
 
     Thread-safe: any thread may acquire, load, save and close.
     """
@@ -33,6 +37,7 @@ class MemoryStore(BaseStore):
         super().__init__()
         self._records_lock = threading.Lock()
         self._records: dict[str, _MemoryRecord] = {}
+        self._history: dict[str, list[tuple[str, str]]] = {}  # run id: (root scope, entry)
 
     def list_runs(self) -> list[RunSummary]:
         """Summaries of every stored run, sorted by run id (:class:`RunLister`)."""
@@ -54,6 +59,22 @@ class MemoryStore(BaseStore):
         if stored is None:
             raise NotFoundError(f"no record of run {run_id!r} in this memory store")
         return record_from_json(stored.complete())
+
+    def append_history(self, run_id: str, root_scope: str, entries: Sequence[str]) -> None:
+        """Append to the history of ``run_id``'s run ``root_scope`` (RunHistory).
+
+        Raises:
+            ValueError: an entry is not one line, or ``root_scope`` is not a non-empty line.
+        """
+        check_entries(root_scope, entries)
+        with self._records_lock:
+            self._history.setdefault(run_id, []).extend((root_scope, e) for e in entries)
+
+    def read_history(self, run_id: str, root_scope: str) -> list[str]:
+        """The history of ``run_id``'s run ``root_scope``, oldest first (RunHistory)."""
+        with self._records_lock:
+            kept = list(self._history.get(run_id, ()))
+        return [entry for scope, entry in kept if scope == root_scope]
 
     def _open_session(
         self, run_id: str, timeout: float | None, pending: Acquiring
@@ -83,6 +104,8 @@ class MemorySession(BaseSession):
             self._check_open()
             with self._memory._records_lock:
                 stored = self._memory._records.pop(self._run_id, None)
+                if stored is not None:
+                    self._memory._history.pop(self._run_id, None)  # the history goes with it
             if stored is None:
                 raise self._not_found()
         self.close()

@@ -123,6 +123,27 @@ def _json(record: RunRecord) -> bytes:
     return record_to_json(record)
 
 
+_APPENDS = 20
+_PER_APPEND = 5
+_PADDING = 5000
+
+
+def _append_history_child(factory: Callable[[], Store], name: str, start: Any) -> None:
+    """A child process appending to one run's history, in many calls of several long
+    entries each (``name:number:padding``)."""
+    store: Any = factory()
+    try:
+        start.wait(60)
+        for call in range(_APPENDS):
+            store.append_history(
+                "shared",
+                "scope-1",
+                [f"{name}:{call * _PER_APPEND + i}:{'x' * _PADDING}" for i in range(_PER_APPEND)],
+            )
+    finally:
+        store.close()
+
+
 def _timed_busy(acquire: Callable[[], Any]) -> float:
     """Call ``acquire``, require BusyError, return the seconds it took."""
     started = time.monotonic()
@@ -852,6 +873,172 @@ class StoreConformance:
         assert child.load("run-ü-🚀").expect_ok().record_json == _json(from_child)
 
     # -- helpers ---------------------------------------------------------------------------
+
+    # -- run history (X-HIST; optional capability RunHistory) --------------------------------
+
+    @pytest.fixture
+    def durable_history_store(self, durable_store: Store) -> Any:
+        """The store under test when it has the capability RunHistory; skips otherwise."""
+        from durable_core.maintenance import RunHistory
+
+        if not isinstance(durable_store, RunHistory):
+            pytest.skip("the store does not keep runs' histories (optional capability)")
+        return durable_store
+
+    @pytest.fixture
+    def durable_other_store_factory(self) -> Callable[[], Store] | None:
+        """A factory of a store over *other* storage (another directory, database …), for the
+        history's isolation between two stores holding one run id; None skips that clause."""
+        return None
+
+    def test_history_is_read_back_in_the_order_appended(self, durable_history_store: Any) -> None:
+        # covers: X-HIST
+        store = durable_history_store
+        assert store.read_history("h", "scope-1") == []
+        store.append_history("h", "scope-1", ['{"n": 1}', '{"n": 2}'])
+        store.append_history("h", "scope-1", [])
+        store.append_history("h", "scope-1", ['{"n": 3, "text": "é \\u0000 ✓"}'])
+        assert store.read_history("h", "scope-1") == [
+            '{"n": 1}',
+            '{"n": 2}',
+            '{"n": 3, "text": "é \\u0000 ✓"}',
+        ]
+        many = [f'{{"n": {i}}}' for i in range(500)]
+        store.append_history("h-many", "scope-1", many)
+        assert store.read_history("h-many", "scope-1") == many
+
+    def test_history_refuses_an_entry_that_is_not_one_line(
+        self, durable_history_store: Any
+    ) -> None:
+        # covers: X-HIST
+        store = durable_history_store
+        with pytest.raises(ValueError):
+            store.append_history("h", "scope-1", ['{"a": 1}', "two\nlines"])
+        with pytest.raises(ValueError):
+            store.append_history("h", "", ['{"a": 1}'])
+        assert store.read_history("h", "scope-1") == []
+
+    def test_history_is_kept_per_run_and_per_root_scope(self, durable_history_store: Any) -> None:
+        # covers: X-HIST
+        store = durable_history_store
+        store.append_history("a", "scope-1", ['{"run": "a1"}'])
+        store.append_history("b", "scope-1", ['{"run": "b1"}'])
+        store.append_history("a", "scope-2", ['{"run": "a2"}'])
+        assert store.read_history("a", "scope-1") == ['{"run": "a1"}']
+        assert store.read_history("b", "scope-1") == ['{"run": "b1"}']
+        assert store.read_history("a", "scope-2") == ['{"run": "a2"}']
+        assert store.read_history("c", "scope-1") == []
+
+    def test_history_is_kept_per_store(
+        self,
+        durable_history_store: Any,
+        durable_other_store_factory: Callable[[], Store] | None,
+    ) -> None:
+        # covers: X-HIST
+        if durable_other_store_factory is None:
+            pytest.skip("the backend gives no store over other storage")
+        other: Any = durable_other_store_factory()
+        try:
+            for store, name in ((durable_history_store, "first"), (other, "second")):
+                with store.acquire("same") as session:
+                    session.save(sample_record("same", 1), 0)
+                store.append_history("same", "scope-1", [f'{{"store": "{name}"}}'])
+            assert durable_history_store.read_history("same", "scope-1") == ['{"store": "first"}']
+            assert other.read_history("same", "scope-1") == ['{"store": "second"}']
+        finally:
+            other.close()
+
+    def test_history_is_seen_by_another_store_object_on_the_same_storage(
+        self, durable_history_store: Any, durable_store_spec: StoreSpec
+    ) -> None:
+        # covers: X-HIST
+        if not durable_store_spec.cross_process:
+            pytest.skip("in-process store: another store object has storage of its own")
+        durable_history_store.append_history("shared", "scope-1", ['{"n": 1}'])
+        other: Any = durable_store_spec.factory()
+        try:
+            assert other.read_history("shared", "scope-1") == ['{"n": 1}']
+            other.append_history("shared", "scope-1", ['{"n": 2}'])
+        finally:
+            other.close()
+        assert durable_history_store.read_history("shared", "scope-1") == ['{"n": 1}', '{"n": 2}']
+
+    def test_a_deleted_runs_history_goes_with_it(self, durable_history_store: Any) -> None:
+        # covers: X-HIST
+        from durable_core.maintenance import RunDeleter
+
+        store = durable_history_store
+        with store.acquire("gone") as session:
+            if not isinstance(session, RunDeleter):
+                pytest.skip("the store's sessions cannot delete runs")
+            session.save(sample_record("gone", 1), 0)
+        store.append_history("gone", "scope-1", ['{"n": 1}'])
+        store.append_history("kept", "scope-1", ['{"n": 1}'])
+        session = store.acquire("gone")
+        session.delete()
+        assert store.read_history("gone", "scope-1") == []
+        assert store.read_history("kept", "scope-1") == ['{"n": 1}']
+        with store.acquire("gone") as session:  # the same id started again
+            session.save(sample_record("gone", 1), 0)
+        store.append_history("gone", "scope-2", ['{"n": "new"}'])
+        assert store.read_history("gone", "scope-1") == []
+        assert store.read_history("gone", "scope-2") == ['{"n": "new"}']
+
+    def test_history_never_changes_the_record(
+        self, durable_history_store: Any, durable_raw_records: RawRecords
+    ) -> None:
+        # covers: X-HIST
+        store = durable_history_store
+        records = _chain("rec", 3)
+        with store.acquire("rec") as session:
+            session.save(records[0], 0)
+            session.save(records[1], 1)
+            before = durable_raw_records.read("rec")
+            # appended while the run is owned, as the history writer does
+            store.append_history("rec", "scope-1", ['{"event": "while owned"}'] * 50)
+            assert durable_raw_records.read("rec") == before  # the stored bytes
+            assert session.load() == records[1]
+            session.save(records[2], 2)  # the revision the session knows is still the stored one
+        with store.acquire("rec") as session:
+            assert session.load() == records[2]
+        store.append_history("rec", "scope-1", ['{"event": "at rest"}'])
+        with store.acquire("rec") as session:
+            assert session.load() == records[2]
+
+    def test_concurrent_appenders_in_two_processes_never_tear_an_entry(
+        self, durable_history_store: Any, durable_store_spec: StoreSpec
+    ) -> None:
+        # covers: X-HIST
+        if not durable_store_spec.cross_process:
+            pytest.skip(
+                "in-process store, cross-process clauses do not apply: "
+                f"{durable_store_spec.reason or 'declared cross_process=False'}"
+            )
+        import multiprocessing
+
+        context = multiprocessing.get_context("spawn")
+        start = context.Event()
+        children = [
+            context.Process(
+                target=_append_history_child, args=(durable_store_spec.factory, name, start)
+            )
+            for name in ("p", "q")
+        ]
+        for child in children:
+            child.start()
+        start.set()
+        for child in children:
+            child.join(120)
+            assert child.exitcode == 0, f"history appender {child.name} exited {child.exitcode}"
+        entries = durable_history_store.read_history("shared", "scope-1")
+        assert len(entries) == 2 * _APPENDS * _PER_APPEND
+        seen: dict[str, list[int]] = {"p": [], "q": []}
+        for entry in entries:
+            name, number, padding = entry.split(":")
+            assert padding == "x" * _PADDING, "an entry was torn or interleaved"
+            seen[name].append(int(number))
+        for numbers in seen.values():  # each appender's entries, whole and in its order
+            assert numbers == list(range(_APPENDS * _PER_APPEND))
 
     @staticmethod
     def _acquire_after_release(store: Store, run_id: str, spec: StoreSpec) -> Session:

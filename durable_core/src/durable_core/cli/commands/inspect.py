@@ -63,19 +63,26 @@ def inspect_command(
         else:
             named = store_words(args[0] if config is not None else None, store_url)
             record = load_record(store_config, store, run_id, named)
-        times = run_times(store, run_id)
+        try:
+            check_record(record, run_id, graph)
+        except CorruptRecordError as exc:
+            raise CorruptRecordError(
+                f"run {run_id!r} in the {store_config.describe()} is corrupt: {exc}",
+                path=exc.path,
+                rule=exc.rule,
+            ) from exc
+        # the history of this run in this store (keyed by its root scope), read once
+        from durable_core.runlog import read_log
+
+        try:
+            entries = read_log(store, run_id, record.root_scope)
+        except Exception:  # the history is extra information: never fail inspect on it
+            entries = []
+        times = run_times(store, run_id, entries=entries)
+        info = describe_record(record, graph, explain_mismatch=True, store=store)
     finally:
         store.close()
-    try:
-        check_record(record, run_id, graph)
-    except CorruptRecordError as exc:
-        raise CorruptRecordError(
-            f"run {run_id!r} in the {store_config.describe()} is corrupt: {exc}",
-            path=exc.path,
-            rule=exc.rule,
-        ) from exc
-    info = describe_record(record, graph, explain_mismatch=True)
-    failures = _last_failures(run_id, info)
+    failures = _last_failures(entries, info)
     if as_json:
         data = info.to_json()
         data["store"] = store_config.describe()
@@ -113,13 +120,17 @@ def inspect_command(
                 click.echo(f"    at {entry['where']}")
 
 
-def run_times(store: Any, run_id: str) -> dict[str, Any]:
+def run_times(
+    store: Any, run_id: str, root_scope: str | None = None, *, entries: Any = None
+) -> dict[str, Any]:
     """What is known of a run's times, only what is known (ISO 8601 times in UTC):
 
     - ``created`` and ``saved``: when the run's first record and its last one were saved, from
       the store (``CreateTimes``/``SaveTimes``: SQLite and PostgreSQL columns; the file store
       knows only ``saved``, its record file's time);
-    - ``started`` and ``last_event``: from the run log on this machine;
+    - ``started`` and ``last_event``: from the run's history in that store (the run whose
+      record has ``root_scope``; None: the current record's; ``entries``: the history already
+      read);
     - ``duration_seconds``: from ``created`` to ``saved`` where the store knows both, else from
       ``started`` to ``last_event``.
     """
@@ -128,7 +139,7 @@ def run_times(store: Any, run_id: str) -> dict[str, Any]:
     from durable_core.maintenance import stored_times
     from durable_core.runlog import log_times
 
-    times = log_times(run_id)
+    times = log_times(store, run_id, root_scope, entries=entries)
     try:
         created, saved = stored_times(store, run_id)
     except Exception:  # the times are extra information: never fail inspect/list on them
@@ -185,8 +196,9 @@ def peek_record(store_config: Any, store: Any, run_id: str) -> Any:
         raise not_found(run_id, store_config) from exc
 
 
-def _last_failures(run_id: str, info: Any) -> dict[str, Any]:
-    """Each node's last failed try from the run log, for nodes the record has not confirmed."""
+def _last_failures(entries: Any, info: Any) -> dict[str, Any]:
+    """Each node's last failed try from the run's history (``entries``), for nodes the record
+    has not confirmed."""
     from durable_core.runlog import last_failures
 
     confirmed = {
@@ -196,7 +208,7 @@ def _last_failures(run_id: str, info: Any) -> dict[str, Any]:
     }
     return {
         node: {k: entry[k] for k in ("time", "attempt", "error", "where") if k in entry}
-        for node, entry in last_failures(run_id).items()
+        for node, entry in last_failures(None, info.run_id, entries=entries).items()
         if node not in confirmed
     }
 
@@ -215,8 +227,8 @@ def _change_lines(changes: dict[str, Any] | None) -> list[str]:
         lines.append("no node, key, input or graph-wide aspect differs (the format changed)")
     if not complete:
         lines.append(
-            "other changes are not known: the definition the run started with is not kept on "
-            "this machine (the run log keeps it when the plugin 'runlog' is on)"
+            "other changes are not known: the definition the run started with is not in the "
+            "run's history (the run log keeps it when the plugin 'runlog' is on)"
         )
     return lines
 

@@ -267,7 +267,7 @@ def list_row(store: Any, summary: Any, graph: Any) -> dict[str, Any]:
         row["format"], row["revision"] = record.format, record.revision
         return row
     info = describe_record(record, graph)
-    row["times"] = run_times(store, summary.run_id)
+    row["times"] = run_times(store, summary.run_id, record.root_scope)
     root = record.scopes.get(record.root_scope)
     row["graph"] = root.graph if root is not None else None
     row.update(

@@ -30,48 +30,58 @@ def log_command(
     tracebacks: bool,
     as_json: bool,
 ) -> None:
-    """Print the run log of RUN_ID on this machine: when it started and resumed, each attempt,
-    each failed try's error, each node's duration, how it ended.
+    """Print the run log of RUN_ID: when it started and resumed, each attempt, each failed
+    try's error, each node's duration, how it ended.
 
     The run is named as for inspect: CONFIG (its run id, or RUN_ID after it), --store URL
-    RUN_ID, or RUN_ID alone; --run-id ID is the same as RUN_ID. The log is kept next to the
-    stores (see docs/operations.md), written by the plugin 'runlog'. A failed try shows its
-    error and where it failed (file:line); --traceback adds its traceback. With --follow, new
-    events are printed as they come until the run finishes (or Ctrl-C). --json prints one JSON
-    object per line (a failed try's "where" and "traceback" included).
+    RUN_ID, or RUN_ID alone; --run-id ID is the same as RUN_ID. The log is the run's history in
+    that store (see docs/operations.md): every host sharing the store sees the same one, and a
+    run of the same id in another store has its own. It is written by the plugin 'runlog'. A
+    failed try shows its error and where it failed (file:line); --traceback adds its
+    traceback. With --follow, new events are printed as they come until the run finishes (or
+    Ctrl-C). --json prints one JSON object per line (a failed try's "where" and "traceback"
+    included).
     """
-    from durable_core.cli.targets import store_target
+    from durable_core.cli.targets import not_found, require_existing_store, store_target
     from durable_core.errors import NotFoundError
-    from durable_core.runlog import log_path
+    from durable_core.history import root_scope_of
+    from durable_core.plugins import make_plugin_manager
+    from durable_core.runlog import read_log
 
-    _, run_id, _ = store_target(with_run_id(args, run_id_option), store_url, want_run_id=True)
+    pm = make_plugin_manager()
+    store_config, run_id, _ = store_target(
+        with_run_id(args, run_id_option), store_url, want_run_id=True, pm=pm
+    )
     assert run_id is not None
-
-    path = log_path(run_id)
-    if not path.exists() and not follow:
-        raise NotFoundError(
-            f"no run log of run {run_id!r} at {path}: the run never ran on this machine, or "
-            "the plugin 'runlog' is blocked"
-        )
-    offset = 0
-    while True:
-        finished = False
-        if path.exists():
-            with open(path, "rb") as f:
-                f.seek(offset)
-                chunk = f.read()
-            complete = chunk[: chunk.rfind(b"\n") + 1]  # never print a torn last line
-            offset += len(complete)
-            for raw in complete.splitlines():
-                try:
-                    entry = json.loads(raw)
-                except json.JSONDecodeError:
-                    continue
+    require_existing_store(store_config)
+    store = store_config.open(pm)
+    try:
+        root_scope = None
+        while root_scope is None:
+            try:
+                root_scope = root_scope_of(store, run_id)
+            except NotFoundError as exc:
+                if not follow:
+                    raise not_found(run_id, store_config) from exc
+                time.sleep(0.2)  # --follow: wait for the run to start
+        shown = 0
+        while True:
+            entries = read_log(store, run_id, root_scope)
+            if not entries and shown == 0 and not follow:
+                raise NotFoundError(
+                    f"run {run_id!r} in the {store_config.describe()} has no run log: it was "
+                    "made where the plugin 'runlog' was blocked, or copied from another store"
+                )
+            finished = False
+            for entry in entries[shown:]:
                 click.echo(json.dumps(entry) if as_json else format_entry(entry, tracebacks))
                 finished = entry.get("event") == "run_finished"
-        if not follow or finished:
-            return
-        time.sleep(0.2)
+            shown = max(shown, len(entries))
+            if not follow or finished:
+                return
+            time.sleep(0.2)
+    finally:
+        store.close()
 
 
 def format_entry(entry: dict[str, Any], traceback: bool = False) -> str:
