@@ -79,6 +79,8 @@ class RunContext:
         "_req",
         "_requested",
         "_skipped",
+        "_stop_seen",
+        "_stopping",
         "_waits",
         "attempt",
         "node_id",
@@ -101,6 +103,8 @@ class RunContext:
         self._requested: set[str] = set()
         self._closed = False
         self._canceled = False
+        self._stopping = False  # the run was canceled while this plain body ran
+        self._stop_seen = False  # ... and the body looked: it may have stopped early
         self._waits: set[concurrent.futures.Future[Any]] = set()
 
     def __repr__(self) -> str:
@@ -299,18 +303,32 @@ class RunContext:
 
     @property
     def canceled(self) -> bool:
-        """True once the node was canceled (run canceled or failed, or a Timeout expired)."""
-        return self._canceled
+        """True once the node was canceled (run canceled or failed, or a Timeout expired).
+
+        A plain body still running when the run is canceled from outside (a ``CancelToken``,
+        Ctrl-C) sees True too, and may stop early; its work is then dropped. A plain body that
+        finishes without looking, having set every output it provides, has its outputs kept
+        (confirmed) all the same."""
+        if self._stopping and not self._canceled:
+            self._stop_seen = True
+        return self._canceled or self._stopping
 
     def raise_if_canceled(self) -> None:
         """Raise ``asyncio.CancelledError`` if the node was canceled."""
-        if self._canceled:
+        if self.canceled:
             raise asyncio.CancelledError()
 
     # -- engine side ------------------------------------------------------------------------
 
     def _cancel(self) -> None:
         self._canceled = True
+        for wait in list(self._waits):
+            wait.cancel()
+
+    def _stop_soon(self) -> None:
+        """The run was canceled while this plain body runs: it may still finish and keep its
+        work, or look at :attr:`canceled` and stop early (then its work is dropped)."""
+        self._stopping = True
         for wait in list(self._waits):
             wait.cancel()
 
@@ -328,17 +346,22 @@ class RunContext:
         await self._node_run.idle(waiting)
 
     def _blocking(self, coroutine: Coroutine[Any, Any, T]) -> T:
-        """Run ``coroutine`` on the event loop from a plain body's worker thread and wait."""
-        if self._canceled:
+        """Run ``coroutine`` on the event loop from a plain body's worker thread and wait.
+
+        Once the node or the run is canceled, a wait (a stream read, an awaited ack) raises
+        ``CancelledError``, and a body stopped that way keeps none of its work."""
+        if self._canceled or self._stopping:
             coroutine.close()
+            self._stop_seen = True
             raise asyncio.CancelledError()
         future = asyncio.run_coroutine_threadsafe(coroutine, self._node_run.scope.run.loop)
         self._waits.add(future)
-        if self._canceled:  # canceled between the check above and registering the wait
+        if self._canceled or self._stopping:  # canceled between the check and the wait
             future.cancel()
         try:
             return future.result()
         except concurrent.futures.CancelledError:
+            self._stop_seen = True
             raise asyncio.CancelledError() from None
         finally:
             self._waits.discard(future)

@@ -133,9 +133,16 @@ class _Run(CheckpointCalls):
         args: tuple[Any, ...],
         path: str,
         started: Callable[[], None],
+        keep: Callable[[], None] | None = None,
     ) -> Any:
         """Run ``body(*args)`` in a worker thread, holding a ``max_running`` slot; return what
-        it returned."""
+        it returned.
+
+        A plain body cannot be interrupted, so the run waits for it when it is canceled. With
+        ``keep`` (a node's own body, not a processor's handler), what such a body returns
+        after the run was canceled from outside (a ``CancelToken``, Ctrl-C) is kept: ``keep()``
+        is called to tell the body, and the node goes on to its confirmation instead of
+        dropping the work (G-6)."""
         await self.sem.acquire()
         waiter: asyncio.Future[Any] = self.loop.create_future()
 
@@ -163,7 +170,21 @@ class _Run(CheckpointCalls):
             self.sem.release()
             raise
         self.jobs.add(waiter)
-        returned = await waiter
+        if keep is None:
+            returned = await waiter
+        else:
+            try:
+                returned = await asyncio.shield(waiter)
+            except asyncio.CancelledError:
+                task = asyncio.current_task()
+                if not self.cancel_requested or waiter.cancelled() or task is None:
+                    # a Timeout, a failure elsewhere, or the run stopping at once: nobody waits
+                    # for what the body returns any more
+                    waiter.cancel()
+                    raise
+                task.uncancel()  # the run was canceled: keep what the body returns
+                keep()
+                returned = await waiter
         if inspect.isawaitable(returned):
             if inspect.iscoroutine(returned):
                 returned.close()
@@ -660,7 +681,8 @@ class _ScopeRun:
                         nr.holding = False
                         run.sem.release()
             else:
-                await run.run_sync(body, (rc,), nr.path, lambda: self.mark_running(nr))
+                started = lambda: self.mark_running(nr)  # noqa: E731
+                await run.run_sync(body, (rc,), nr.path, started, keep=rc._stop_soon)
             keys = self.plan.prov_maps[i]
             for name in rc._requested:
                 if name not in nr.streams:  # a writer that sent nothing: an empty stream
@@ -681,6 +703,10 @@ class _ScopeRun:
                 out_ready[name] = ready[name]
             else:
                 out_skipped.append(name)
+        if rc._stopping and (rc._stop_seen or out_skipped):
+            # The run was canceled while the body ran, and the body saw it (and may have
+            # stopped early) or left an output unset: keep nothing, it runs again on resume.
+            raise asyncio.CancelledError
         return NodeOutputs(NodeReason.COMPLETED, out_ready, frozenset(out_skipped))
 
     async def _run_function(self, nr: _NodeRun) -> NodeOutputs:
@@ -693,7 +719,9 @@ class _ScopeRun:
             returned = await run.remote.run(nr.path, node, args, started)
         else:
             assert node.body is not None
-            returned = await run.run_sync(node.body, tuple(args), nr.path, started)
+            returned = await run.run_sync(
+                node.body, tuple(args), nr.path, started, keep=lambda: None
+            )
         ready, skipped = function_outputs(nr.path, node.provides, returned)
         return NodeOutputs(NodeReason.COMPLETED, ready, frozenset(skipped))
 
