@@ -240,3 +240,96 @@ def test_a_script_without_a_main_guard_gets_a_clear_error(tmp_path):
         done.stderr
     )
     assert "__name__ == '__main__'" in done.stderr
+
+
+def _children(pid: int) -> dict[int, str]:
+    """The processes whose parent is ``pid``, with their command lines."""
+    found = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                parent = int(f.read().rsplit(")", 1)[1].split()[1])
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                command = f.read().replace(b"\0", b" ").decode(errors="replace")
+        except (OSError, ValueError, IndexError):
+            continue
+        if parent == pid:
+            found[int(entry)] = command
+    return found
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="reads /proc to find the owner's children")
+def test_a_killed_owner_leaves_no_leaked_semaphore_warning(tmp_path):
+    # covers: E-1
+    import pathlib
+    import signal
+    import subprocess
+    import sys
+
+    store_dir, mark_dir = tmp_path / "store", tmp_path / "marks"
+    mark_dir.mkdir()
+    here = pathlib.Path(eb.__file__).resolve().parent
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(here), os.environ.get("PYTHONPATH", "")]),
+    }
+    with open(tmp_path / "stderr.txt", "wb") as stderr:
+        owner = subprocess.Popen(
+            [
+                sys.executable,
+                str(here / "executor_owner.py"),
+                str(store_dir),
+                str(mark_dir),
+                "process",
+            ],
+            env=env,
+            stderr=stderr,
+        )
+        try:
+            eb.wait_for(lambda: eb.runs(str(mark_dir), "c") >= 1 or owner.poll() is not None)
+            assert owner.poll() is None, f"the owner ended early with {owner.returncode}"
+            trackers = [
+                p
+                for p, cmd in _children(owner.pid).items()
+                if "resource_tracker import main" in cmd
+            ]
+            assert trackers, _children(owner.pid)  # the pool's semaphores are tracked
+            owner.send_signal(signal.SIGKILL)
+            owner.wait(30)
+        finally:
+            if owner.poll() is None:
+                owner.kill()
+                owner.wait()
+        workers = {int(p.name.split(".")[1]) for p in mark_dir.glob("c.*")}
+        # the tracker removes the semaphores once the owner and its workers are gone
+        eb.wait_for(lambda: not any(eb._alive(pid) for pid in [*trackers, *workers]), 60)
+    (mark_dir / "release").touch()
+    text = (tmp_path / "stderr.txt").read_text(errors="replace")
+    assert "leaked semaphore" not in text, text
+
+
+def test_a_worker_whose_owner_is_already_gone_when_it_starts_ends_by_itself():
+    # covers: E-1
+    import subprocess
+    import sys
+
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()  # its pid now names no process: an owner killed while the pool started workers
+    worker = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import time\n"
+            "from durable_core.executors.process import _watch_owner\n"
+            f"_watch_owner({dead.pid})\n"
+            "time.sleep(120)\n",
+        ]
+    )
+    try:
+        assert worker.wait(60) == 70  # ended by the watch, not after its sleep
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+            worker.wait()

@@ -24,19 +24,51 @@ _OWNER_POLL = 0.2
 """Seconds between a worker's checks that the process that started it is still alive."""
 
 
-def _watch_owner() -> None:
-    """Pool initializer: end this worker soon after its parent (the owner, or the fork server
-    that dies with it) is gone, even in the middle of a body. Otherwise a killed owner leaves
-    workers behind that hold its pipes and keep running abandoned bodies."""
+def _watch_owner(owner: int) -> None:
+    """Pool initializer: end this worker soon after the owner (process ``owner``) or its parent
+    (the owner, or the fork server that dies with it) is gone, even in the middle of a body.
+    Otherwise a killed owner leaves workers behind that hold its pipes and keep running
+    abandoned bodies — also a worker that the pool was still starting when the owner died,
+    whose parent is already gone when it starts."""
     parent = os.getppid()
+
+    def gone() -> bool:
+        if os.getppid() != parent:
+            return True
+        try:
+            os.kill(owner, 0)
+        except ProcessLookupError:
+            return True
+        except OSError:  # alive, but not ours to signal
+            return False
+        return False
 
     def watch() -> None:
         while True:
-            time.sleep(_OWNER_POLL)
-            if os.getppid() != parent:
+            if gone():
                 os._exit(70)
+            time.sleep(_OWNER_POLL)
 
     threading.Thread(target=watch, name="durable-owner-watch", daemon=True).start()
+
+
+_QUIET_TRACKER = "ignore::UserWarning:multiprocessing.resource_tracker"
+"""The warning filter the resource tracker starts with (``-W``, as Python passes this
+process's ``sys.warnoptions`` on to it)."""
+
+
+def _quiet_resource_tracker() -> None:
+    """Start multiprocessing's resource tracker, if it is not running yet, without its warning
+    about "leaked semaphore objects". The pool's queues use named semaphores that the tracker
+    removes when the owner ends; after a ``kill -9`` of the owner it still removes them, but
+    also warns, on the terminal, of a leak that it has just cleaned up. Only the tracker's own
+    warnings are silenced, and only in the tracker."""
+    import sys
+    from multiprocessing import resource_tracker
+
+    if _QUIET_TRACKER not in sys.warnoptions:
+        sys.warnoptions.append(_QUIET_TRACKER)
+    resource_tracker.ensure_running()
 
 
 def _warm_up() -> int:
@@ -99,10 +131,12 @@ class ProcessExecutor(Executor):
         )
 
     def _new_pool(self) -> concurrent.futures.ProcessPoolExecutor:
+        _quiet_resource_tracker()
         return concurrent.futures.ProcessPoolExecutor(
             max_workers=self.max_workers,
             mp_context=multiprocessing.get_context(self.start_method),
             initializer=_watch_owner,
+            initargs=(os.getpid(),),
         )
 
     def start(self) -> None:
