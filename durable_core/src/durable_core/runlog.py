@@ -28,9 +28,14 @@ Each entry is one JSON object::
      "error": "ValueError: …", "where": "jobs/etl.py:42 in load", "traceback": "…",
      "seconds": 0.51}
 
-``status`` is set on ``run_finished``; ``seconds`` (the attempt's duration in this process) on
-``attempt_failed`` and ``node_confirmed`` when the attempt started in this process;
-``sequence`` on ``message_failed`` (the message's input sequence).
+``status`` is set on ``run_finished``; ``sequence`` on ``message_failed`` (the message's input
+sequence); ``boundary`` on the events of a Retry try (its boundary in the record). A
+``node_running`` entry says when the node's body started, its inputs having arrived (once per
+node per process); its ``waiting`` is the time since its root attempt started or was adopted.
+``attempt_failed`` and ``node_confirmed``, for an attempt that started in this process, have
+``seconds``, the attempt's time running (since its node's body started, or since it started
+when that was later: a later Retry try), and ``waiting``, its time before that (waiting for
+inputs and a slot); the two add up to the attempt's duration.
 
 A ``definition`` entry keeps the fingerprints of the parts of the graph's definition (each node,
 key, graph input and graph; see :mod:`durable_core.durable.definition_diff`), so that when
@@ -114,6 +119,8 @@ class RunLogWriter:
 
     def __init__(self) -> None:
         self._started: dict[str, float] = {}
+        # When the body of a node began, by (store, run, root scope, scope id, node id).
+        self._running: dict[tuple[Any, ...], float] = {}
         # The definitions known to be in a run's history: (store, run, root scope, fingerprint).
         self._definitions: set[tuple[int, str, str, str]] = set()
 
@@ -140,20 +147,16 @@ class RunLogWriter:
             line["status"] = event.status
         if event.error:
             line["error"] = scrub(event.error)
+        if getattr(event, "boundary", ""):
+            line["boundary"] = event.boundary
         if getattr(event, "sequence", 0):
             line["sequence"] = event.sequence
         if getattr(event, "where", ""):
             line["where"] = event.where
         if getattr(event, "traceback", ""):
             line["traceback"] = scrub(event.traceback, limit=None)
-        if kind in ("attempt_started", "attempt_adopted") and event.attempt_id:
-            if len(self._started) >= _MAX_STARTED:
-                self._started.pop(next(iter(self._started)))
-            self._started[event.attempt_id] = now
-        elif kind in ("attempt_failed", "node_confirmed") and event.attempt_id:
-            started = self._started.pop(event.attempt_id, None)
-            if started is not None:
-                line["seconds"] = round(now - started, 6)
+        if event.attempt_id:
+            self._times(line, kind, (*target.key, event.scope_id, event.node_id), event, now)
         out = [_text(line)]
         definition = getattr(event, "definition", None)
         if definition is not None and kind in ("run_started", "run_resumed"):
@@ -161,6 +164,37 @@ class RunLogWriter:
             if entry is not None:
                 out.append(_text(entry))
         return out
+
+    def _times(
+        self, line: dict[str, Any], kind: str, node: tuple[Any, ...], event: Any, now: float
+    ) -> None:
+        """Keep the start of an attempt and of its node's body; give an ended attempt its time
+        running (``seconds``) and its time waiting (``waiting``, before the body started), and
+        a body that starts the time its node waited (``waiting``)."""
+        attempt_id = event.attempt_id
+        if kind in ("attempt_started", "attempt_adopted"):
+            if len(self._started) >= _MAX_STARTED:
+                self._started.pop(next(iter(self._started)))
+            self._started[attempt_id] = now
+            if _is_root(event):
+                self._running.pop(node, None)  # a root attempt: its body has not started
+        elif kind == "node_running":
+            if len(self._running) >= _MAX_STARTED:
+                self._running.pop(next(iter(self._running)))
+            self._running[node] = now
+            started = self._started.get(attempt_id)
+            if started is not None:
+                line["waiting"] = round(now - started, 6)
+        elif kind in ("attempt_failed", "node_confirmed"):
+            started = self._started.pop(attempt_id, None)
+            if started is None:
+                return
+            running = self._running.get(node)
+            body = now if running is None else min(max(started, running), now)
+            line["seconds"] = round(now - body, 6)
+            line["waiting"] = round(body - started, 6)
+            if kind == "node_confirmed" or _is_root(event):
+                self._running.pop(node, None)
 
     def _definition_entry(
         self, target: HistoryTarget, line: dict[str, Any], kind: str, definition: Any
@@ -184,6 +218,11 @@ class RunLogWriter:
             "definition": fingerprint,
             "parts": definition.parts(),
         }
+
+
+def _is_root(event: Any) -> bool:
+    """Whether ``event`` is about a node's root attempt (not a Retry try)."""
+    return not getattr(event, "boundary", "") and event.kind != "message_failed"
 
 
 def _definition_marker(fingerprint: str) -> str:

@@ -31,6 +31,11 @@ class EventKind(enum.StrEnum):
     """An active attempt from an earlier process is taken over (same attempt id)."""
     ATTEMPT_STARTED = "attempt_started"
     """A new attempt (root or Retry try) was recorded active before its body starts."""
+    NODE_RUNNING = "node_running"
+    """The node's body started (a Sub node: its child graph), its inputs having arrived: the
+    time since its root attempt started (or was adopted) was spent waiting. Once per node per
+    process, at its first try; not saved (the record does not change), ``revision`` is the
+    committed one."""
     ATTEMPT_FAILED = "attempt_failed"
     """An attempt was recorded failed."""
     MESSAGE_FAILED = "message_failed"
@@ -88,6 +93,8 @@ class RecoveryEvent:
         definition: for ``RUN_STARTED``/``RUN_RESUMED``: the graph's
             :class:`~durable_core.durable.definition_diff.DefinitionFingerprints` (the whole
             fingerprint, and its parts' computed when asked for); else None. Not compared.
+        boundary: for an event about a Retry try: the Retry's boundary in the record
+            (``"node:0"``); "" for a node's root attempt and for other events.
     """
 
     kind: EventKind
@@ -106,3 +113,4 @@ class RecoveryEvent:
     where: str = ""
     traceback: str = attrs.field(default="", eq=False, repr=False)
     sequence: int = 0
+    boundary: str = ""

@@ -95,7 +95,9 @@ def format_entry(entry: dict[str, Any], traceback: bool = False) -> str:
     if "attempt" in entry:
         parts.append(f"try {entry['attempt']}")
     if "seconds" in entry:
-        parts.append(f"{entry['seconds']:.3f} s")
+        parts.append(f"ran {entry['seconds']:.3f} s")
+    if "waiting" in entry:
+        parts.append(f"waited {entry['waiting']:.3f} s")
     if "status" in entry:
         parts.append(str(entry["status"]))
     if entry.get("event") == "definition":
