@@ -46,6 +46,13 @@ definition yet (a fork, a run started where the log was not kept)::
     {"time": "…", "event": "definition", "run_id": "r", "revision": 1,
      "definition": "<SHA-256 hex of the whole definition>",
      "parts": {"graph:": "…", "node:load": "…", "key:rows": "…", "input:rows": "…"}}
+
+An ``inputs`` entry keeps the fingerprint of each root input (its name, codec id, version and
+digest: never its value), so that when ``resume`` is refused because the inputs differ, the
+error can name the input that changed. It is written after ``definition`` on the same terms::
+
+    {"time": "…", "event": "inputs", "run_id": "r", "revision": 1,
+     "inputs": "<the record's Inputs fingerprint>", "keys": {"rows": "…", "limit": "…"}}
 """
 
 from __future__ import annotations
@@ -54,7 +61,7 @@ import datetime
 import json
 import re
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from durable_core.history import (
@@ -77,6 +84,7 @@ __all__ = [
     "log_times",
     "read_log",
     "saved_definition",
+    "saved_inputs",
     "scrub",
 ]
 
@@ -158,12 +166,52 @@ class RunLogWriter:
         if event.attempt_id:
             self._times(line, kind, (*target.key, event.scope_id, event.node_id), event, now)
         out = [_text(line)]
-        definition = getattr(event, "definition", None)
-        if definition is not None and kind in ("run_started", "run_resumed"):
-            entry = self._definition_entry(target, line, kind, definition)
-            if entry is not None:
-                out.append(_text(entry))
+        if kind in ("run_started", "run_resumed"):
+            held: list[str] | None = None  # the history, read at most once
+
+            def history() -> list[str]:
+                nonlocal held
+                if held is None:
+                    held = history_of(target.store).read_history(target.run_id, target.root_scope)
+                return held
+
+            definition = getattr(event, "definition", None)
+            if definition is not None:
+                entry = self._definition_entry(target, line, kind, definition, history)
+                if entry is not None:
+                    out.append(_text(entry))
+            inputs = getattr(event, "inputs", None)
+            if inputs is not None:
+                entry = self._inputs_entry(target, line, kind, inputs, history)
+                if entry is not None:
+                    out.append(_text(entry))
         return out
+
+    def _inputs_entry(
+        self,
+        target: HistoryTarget,
+        line: dict[str, Any],
+        kind: str,
+        inputs: Any,
+        history: Callable[[], list[str]],
+    ) -> dict[str, Any] | None:
+        """The ``inputs`` entry to append after a run's start or resume (None when the
+        history already holds one for these inputs)."""
+        known = (*target.key, "inputs:" + inputs.fingerprint)
+        if known in self._definitions:
+            return None
+        self._definitions.add(known)
+        marker = _inputs_marker(inputs.fingerprint)
+        if kind != "run_started" and any(marker in entry for entry in history()):
+            return None
+        return {
+            "time": line["time"],
+            "event": "inputs",
+            "run_id": line["run_id"],
+            "revision": line["revision"],
+            "inputs": inputs.fingerprint,
+            "keys": dict(inputs.keys),
+        }
 
     def _times(
         self, line: dict[str, Any], kind: str, node: tuple[Any, ...], event: Any, now: float
@@ -197,7 +245,12 @@ class RunLogWriter:
                 self._running.pop(node, None)
 
     def _definition_entry(
-        self, target: HistoryTarget, line: dict[str, Any], kind: str, definition: Any
+        self,
+        target: HistoryTarget,
+        line: dict[str, Any],
+        kind: str,
+        definition: Any,
+        history: Callable[[], list[str]],
     ) -> dict[str, Any] | None:
         """The ``definition`` entry to append after a run's start or resume (None when the
         history already holds this definition's parts)."""
@@ -206,9 +259,7 @@ class RunLogWriter:
         if known in self._definitions:
             return None
         self._definitions.add(known)
-        if kind != "run_started" and _holds_definition(
-            history_of(target.store).read_history(target.run_id, target.root_scope), fingerprint
-        ):
+        if kind != "run_started" and _holds_definition(history(), fingerprint):
             return None
         return {
             "time": line["time"],
@@ -223,6 +274,10 @@ class RunLogWriter:
 def _is_root(event: Any) -> bool:
     """Whether ``event`` is about a node's root attempt (not a Retry try)."""
     return not getattr(event, "boundary", "") and event.kind != "message_failed"
+
+
+def _inputs_marker(fingerprint: str) -> str:
+    return f'"inputs": "{fingerprint}"'
 
 
 def _definition_marker(fingerprint: str) -> str:
@@ -294,6 +349,25 @@ def saved_definition(
             and all(isinstance(v, str) for v in parts.values())
         ):
             found = parts
+    return found
+
+
+def saved_inputs(
+    store: Any, run_id: str, fingerprint: str, root_scope: str | None = None
+) -> dict[str, str] | None:
+    """The fingerprint of each root input of ``run_id`` in ``store`` whose inputs have the
+    whole fingerprint ``fingerprint``, from the last ``inputs`` entry of its log for it; None
+    when the log has none."""
+    found: dict[str, str] | None = None
+    for entry in _safely(store, run_id, root_scope):
+        keys = entry.get("keys")
+        if (
+            entry.get("event") == "inputs"
+            and entry.get("inputs") == fingerprint
+            and isinstance(keys, dict)
+            and all(isinstance(v, str) for v in keys.values())
+        ):
+            found = keys
     return found
 
 

@@ -103,6 +103,9 @@ def format_entry(entry: dict[str, Any], traceback: bool = False) -> str:
     if entry.get("event") == "definition":
         nodes = sum(1 for name in entry.get("parts") or () if str(name).startswith("node:"))
         parts.append(f"fingerprint {str(entry.get('definition', '?'))[:12]}…, {nodes} nodes")
+    if entry.get("event") == "inputs":
+        count = len(entry.get("keys") or ())
+        parts.append(f"fingerprint {str(entry.get('inputs', '?'))[:12]}…, {count} inputs")
     parts.append(f"rev {entry.get('revision', '?')}")
     line = "  ".join(parts)
     if "error" in entry:
