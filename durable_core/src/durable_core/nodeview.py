@@ -42,6 +42,9 @@ class NodeState:
     INTERRUPTED = "interrupted"
     """It began in a process that stopped before it ended; ``resume`` runs it again (or adopts
     its attempt)."""
+    CANCELED = "canceled"
+    """It began, and the run ended before it did (another node failed, or the run was
+    canceled)."""
     NOT_STARTED = "not started"
     """Nothing of it is in the record or the history yet."""
 
@@ -84,6 +87,8 @@ class _Seen:
     seconds: float | None = None
     waiting: float | None = None
     ended: str | None = None
+    failed: bool = False
+    canceled: bool = False
     restored: bool = False
     tries: set[str] = attrs.Factory(set)
     messages_failed: int = 0
@@ -107,6 +112,9 @@ def _read(entries: Iterable[dict[str, Any]]) -> tuple[dict[str, _Seen], bool]:
             continue
         if event == "run_finished":
             finished = True
+            for s in seen.values():
+                if s.attempt and s.ended is None:
+                    s.canceled = True
             continue
         path = entry.get("node")
         if not isinstance(path, str):
@@ -120,6 +128,7 @@ def _read(entries: Iterable[dict[str, Any]]) -> tuple[dict[str, _Seen], bool]:
             elif attempt != s.attempt or event == "attempt_adopted":
                 started = s.started if attempt == s.attempt else when
                 s.attempt, s.started, s.ended = attempt, started, None
+                s.failed = s.canceled = False
                 s.running_at = s.waited = s.seconds = s.waiting = None
         elif event == "node_running":
             s.running_at, s.waited = when, _number(entry.get("waiting"))
@@ -132,7 +141,7 @@ def _read(entries: Iterable[dict[str, Any]]) -> tuple[dict[str, _Seen], bool]:
             if event == "attempt_failed":
                 s.error = entry
             if event == "node_confirmed" or _is_root(entry):
-                s.ended = when
+                s.ended, s.failed = when, event == "attempt_failed"
                 s.seconds = _number(entry.get("seconds"))
                 s.waiting = _number(entry.get("waiting"))
     return seen, finished
@@ -254,10 +263,12 @@ def describe_nodes(
                 if s.restored
                 else NodeState.CONFIRMED
             )
-        elif path in failed:
+        elif path in failed or (s.failed and path not in active):
             state = NodeState.FAILED
         elif begun and running_now:
             state = NodeState.RUNNING if s.running_at is not None else NodeState.WAITING
+        elif begun and s.canceled:
+            state = NodeState.CANCELED
         elif begun or path in active:
             state = NodeState.RUNNING if running_now else NodeState.INTERRUPTED
         else:

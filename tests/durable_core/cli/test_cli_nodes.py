@@ -169,7 +169,7 @@ measure = Graph("measure", inputs=[LINE])
 def length(rc):
     with TRIES.open("a") as f:
         f.write("try\\n")
-    if len(TRIES.read_text().split()) < 3:
+    if len(TRIES.read_text().split()) < 3 or rc.get(LINE) == "never":
         raise ConnectionError(f"try {rc.attempt.index} lost its connection")
     rc.set(LENGTH, len(rc.get(LINE)))
 
@@ -219,6 +219,18 @@ def test_inspect_nodes_shows_sub_graph_nodes_by_path_and_their_retry_tries(
     assert nodes["summary"]["retry_tries"] == 0
     (row,) = [line for line in text.splitlines() if line.startswith("  measure/length ")]
     assert row.split()[:5] == ["measure/length", "confirmed", "3", "Retry", "tries"]
+
+    # a child node that fails for good: its scope is void in the record, the log says it failed
+    monkeypatch.syspath_prepend(str(tmp_path))
+    try:
+        failed = runner.invoke(cli, ["run", "report.toml", "r2", "--input", "text=never"])
+        assert failed.exit_code == ExitCode.RUN_FAILED, failed.output
+        shown = runner.invoke(cli, ["inspect", "report.toml", "r2", "--nodes", "--json"])
+    finally:
+        sys.modules.pop(module, None)
+    states = {n["path"]: n["state"] for n in json.loads(shown.stdout)["nodes"]}
+    # summary began (waiting for its input) and the run ended before it did
+    assert states == {"measure": "failed", "measure/length": "failed", "summary": "canceled"}
 
 
 def test_inspect_nodes_counts_a_processors_failed_message_tries(tmp_path, monkeypatch):

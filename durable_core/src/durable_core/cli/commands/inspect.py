@@ -47,9 +47,9 @@ def inspect_command(
     ownership and never writing (the view may be one save old). What runs is shown from the
     run's history (a running node's attempt is in the record only from its first save).
     --nodes shows each node of the root graph and of its Sub graphs, by path: its state
-    (confirmed, restored, skipped, failed, running, waiting for its inputs, interrupted, not
-    started), its Retry tries and message tries, when it started, its time running and its
-    time waiting for inputs, and its last error with where it failed.
+    (confirmed, restored, skipped, failed, running, waiting for its inputs, canceled,
+    interrupted, not started), its Retry tries and message tries, when it started, its time
+    running and its time waiting for inputs, and its last error with where it failed.
     """
     from durable_core.cli.targets import (
         graph_of,
