@@ -228,7 +228,13 @@ def test_inspect_nodes_shows_sub_graph_nodes_by_path_and_their_retry_tries(
         shown = runner.invoke(cli, ["inspect", "report.toml", "r2", "--nodes", "--json"])
     finally:
         sys.modules.pop(module, None)
-    states = {n["path"]: n["state"] for n in json.loads(shown.stdout)["nodes"]}
+    data = json.loads(shown.stdout)
+    states = {n["path"]: n["state"] for n in data["nodes"]}
+    # the open attempts of a Sub graph's node name the Sub's path
+    assert sorted({(a["scope_path"], a["node_id"]) for a in data["open_attempts"]}) == [
+        ("", "measure"),
+        ("measure", "length"),
+    ]
     # summary began (waiting for its input) and the run ended before it did
     assert states == {"measure": "failed", "measure/length": "failed", "summary": "canceled"}
 
