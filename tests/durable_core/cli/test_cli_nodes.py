@@ -261,6 +261,7 @@ def test_inspect_nodes_counts_a_processors_failed_message_tries(tmp_path, monkey
     fold = nodes["fold"]
     # messages 7, 14, 21 and 28 failed once: the log keeps the tries the record let go
     assert fold["state"] == "confirmed" and fold["message_tries_failed"] == 4
+    assert fold["running_seconds"] is not None and fold["waiting_seconds"] is not None
     assert fold["last_error"] == "ValueError: cannot fold 28"
     assert nodes["produce"]["message_tries_failed"] == 0
     (row,) = [line for line in text.splitlines() if line.startswith("  fold ")]
