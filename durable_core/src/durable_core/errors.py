@@ -229,7 +229,27 @@ class VersionMismatchError(MismatchError):
 
 
 class InputsMismatchError(MismatchError):
-    """The root inputs given to ``resume`` differ from the stored fingerprint (R-REC-3)."""
+    """The root inputs given to ``resume`` differ from the stored fingerprint (R-REC-3).
+
+    The record holds only the fingerprint of all the inputs together. Where the run's history
+    keeps each input's own fingerprint, ``changed`` names the inputs that differ.
+
+    Args:
+        message: the full explanation.
+        changed: names of the root inputs that differ (empty when not known).
+
+    Attributes:
+        changed: as given.
+    """
+
+    def __init__(self, message: str, *, changed: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.changed = tuple(changed)
+
+    @property
+    def details(self) -> dict[str, object]:
+        """``{"changed": [...]}`` (``durable ... --json`` prints it): empty when not known."""
+        return {"changed": list(self.changed)}
 
 
 class GraphError(DurableError, ValueError):

@@ -232,10 +232,11 @@ def describe_record(
     scope_of_attempt: dict[str, str] = {}
 
     def scope_for(attempt_id: str) -> str:
-        # walk Retry chains up to the scope that holds the root attempt
+        # walk Retry chains up to the scope that holds the root attempt (a child scope's id
+        # is its Sub node's attempt id: the first scope met is the attempt's own)
         seen: set[str] = set()
-        current = attempt_id
-        while current in attempts and current not in seen:
+        current = attempts[attempt_id].parent
+        while current not in record.scopes and current in attempts and current not in seen:
             seen.add(current)
             current = attempts[current].parent
         return current

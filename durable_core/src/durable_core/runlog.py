@@ -28,9 +28,14 @@ Each entry is one JSON object::
      "error": "ValueError: …", "where": "jobs/etl.py:42 in load", "traceback": "…",
      "seconds": 0.51}
 
-``status`` is set on ``run_finished``; ``seconds`` (the attempt's duration in this process) on
-``attempt_failed`` and ``node_confirmed`` when the attempt started in this process;
-``sequence`` on ``message_failed`` (the message's input sequence).
+``status`` is set on ``run_finished``; ``sequence`` on ``message_failed`` (the message's input
+sequence); ``boundary`` on the events of a Retry try (its boundary in the record). A
+``node_running`` entry says when the node's body started, its inputs having arrived (once per
+node per process); its ``waiting`` is the time since its root attempt started or was adopted.
+``attempt_failed`` and ``node_confirmed``, for an attempt that started in this process, have
+``seconds``, the attempt's time running (since its node's body started, or since it started
+when that was later: a later Retry try), and ``waiting``, its time before that (waiting for
+inputs and a slot); the two add up to the attempt's duration.
 
 A ``definition`` entry keeps the fingerprints of the parts of the graph's definition (each node,
 key, graph input and graph; see :mod:`durable_core.durable.definition_diff`), so that when
@@ -41,6 +46,13 @@ definition yet (a fork, a run started where the log was not kept)::
     {"time": "…", "event": "definition", "run_id": "r", "revision": 1,
      "definition": "<SHA-256 hex of the whole definition>",
      "parts": {"graph:": "…", "node:load": "…", "key:rows": "…", "input:rows": "…"}}
+
+An ``inputs`` entry keeps the fingerprint of each root input (its name, codec id, version and
+digest: never its value), so that when ``resume`` is refused because the inputs differ, the
+error can name the input that changed. It is written after ``definition`` on the same terms::
+
+    {"time": "…", "event": "inputs", "run_id": "r", "revision": 1,
+     "inputs": "<the record's Inputs fingerprint>", "keys": {"rows": "…", "limit": "…"}}
 """
 
 from __future__ import annotations
@@ -49,7 +61,7 @@ import datetime
 import json
 import re
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from durable_core.history import (
@@ -72,6 +84,7 @@ __all__ = [
     "log_times",
     "read_log",
     "saved_definition",
+    "saved_inputs",
     "scrub",
 ]
 
@@ -114,6 +127,8 @@ class RunLogWriter:
 
     def __init__(self) -> None:
         self._started: dict[str, float] = {}
+        # When the body of a node began, by (store, run, root scope, scope id, node id).
+        self._running: dict[tuple[Any, ...], float] = {}
         # The definitions known to be in a run's history: (store, run, root scope, fingerprint).
         self._definitions: set[tuple[int, str, str, str]] = set()
 
@@ -140,30 +155,102 @@ class RunLogWriter:
             line["status"] = event.status
         if event.error:
             line["error"] = scrub(event.error)
+        if getattr(event, "boundary", ""):
+            line["boundary"] = event.boundary
         if getattr(event, "sequence", 0):
             line["sequence"] = event.sequence
         if getattr(event, "where", ""):
             line["where"] = event.where
         if getattr(event, "traceback", ""):
             line["traceback"] = scrub(event.traceback, limit=None)
-        if kind in ("attempt_started", "attempt_adopted") and event.attempt_id:
-            if len(self._started) >= _MAX_STARTED:
-                self._started.pop(next(iter(self._started)))
-            self._started[event.attempt_id] = now
-        elif kind in ("attempt_failed", "node_confirmed") and event.attempt_id:
-            started = self._started.pop(event.attempt_id, None)
-            if started is not None:
-                line["seconds"] = round(now - started, 6)
+        if event.attempt_id:
+            self._times(line, kind, (*target.key, event.scope_id, event.node_id), event, now)
         out = [_text(line)]
-        definition = getattr(event, "definition", None)
-        if definition is not None and kind in ("run_started", "run_resumed"):
-            entry = self._definition_entry(target, line, kind, definition)
-            if entry is not None:
-                out.append(_text(entry))
+        if kind in ("run_started", "run_resumed"):
+            held: list[str] | None = None  # the history, read at most once
+
+            def history() -> list[str]:
+                nonlocal held
+                if held is None:
+                    held = history_of(target.store).read_history(target.run_id, target.root_scope)
+                return held
+
+            definition = getattr(event, "definition", None)
+            if definition is not None:
+                entry = self._definition_entry(target, line, kind, definition, history)
+                if entry is not None:
+                    out.append(_text(entry))
+            inputs = getattr(event, "inputs", None)
+            if inputs is not None:
+                entry = self._inputs_entry(target, line, kind, inputs, history)
+                if entry is not None:
+                    out.append(_text(entry))
         return out
 
+    def _inputs_entry(
+        self,
+        target: HistoryTarget,
+        line: dict[str, Any],
+        kind: str,
+        inputs: Any,
+        history: Callable[[], list[str]],
+    ) -> dict[str, Any] | None:
+        """The ``inputs`` entry to append after a run's start or resume (None when the
+        history already holds one for these inputs)."""
+        known = (*target.key, "inputs:" + inputs.fingerprint)
+        if known in self._definitions:
+            return None
+        self._definitions.add(known)
+        marker = _inputs_marker(inputs.fingerprint)
+        if kind != "run_started" and any(marker in entry for entry in history()):
+            return None
+        return {
+            "time": line["time"],
+            "event": "inputs",
+            "run_id": line["run_id"],
+            "revision": line["revision"],
+            "inputs": inputs.fingerprint,
+            "keys": dict(inputs.keys),
+        }
+
+    def _times(
+        self, line: dict[str, Any], kind: str, node: tuple[Any, ...], event: Any, now: float
+    ) -> None:
+        """Keep the start of an attempt and of its node's body; give an ended attempt its time
+        running (``seconds``) and its time waiting (``waiting``, before the body started), and
+        a body that starts the time its node waited (``waiting``)."""
+        attempt_id = event.attempt_id
+        if kind in ("attempt_started", "attempt_adopted"):
+            if len(self._started) >= _MAX_STARTED:
+                self._started.pop(next(iter(self._started)))
+            self._started[attempt_id] = now
+            if _is_root(event):
+                self._running.pop(node, None)  # a root attempt: its body has not started
+        elif kind == "node_running":
+            if len(self._running) >= _MAX_STARTED:
+                self._running.pop(next(iter(self._running)))
+            self._running[node] = now
+            started = self._started.get(attempt_id)
+            if started is not None:
+                line["waiting"] = round(now - started, 6)
+        elif kind in ("attempt_failed", "node_confirmed"):
+            started = self._started.pop(attempt_id, None)
+            if started is None:
+                return
+            running = self._running.get(node)
+            body = now if running is None else min(max(started, running), now)
+            line["seconds"] = round(now - body, 6)
+            line["waiting"] = round(body - started, 6)
+            if kind == "node_confirmed" or _is_root(event):
+                self._running.pop(node, None)
+
     def _definition_entry(
-        self, target: HistoryTarget, line: dict[str, Any], kind: str, definition: Any
+        self,
+        target: HistoryTarget,
+        line: dict[str, Any],
+        kind: str,
+        definition: Any,
+        history: Callable[[], list[str]],
     ) -> dict[str, Any] | None:
         """The ``definition`` entry to append after a run's start or resume (None when the
         history already holds this definition's parts)."""
@@ -172,9 +259,7 @@ class RunLogWriter:
         if known in self._definitions:
             return None
         self._definitions.add(known)
-        if kind != "run_started" and _holds_definition(
-            history_of(target.store).read_history(target.run_id, target.root_scope), fingerprint
-        ):
+        if kind != "run_started" and _holds_definition(history(), fingerprint):
             return None
         return {
             "time": line["time"],
@@ -184,6 +269,15 @@ class RunLogWriter:
             "definition": fingerprint,
             "parts": definition.parts(),
         }
+
+
+def _is_root(event: Any) -> bool:
+    """Whether ``event`` is about a node's root attempt (not a Retry try)."""
+    return not getattr(event, "boundary", "") and event.kind != "message_failed"
+
+
+def _inputs_marker(fingerprint: str) -> str:
+    return f'"inputs": "{fingerprint}"'
 
 
 def _definition_marker(fingerprint: str) -> str:
@@ -255,6 +349,25 @@ def saved_definition(
             and all(isinstance(v, str) for v in parts.values())
         ):
             found = parts
+    return found
+
+
+def saved_inputs(
+    store: Any, run_id: str, fingerprint: str, root_scope: str | None = None
+) -> dict[str, str] | None:
+    """The fingerprint of each root input of ``run_id`` in ``store`` whose inputs have the
+    whole fingerprint ``fingerprint``, from the last ``inputs`` entry of its log for it; None
+    when the log has none."""
+    found: dict[str, str] | None = None
+    for entry in _safely(store, run_id, root_scope):
+        keys = entry.get("keys")
+        if (
+            entry.get("event") == "inputs"
+            and entry.get("inputs") == fingerprint
+            and isinstance(keys, dict)
+            and all(isinstance(v, str) for v in keys.values())
+        ):
+            found = keys
     return found
 
 

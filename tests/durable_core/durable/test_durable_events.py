@@ -72,6 +72,7 @@ def test_the_hook_and_observers_see_every_step_of_run_and_resume(kind: str, tmp_
     assert flaky == [
         ("attempt_started", "", "flaky", 1, 1),  # the root attempt
         ("attempt_started", "", "flaky", 1, 3),  # Retry tries
+        ("node_running", "", "flaky", 1, 1),  # its input arrived: the body starts
         ("attempt_failed", "", "flaky", 1, 3),
         ("attempt_started", "", "flaky", 2, 3),
         ("attempt_failed", "", "flaky", 2, 3),

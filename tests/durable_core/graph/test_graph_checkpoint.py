@@ -706,3 +706,46 @@ def test_watch_bodies_counts_the_bodies_holding_a_running_slot():
     assert result.status == "completed"
     assert seen == {"fast": 1, "plain": 1, "slow": 0}
     assert cp.running() == 0
+
+
+class RunningCheckpointer(MemoryCheckpointer):
+    """Puts ``node_running`` on the shared timeline with the commits and the bodies."""
+
+    def node_running(self, attempt):
+        self.events.append(f"running:{attempt.path}:{attempt.id}:{attempt.boundary or 'root'}")
+
+
+# covers: G-12
+def test_node_running_is_told_once_per_node_when_its_inputs_have_arrived():
+    cp = RunningCheckpointer()
+    g = Graph("g", inputs=[N])
+    twice = Key("twice", int)
+
+    @g.node("a", requires=[N], provides=[twice])
+    def a(rc):
+        cp.events.append("body:a")
+        rc.set(twice, 2)
+
+    @g.node("b", requires=[twice], provides=[REPORT], aspects=[Retry(3)])
+    async def b(rc):
+        cp.events.append(f"body:b:{rc.attempt.index}")
+        if rc.attempt.index == 1:
+            raise ConnectionError("first try fails")
+        rc.set(REPORT, "done")
+
+    assert execute(g, {N: 1}, checkpointer=cp)[REPORT] == "done"
+    roots = {call[1]: call[2] for call in cp.of("begin_node")}
+    assert cp.events == [
+        f"running:a:{roots['a']}:root",
+        "body:a",
+        "commit-start:a",
+        "commit-end:a",
+        f"running:b:{roots['b']}:root",  # only once b's input was confirmed; first try only
+        "body:b:1",
+        "body:b:2",
+        "commit-start:b",
+        "commit-end:b",
+    ]
+    again = RunningCheckpointer(cp.memory)  # both confirmed: restored, no body starts
+    assert execute(g, {N: 1}, checkpointer=again).status == "completed"
+    assert again.events == []

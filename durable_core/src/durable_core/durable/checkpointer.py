@@ -304,6 +304,7 @@ class DurableCheckpointer(Checkpointer):
                 error=error,
                 where=details.where,
                 traceback=details.traceback,
+                boundary=attempt.boundary,
             )
         )
 
@@ -565,6 +566,10 @@ class DurableCheckpointer(Checkpointer):
             raise
         self._messages.confirmed(attempt_id)
         self._event(EventKind.NODE_CONFIRMED, attempt, revision=saved.revision)
+
+    def node_running(self, attempt: Attempt) -> None:
+        # No save: the history learns when the body started (its wait for inputs ended).
+        self._event(EventKind.NODE_RUNNING, attempt)
 
     def watch_bodies(self, running: Callable[[], int]) -> None:
         # While no body runs, a save on the event loop holds up nobody (see Ledger.save_when).

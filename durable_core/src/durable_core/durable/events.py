@@ -15,7 +15,7 @@ import attrs
 
 from durable_core.durable.definition_diff import DefinitionFingerprints
 
-__all__ = ["EventKind", "RecoveryEvent"]
+__all__ = ["EventKind", "InputFingerprints", "RecoveryEvent"]
 
 
 class EventKind(enum.StrEnum):
@@ -31,6 +31,11 @@ class EventKind(enum.StrEnum):
     """An active attempt from an earlier process is taken over (same attempt id)."""
     ATTEMPT_STARTED = "attempt_started"
     """A new attempt (root or Retry try) was recorded active before its body starts."""
+    NODE_RUNNING = "node_running"
+    """The node's body started (a Sub node: its child graph), its inputs having arrived: the
+    time since its root attempt started (or was adopted) was spent waiting. Once per node per
+    process, at its first try; not saved (the record does not change), ``revision`` is the
+    committed one."""
     ATTEMPT_FAILED = "attempt_failed"
     """An attempt was recorded failed."""
     MESSAGE_FAILED = "message_failed"
@@ -41,6 +46,22 @@ class EventKind(enum.StrEnum):
     """A node's root attempt and complete NodeRecord were saved together."""
     RUN_FINISHED = "run_finished"
     """The run ended (``status`` says how)."""
+
+
+@attrs.frozen
+class InputFingerprints:
+    """The fingerprints of a run's root inputs: the whole one (the record's ``Inputs``) and
+    one per input key (kept in the run's history only, so that a refused ``resume`` can name
+    the input that changed).
+
+    Attributes:
+        fingerprint: the record's ``Inputs`` fingerprint.
+        keys: each root input's own fingerprint (its name, codec id, version and digest), by
+            key name.
+    """
+
+    fingerprint: str
+    keys: dict[str, str]
 
 
 STOPPED = "stopped"
@@ -88,6 +109,10 @@ class RecoveryEvent:
         definition: for ``RUN_STARTED``/``RUN_RESUMED``: the graph's
             :class:`~durable_core.durable.definition_diff.DefinitionFingerprints` (the whole
             fingerprint, and its parts' computed when asked for); else None. Not compared.
+        inputs: for ``RUN_STARTED``/``RUN_RESUMED``: the root inputs'
+            :class:`InputFingerprints`; else None. Not compared.
+        boundary: for an event about a Retry try: the Retry's boundary in the record
+            (``"node:0"``); "" for a node's root attempt and for other events.
     """
 
     kind: EventKind
@@ -106,3 +131,5 @@ class RecoveryEvent:
     where: str = ""
     traceback: str = attrs.field(default="", eq=False, repr=False)
     sequence: int = 0
+    boundary: str = ""
+    inputs: InputFingerprints | None = attrs.field(default=None, eq=False, repr=False)

@@ -38,7 +38,7 @@ from durable_core.durable.definition_diff import (
     RecentGraphs,
     definition_mismatch,
 )
-from durable_core.durable.events import STOPPED, EventKind, RecoveryEvent
+from durable_core.durable.events import STOPPED, EventKind, InputFingerprints, RecoveryEvent
 from durable_core.durable.fingerprint import values_fingerprint
 from durable_core.durable.ledger import Ledger, new_id
 from durable_core.durable.messages_recovery import Adopted, adopt_managed
@@ -528,11 +528,13 @@ class Runtime:
         thread (closing may wait for the store: a lock file, a database)."""
         self._preflight(graph, version, max_running)
         fingerprint = ""
+        given: InputFingerprints | None = None
         if new:
             try:
-                fingerprint = self.input_fingerprints(graph, inputs, input_identity)[0]
+                given = self._input_parts(graph, inputs, input_identity)[0]
             except CodecError as exc:
                 raise CheckpointError(f"run {run_id!r}: {exc}. Nothing was saved.") from exc
+            fingerprint = given.fingerprint
         session = await self._acquire(run_id, timeout)
         ledger: Ledger | None = None
         try:
@@ -545,7 +547,7 @@ class Runtime:
                 kind = EventKind.RUN_STARTED
             else:
                 record = await asyncio.to_thread(session.load)
-                restored = self._check_record(
+                restored, given = self._check_record(
                     graph, record, run_id, version, inputs, input_identity
                 )
                 streams = plan_streams(graph, record, self.codecs)
@@ -567,6 +569,7 @@ class Runtime:
                     revision=ledger.revision,
                     total_nodes=count_nodes(graph),
                     definition=DefinitionFingerprints(graph),
+                    inputs=given,
                 ),
                 self._history(ledger.record),
             )
@@ -732,7 +735,22 @@ class Runtime:
                 stand-in's key is not one of ``inputs``.
             CodecError: a value or stand-in cannot be encoded.
         """
-        plain = values_fingerprint(self._encode_inputs(graph, inputs))
+        return tuple(part.fingerprint for part in self._input_parts(graph, inputs, input_identity))
+
+    def _input_parts(
+        self,
+        graph: Graph,
+        inputs: Mapping[Key[Any], Any],
+        input_identity: Mapping[Key[Any], Any] | None = None,
+    ) -> tuple[InputFingerprints, ...]:
+        """:meth:`input_fingerprints`, each with the fingerprint of every input key."""
+
+        def parts(values: list[ValueRecord]) -> InputFingerprints:
+            return InputFingerprints(
+                values_fingerprint(values), {v.name: values_fingerprint([v]) for v in values}
+            )
+
+        plain = parts(self._encode_inputs(graph, inputs))
         if not input_identity:
             return (plain,)
         extra = [key for key in input_identity if key not in inputs]
@@ -743,7 +761,7 @@ class Runtime:
                 "saved."
             )
         stand_ins = {**inputs, **input_identity}
-        return (values_fingerprint(self._encode_inputs(graph, stand_ins)), plain)
+        return (parts(self._encode_inputs(graph, stand_ins)), plain)
 
     def _encode_inputs(self, graph: Graph, inputs: Mapping[Key[Any], Any]) -> list[ValueRecord]:
         """Check the root inputs, then encode each (R-REC-2 ``Inputs``).
@@ -814,7 +832,10 @@ class Runtime:
         version: str,
         inputs: Mapping[Key[Any], Any],
         input_identity: Mapping[Key[Any], Any] | None = None,
-    ) -> dict[tuple[str, str], NodeOutputs]:
+    ) -> tuple[dict[tuple[str, str], NodeOutputs], InputFingerprints]:
+        """Check the loaded record against what resume was given (R-REC-1, R-REC-3); return
+        the decoded outputs of the confirmed nodes, and the fingerprints of the inputs that
+        matched."""
         if not 1 <= record.format <= RECORD_FORMAT:
             raise CorruptRecordError(
                 f"run {run_id!r} has record format {record.format}; this version of Durable "
@@ -840,13 +861,14 @@ class Runtime:
         if record.definition != definition:
             raise definition_mismatch(graph, record, self._ran.get(run_id), store=self.store)
         try:
-            accepted = self.input_fingerprints(graph, inputs, input_identity)
+            accepted = self._input_parts(graph, inputs, input_identity)
         except CodecError as exc:
             raise InputsMismatchError(
                 f"resume of run {run_id!r}: {exc}; such an input cannot be the one the run was "
                 "started with. Nothing was saved."
             ) from exc
-        if record.inputs not in accepted:
+        matched = [part for part in accepted if part.fingerprint == record.inputs]
+        if not matched:
             paths = ""
             if input_identity:  # inputs that name a place: moving the project may be the cause
                 paths = (
@@ -855,6 +877,17 @@ class Runtime:
                     "its absolute path: resume such a run from its original folder, or fork it "
                     "there."
                 )
+            changed = changed_inputs(self.store, record, accepted)
+            if changed:
+                names = ", ".join(repr(name) for name in changed)
+                what = f"input {names} differs" if len(changed) == 1 else f"inputs {names} differ"
+                raise InputsMismatchError(
+                    f"the inputs given to resume run {run_id!r} differ from those it was "
+                    f"started with: {what} (a value, or the codec id/version of its type, "
+                    f"changed). Resume needs the original inputs again.{paths} Nothing was "
+                    "saved.",
+                    changed=tuple(changed),
+                )
             raise InputsMismatchError(
                 f"the inputs given to resume run {run_id!r} differ from those it was started "
                 "with (their fingerprints differ: a value, or the codec id/version of an input "
@@ -862,7 +895,7 @@ class Runtime:
                 "saved."
             )
         validate_record(record, definition=graph.provided_names())
-        return decode_confirmed(graph, record, self.codecs)
+        return decode_confirmed(graph, record, self.codecs), matched[0]
 
     def _failed_for_good(
         self,
@@ -1026,6 +1059,28 @@ class Runtime:
                     "the durable_recovery_event hook of plugin %r raised; the run goes on",
                     plugin_name,
                 )
+
+
+def changed_inputs(store: Any, record: RunRecord, given: Iterable[InputFingerprints]) -> list[str]:
+    """The names of the root inputs that differ from those ``record``'s run started with,
+    judged by the per-input fingerprints its history keeps (the run log's ``inputs`` entry);
+    empty when the history has none for the record's inputs. With several ways to count the
+    given inputs (``input_identity``), the one with the fewest differences."""
+    from durable_core.runlog import saved_inputs
+
+    saved = saved_inputs(store, record.run_id, record.inputs, record.root_scope)
+    if saved is None:
+        return []
+    best: list[str] | None = None
+    for part in given:
+        names = sorted(
+            name
+            for name in saved.keys() | part.keys.keys()
+            if saved.get(name) != part.keys.get(name)
+        )
+        if best is None or len(names) < len(best):
+            best = names
+    return best or []
 
 
 async def _release(session: Any, ledger: Ledger | None) -> None:

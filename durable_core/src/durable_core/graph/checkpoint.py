@@ -63,6 +63,12 @@ root attempt with ``restored`` set there counts as ``begin_node``'s answer, and 
 publishes those outputs at once, without waiting (a resume of many confirmed nodes needs no task
 per node). The default answers None: ask ``begin_node``.
 
+``node_running(attempt)`` (synchronous) is told, with the node's root attempt, when the node's
+body starts (a Sub node: when its child graph starts), once its inputs have arrived: once per
+node per scope run, at its first try (a later Retry try finds its inputs there already). What
+lies between ``begin_node`` and it is the time the node waited for its inputs (and a slot). The
+default does nothing.
+
 ``share(scope, attempt, ready)`` (synchronous) decides how ready values reach their readers: it
 is called with the root inputs when the root scope opens (``attempt=None``), and with a node's
 ready outputs right after ``commit_node`` returned (or after ``begin_node`` returned them
@@ -425,6 +431,13 @@ class Checkpointer:
 
     async def close_scope(self, scope: Scope, status: str) -> None:
         """Every node of ``scope`` ended; ``status`` is completed, failed or canceled."""
+
+    def node_running(self, attempt: Attempt) -> None:
+        """The body of ``attempt``'s node starts (synchronous; see the module documentation).
+
+        Args:
+            attempt: the node's root attempt (as ``begin_node`` returned it).
+        """
 
     def restore_node(self, scope: Scope, node: Node) -> Attempt | None:
         """A node's root attempt with ``restored`` outputs, when known without waiting.

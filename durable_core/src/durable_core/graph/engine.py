@@ -528,6 +528,7 @@ class _ScopeRun:
     def mark_running(self, nr: _NodeRun) -> None:
         if not nr.running:
             nr.running = True
+            self.run.node_running(nr.attempt)
             if self.run.observers:
                 self.run.emit("node_running", self._node_event(nr))
 

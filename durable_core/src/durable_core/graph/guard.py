@@ -169,6 +169,16 @@ class CheckpointCalls:
             return
         await self._call(self.cp.open_stream(attempt, key, stream))
 
+    def node_running(self, attempt: Attempt | None) -> None:
+        """The checkpointer's ``node_running`` (a failure stops the run; the body goes on
+        until the run's cancellation reaches it)."""
+        if self.noop or self.aborted or attempt is None:
+            return
+        try:
+            self.cp.node_running(attempt)
+        except Exception as error:
+            self.abort(error)
+
     def restore_node(self, scope: Scope, node: Node) -> Attempt | None:
         """The checkpointer's ``restore_node``: a restored attempt known at once, or None."""
         if self.noop or self.aborted:

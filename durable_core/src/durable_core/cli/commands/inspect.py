@@ -21,12 +21,19 @@ __all__ = ["inspect_command"]
     is_flag=True,
     help="Read the last committed record without taking ownership (for a running run).",
 )
+@click.option(
+    "--nodes",
+    "show_nodes",
+    is_flag=True,
+    help="Show each node: its state, tries, start, time running and waiting, last error.",
+)
 @json_option()
 def inspect_command(
     args: tuple[str, ...],
     store_url: str | None,
     run_id_option: str | None,
     peek: bool,
+    show_nodes: bool,
     as_json: bool,
 ) -> None:
     """Show a run's metadata: revision, version, scopes, attempts, confirmed nodes, streams.
@@ -37,7 +44,12 @@ def inspect_command(
     business values are never shown. The record gets the integrity checks resume makes: a
     corrupt one is reported as such (exit 8). A run owned by a running process is reported
     busy at once (exit 3); --peek reads its last committed record instead, without taking
-    ownership and never writing (the view may be one save old).
+    ownership and never writing (the view may be one save old). What runs is shown from the
+    run's history (a running node's attempt is in the record only from its first save).
+    --nodes shows each node of the root graph and of its Sub graphs, by path: its state
+    (confirmed, restored, skipped, failed, running, waiting for its inputs, canceled,
+    interrupted, not started), its Retry tries and message tries, when it started, its time
+    running and its time waiting for inputs, and its last error with where it failed.
     """
     from durable_core.cli.targets import (
         graph_of,
@@ -83,12 +95,29 @@ def inspect_command(
     finally:
         store.close()
     failures = _last_failures(entries, info)
+    import time
+
+    from durable_core.nodeview import NodeState, describe_nodes
+
+    nodes = describe_nodes(
+        record,
+        graph if info.definition_matches else None,
+        entries,
+        live=peek,
+        now=time.time(),
+    )
+    in_flight = [n for n in nodes if n.state in (NodeState.RUNNING, NodeState.WAITING)]
     if as_json:
         data = info.to_json()
         data["store"] = store_config.describe()
         data["peeked"] = peek
         data["times"] = times
         data["last_failures"] = failures
+        data["in_flight"] = [
+            {"path": n.path, "state": n.state, "started": n.started} for n in in_flight
+        ]
+        if show_nodes:
+            data["nodes"] = [n.to_json() for n in nodes]
         click.echo(json.dumps(data, indent=2))
         return
     if peek:
@@ -118,6 +147,50 @@ def inspect_command(
             click.echo(f"    {entry.get('error', '(no error text)')}")
             if entry.get("where"):
                 click.echo(f"    at {entry['where']}")
+    if in_flight:
+        click.echo(
+            f"in flight  {len(in_flight)} (from the run log; a running node's attempt is in the "
+            "record only from its first save):"
+        )
+        for n in in_flight:
+            if n.state == NodeState.RUNNING:
+                click.echo(f"  {n.path}  running for {span(n.running_seconds)}")
+            else:
+                click.echo(f"  {n.path}  waiting for its inputs for {span(n.waiting_seconds)}")
+    if show_nodes:
+        print_nodes(nodes)
+
+
+def print_nodes(nodes: Any) -> None:
+    """The text form of ``inspect --nodes``: a row per node, its last error below it."""
+    click.echo("nodes (from the record and the run log):")
+    header = ("NODE", "STATE", "TRIES", "STARTED", "RUNNING", "WAITING")
+    rows = []
+    for n in nodes:
+        plural = "try" if n.retry_tries == 1 else "tries"
+        tries = [f"{n.retry_tries} Retry {plural}" if n.retry_tries else ""]
+        if n.message_tries_failed:
+            tries.append(f"{n.message_tries_failed} failed message tries")
+        if n.message_tries:
+            tries.append(f"{n.message_tries} message tries in the record")
+        rows.append(
+            (
+                n.path,
+                n.state,
+                ", ".join(t for t in tries if t) or "-",
+                when(n.started),
+                span(n.running_seconds),
+                span(n.waiting_seconds),
+            )
+        )
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    for index, r in enumerate([header, *rows]):
+        click.echo("  " + "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
+        n = nodes[index - 1] if index else None
+        if n is not None and n.last_error:
+            click.echo(f"      last error: {n.last_error}")
+            if n.where:
+                click.echo(f"      at {n.where}")
 
 
 def run_times(

@@ -95,12 +95,17 @@ def format_entry(entry: dict[str, Any], traceback: bool = False) -> str:
     if "attempt" in entry:
         parts.append(f"try {entry['attempt']}")
     if "seconds" in entry:
-        parts.append(f"{entry['seconds']:.3f} s")
+        parts.append(f"ran {entry['seconds']:.3f} s")
+    if "waiting" in entry:
+        parts.append(f"waited {entry['waiting']:.3f} s")
     if "status" in entry:
         parts.append(str(entry["status"]))
     if entry.get("event") == "definition":
         nodes = sum(1 for name in entry.get("parts") or () if str(name).startswith("node:"))
         parts.append(f"fingerprint {str(entry.get('definition', '?'))[:12]}…, {nodes} nodes")
+    if entry.get("event") == "inputs":
+        count = len(entry.get("keys") or ())
+        parts.append(f"fingerprint {str(entry.get('inputs', '?'))[:12]}…, {count} inputs")
     parts.append(f"rev {entry.get('revision', '?')}")
     line = "  ".join(parts)
     if "error" in entry:
