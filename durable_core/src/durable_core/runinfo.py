@@ -108,6 +108,11 @@ class RunInfo:
     root_nodes_confirmed: int
     root_nodes_total: int | None
     nodes_confirmed: int
+    """Nodes confirmed in the record's valid scopes: the root graph's and the Sub graphs'
+    (a Sub node's failed tries do not count), as ``durable run`` counts nodes."""
+    nodes_total: int | None
+    """Nodes of the graph and of its Sub graphs (recursively), when the graph wrote the run;
+    else None."""
     attempts: dict[str, int]
     """Attempt counts by state (active, failed, confirmed)."""
     retries: int
@@ -331,7 +336,8 @@ def describe_record(
         definition_matches=matches,
         root_nodes_confirmed=root_confirmed,
         root_nodes_total=len(node_ids) if node_ids is not None else None,
-        nodes_confirmed=sum(len(s.nodes) for s in record.scopes.values()),
+        nodes_confirmed=sum(len(s.confirmed) for s in scopes if not s.void),
+        nodes_total=_count_nodes(graph) if node_ids is not None else None,
         attempts={state.value: states.get(state.value, 0) for state in AttemptState},
         retries=sum(1 for a in attempts.values() if a.boundary != "" and a.index > 1)
         + sum(1 for m in record.messages.values() if m.index > 1),
@@ -345,3 +351,9 @@ def describe_record(
         managed=len(record.managed),
         definition_changes=changes,
     )
+
+
+def _count_nodes(graph: Any) -> int:
+    from durable_core.graph.definition import count_nodes
+
+    return count_nodes(graph)

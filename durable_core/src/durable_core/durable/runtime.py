@@ -67,6 +67,7 @@ from durable_core.graph import (
 )
 from durable_core.graph import Observer as GraphObserver
 from durable_core.graph.checkpoint import NodeOutputs
+from durable_core.graph.definition import count_nodes
 from durable_core.graph.remote import dump_bodies
 from durable_core.integrity import validate_record
 from durable_core.plugins import each_implementation
@@ -133,16 +134,6 @@ class DurableResult:
     def values(self) -> dict[str, Any]:
         """Every ready value of the root graph, by key name (a copy)."""
         return self.result.values
-
-
-def count_nodes(graph: Graph) -> int:
-    """Nodes of ``graph`` plus, for each Sub node, the nodes of its child graph (recursively)."""
-    total = 0
-    for node in graph.nodes.values():
-        total += 1
-        if node.child is not None:
-            total += count_nodes(node.child)
-    return total
 
 
 def _check_graph(graph: Graph) -> None:

@@ -35,7 +35,7 @@ from durable_core.graph.function import analyse_function
 from durable_core.graph.keys import Key
 from durable_core.graph.processor import Processor
 
-__all__ = ["FINGERPRINT_FORMAT", "Graph", "In", "Node", "Out"]
+__all__ = ["FINGERPRINT_FORMAT", "Graph", "In", "Node", "Out", "count_nodes"]
 
 FINGERPRINT_FORMAT = 1
 """Version of the canonical description hashed by :meth:`Graph.fingerprint`."""
@@ -740,6 +740,16 @@ class Graph:
                 result[graph._name] = graph
                 pending.extend(n.child for n in graph._nodes.values() if n.child is not None)
         return result
+
+
+def count_nodes(graph: Graph) -> int:
+    """Nodes of ``graph`` plus, for each Sub node, the nodes of its child graph (recursively)."""
+    total = 0
+    for node in graph.nodes.values():
+        total += 1
+        if node.child is not None:
+            total += count_nodes(node.child)
+    return total
 
 
 def _is_async_callable(body: object) -> bool:

@@ -319,7 +319,11 @@ def print_info(info: Any, store: str) -> None:
     row("version", info.version or "(empty)")
     status = info.status
     if info.root_nodes_total is not None:
-        status += f" ({info.root_nodes_confirmed} of {info.root_nodes_total} root nodes confirmed)"
+        status += f" ({info.root_nodes_confirmed} of {info.root_nodes_total} root nodes confirmed"
+        if info.nodes_total is not None and info.nodes_total != info.root_nodes_total:
+            # as 'durable run' and its progress count: Sub graphs' nodes too
+            status += f"; {info.nodes_confirmed} of {info.nodes_total} nodes in all"
+        status += ")"
     elif info.definition_matches is False:
         status += (
             f" ({info.root_nodes_confirmed} root nodes confirmed; judged from the record alone: "

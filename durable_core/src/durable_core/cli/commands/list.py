@@ -230,6 +230,8 @@ def list_row(store: Any, summary: Any, graph: Any) -> dict[str, Any]:
         "status": "",
         "root_nodes_confirmed": None,
         "root_nodes_total": None,
+        "nodes_confirmed": None,
+        "nodes_total": None,
         "definition_matches": None,
         "location": getattr(summary, "location", ""),
         "error": None,
@@ -276,6 +278,8 @@ def list_row(store: Any, summary: Any, graph: Any) -> dict[str, Any]:
         status=info.status,
         root_nodes_confirmed=info.root_nodes_confirmed,
         root_nodes_total=info.root_nodes_total,
+        nodes_confirmed=info.nodes_confirmed,
+        nodes_total=info.nodes_total,
         definition_matches=info.definition_matches,
     )
     return row
