@@ -51,3 +51,14 @@ def test_without_the_history_the_refusal_says_what_it_said_then_learns_on_resume
     # a resume with the original inputs keeps their fingerprints in the history from then on
     assert ops.invoke("resume", ops.config).exit_code == 0
     assert "input 'n' differs" in refused(ops, "--input", "n=22")
+
+
+# covers: R-REC-3, X-HIST
+def test_fork_with_another_input_names_it(ops):
+    (ops.folder / "broken").touch()
+    assert ops.invoke("run", ops.config).exit_code == ExitCode.RUN_FAILED
+    (ops.folder / "broken").unlink()
+    forked = ops.invoke("fork", ops.config, "ops-1", "--new-run-id", "ops-2", "--input", "n=22")
+    assert forked.exit_code == ExitCode.CONFLICT, forked.output
+    assert "was started with (input 'n' differs): a fork keeps the inputs" in forked.stderr
+    assert ops.invoke("inspect", ops.config, "ops-2").exit_code == ExitCode.NOT_FOUND

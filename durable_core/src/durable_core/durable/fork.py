@@ -134,10 +134,22 @@ def create_fork(
     accepted = runtime.input_fingerprints(graph, inputs, input_identity)
     fingerprint = accepted[0]
     if old.inputs not in accepted:
+        from durable_core.durable.runtime import changed_inputs
+
+        changed = changed_inputs(store, old, runtime._input_parts(graph, inputs, input_identity))
+        names = ", ".join(repr(name) for name in changed)
+        what = (
+            ""
+            if not changed
+            else f" (input {names} differs)"
+            if len(changed) == 1
+            else f" (inputs {names} differ)"
+        )
         raise InputsMismatchError(
-            f"the inputs differ from those run {run_id!r} was started with: a fork keeps the "
-            "inputs (copied nodes were computed from them). Give the original inputs, or start "
-            "a new run. Nothing was saved."
+            f"the inputs differ from those run {run_id!r} was started with{what}: a fork keeps "
+            "the inputs (copied nodes were computed from them). Give the original inputs, or "
+            "start a new run. Nothing was saved.",
+            changed=tuple(changed),
         )
     copied = _copyable(graph, old, set(rerun))
     root = new_id()
