@@ -44,3 +44,20 @@ def test_two_different_run_ids_are_a_usage_error(ops, command):
     assert result.exit_code == ExitCode.USAGE, result.output
     assert "either as RUN_ID or as --run-id, not both" in result.output
     assert ops.calls() == []
+
+
+def test_show_delete_and_fork_take_the_run_id_as_an_option_too(ops):
+    (ops.folder / "broken").touch()
+    assert ops.invoke("run", ops.config).exit_code == ExitCode.RUN_FAILED
+    (ops.folder / "broken").unlink()
+    by_option = ops.invoke("show", ops.config, "--run-id", "ops-1", "double")
+    assert by_option.exit_code == 0, by_option.output
+    assert by_option.stdout == ops.invoke("show", ops.config, "ops-1", "double").stdout
+    forked = ops.invoke("fork", ops.config, "--run-id", "ops-1", "--new-run-id", "ops-2")
+    assert forked.exit_code == 0, forked.output
+    both = ops.invoke("fork", ops.config, "ops-1", "--run-id", "ops-9", "--new-run-id", "ops-3")
+    assert both.exit_code == ExitCode.USAGE, both.output
+    deleted = ops.invoke("delete", ops.config, "--run-id", "ops-1", "--run-id", "ops-2", "--yes")
+    assert deleted.exit_code == 0, deleted.output
+    assert ops.invoke("inspect", ops.config, "ops-1").exit_code == ExitCode.NOT_FOUND
+    assert ops.invoke("inspect", ops.config, "ops-2").exit_code == ExitCode.NOT_FOUND

@@ -15,9 +15,22 @@ __all__ = ["delete_command"]
 @click.command("delete")
 @click.argument("args", nargs=-1, metavar="[CONFIG] RUN_ID...")
 @click.option("--store", "store_url", metavar="URL", help="The store, instead of a CONFIG.")
+@click.option(
+    "--run-id",
+    "run_id_options",
+    multiple=True,
+    metavar="ID",
+    help="A run to delete (same as RUN_ID; repeatable).",
+)
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
 @json_option()
-def delete_command(args: tuple[str, ...], store_url: str | None, yes: bool, as_json: bool) -> None:
+def delete_command(
+    args: tuple[str, ...],
+    store_url: str | None,
+    run_id_options: tuple[str, ...],
+    yes: bool,
+    as_json: bool,
+) -> None:
     """Delete runs: their records and their own lock entries. It cannot be undone.
 
     Each run is removed through its exclusive session: a run owned by a running process is
@@ -37,6 +50,7 @@ def delete_command(args: tuple[str, ...], store_url: str | None, yes: bool, as_j
 
     pm = make_plugin_manager()
     store_config, config, run_ids = split_store_args(args, store_url, pm)
+    run_ids = (*run_ids, *run_id_options)
     named = store_words(args[0] if config is not None else None, store_url)
     if not run_ids:
         raise click.UsageError("give the RUN_ID of each run to delete")

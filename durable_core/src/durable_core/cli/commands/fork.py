@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import click
 
-from durable_core.cli.options import json_option
+from durable_core.cli.options import json_option, one_run_id
 
 __all__ = ["fork_command"]
 
 
 @click.command("fork")
 @click.argument("config_arg", metavar="CONFIG")
-@click.argument("run_id", metavar="RUN_ID")
+@click.argument("run_id_arg", metavar="RUN_ID", required=False)
+@click.option("--run-id", "run_id_option", metavar="ID", help="The run to fork (same as RUN_ID).")
 @click.option("--new-run-id", required=True, metavar="NEW", help="The new run's id.")
 @click.option(
     "--rerun",
@@ -36,7 +37,8 @@ __all__ = ["fork_command"]
 @json_option("Print the result as JSON.")
 def fork_command(
     config_arg: str,
-    run_id: str,
+    run_id_arg: str | None,
+    run_id_option: str | None,
     new_run_id: str,
     rerun: tuple[str, ...],
     input_options: tuple[str, ...],
@@ -53,6 +55,9 @@ def fork_command(
     """
     from durable_core.cli.launch import launch
 
+    run_id = one_run_id(run_id_arg, run_id_option)
+    if run_id is None:
+        raise click.UsageError("give the RUN_ID of the run to fork (or --run-id ID)")
     launch(
         config_arg,
         new_run_id,

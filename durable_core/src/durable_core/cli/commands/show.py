@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from durable_core.cli.options import json_option
+from durable_core.cli.options import json_option, run_id_option
 
 __all__ = ["show_command"]
 
@@ -15,8 +15,11 @@ __all__ = ["show_command"]
 @click.command("show")
 @click.argument("args", nargs=-1, metavar="[CONFIG] RUN_ID NODE [KEY]")
 @click.option("--store", "store_url", metavar="URL", help="The store, instead of a CONFIG.")
+@run_id_option()
 @json_option()
-def show_command(args: tuple[str, ...], store_url: str | None, as_json: bool) -> None:
+def show_command(
+    args: tuple[str, ...], store_url: str | None, run_id_option: str | None, as_json: bool
+) -> None:
     """Print the outputs of a confirmed node of a run (or only its KEY).
 
     NODE is a node of the root graph, or SUB/NODE for a node inside a Sub graph. Each value is
@@ -38,8 +41,12 @@ def show_command(args: tuple[str, ...], store_url: str | None, as_json: bool) ->
 
     pm = make_plugin_manager()
     store_config, config, rest = split_store_args(args, store_url, pm)
+    if run_id_option is not None:  # --run-id ID NODE [KEY]: the same as RUN_ID NODE [KEY]
+        rest = (run_id_option, *rest)
     if len(rest) not in (2, 3):
-        raise click.UsageError("give RUN_ID and NODE, and optionally one KEY of the node")
+        raise click.UsageError(
+            "give RUN_ID (or --run-id ID) and NODE, and optionally one KEY of the node"
+        )
     run_id, node, key = rest[0], rest[1], (rest[2] if len(rest) == 3 else None)
     if config is not None:
         config.load_graph()
