@@ -20,7 +20,8 @@ row: ``created_at`` by the run's first save,
 ``saved_at`` by every save. A run's last save time is the newest of its row's ``saved_at`` and
 its deltas'. In the sqlite3 shell: ``datetime(saved_at, 'unixepoch')``.
 
-Older databases are upgraded in place, in one transaction, when a store opens them: v1 (one
+Older databases are upgraded in place, in one transaction, when a store opens them (the DDL
+and the ordered upgrade steps are :mod:`durable_sqlitestore.schema`): v1 (one
 table) gets the deltas table, v2 (:data:`SCHEMA_V1` + :data:`DELTAS_V2`) gets the time columns
 (``ALTER TABLE … ADD COLUMN``, which is why they come last in the DDL), v3 gets the history
 table. Rows saved before the
@@ -60,7 +61,6 @@ from durable_core.errors import (
     CorruptRecordError,
     DurableError,
     NotFoundError,
-    SchemaError,
 )
 from durable_core.history import check_entries
 from durable_core.recorddelta import apply_delta
@@ -81,89 +81,19 @@ from durable_core.store import (
     validate_timeout,
 )
 from durable_core.store.locks import RunLock, acquire_run_lock, make_private_directory
+from durable_sqlitestore import schema
+from durable_sqlitestore.schema import DELTAS_TABLE, HISTORY_TABLE, RUNS_TABLE
 
 __all__ = [
     "BUSY_TIMEOUT_MS",
-    "DELTAS_V2",
-    "DELTAS_V3",
     "FOLD_RATIO",
-    "HISTORY_INDEX_V4",
-    "HISTORY_V4",
     "NOW",
-    "RUNS_V3",
-    "SCHEMA_V1",
-    "SCHEMA_VERSION",
     "SQLiteSession",
     "SQLiteStore",
     "sqlite_store_factory",
 ]
 
 logger = logging.getLogger("durable_sqlitestore")
-
-SCHEMA_VERSION = 4
-"""``PRAGMA user_version`` of a Durable database with schema v4 (v1, v2 and v3 are upgraded on
-open)."""
-
-SCHEMA_V1 = (
-    "CREATE TABLE durable_runs ("
-    "run_id TEXT NOT NULL PRIMARY KEY CHECK (typeof(run_id) = 'text' AND run_id <> ''), "
-    "revision TEXT NOT NULL CHECK (typeof(revision) = 'text' AND length(revision) <= 20 "
-    "AND revision GLOB '[1-9]*' AND revision NOT GLOB '*[^0-9]*'), "
-    "record BLOB NOT NULL CHECK (typeof(record) = 'blob')"
-    ") WITHOUT ROWID"
-)
-"""The v1 DDL: the run id, the complete record as JSON bytes (BLOB), the revision as decimal
-TEXT (uint64-safe, no leading zeros). ``sqlite_master`` must hold exactly this statement."""
-
-DELTAS_V2 = (
-    "CREATE TABLE durable_deltas ("
-    "run_id TEXT NOT NULL CHECK (typeof(run_id) = 'text' AND run_id <> ''), "
-    "base TEXT NOT NULL CHECK (typeof(base) = 'text' AND length(base) <= 20 "
-    "AND base GLOB '[1-9]*' AND base NOT GLOB '*[^0-9]*'), "
-    "delta BLOB NOT NULL CHECK (typeof(delta) = 'blob'), "
-    "PRIMARY KEY (run_id, base)"
-    ") WITHOUT ROWID"
-)
-"""The table added by v2: one row per delta saved since the run's complete record; ``base`` is
-the revision the delta applies to (decimal TEXT), so that ``(run_id, base)`` being unique is what
-makes two saves from one revision impossible. ``sqlite_master`` must hold exactly this
-statement."""
-
-_CREATED_AT = "created_at REAL CHECK (created_at IS NULL OR typeof(created_at) = 'real')"
-_SAVED_AT = "saved_at REAL CHECK (saved_at IS NULL OR typeof(saved_at) = 'real')"
-
-RUNS_V3 = SCHEMA_V1.removesuffix(") WITHOUT ROWID") + f", {_CREATED_AT}, {_SAVED_AT}) WITHOUT ROWID"
-"""``durable_runs`` in v3: :data:`SCHEMA_V1` with ``created_at`` and ``saved_at`` (REAL seconds
-since the epoch, NULL when unknown) appended, exactly as ``ALTER TABLE … ADD COLUMN`` leaves the
-v2 table. ``sqlite_master`` must hold exactly this statement."""
-
-DELTAS_V3 = DELTAS_V2.replace(
-    ", PRIMARY KEY (run_id, base)", f", {_SAVED_AT}, PRIMARY KEY (run_id, base)"
-)
-"""``durable_deltas`` in v3: :data:`DELTAS_V2` with each delta's ``saved_at``, exactly as
-``ALTER TABLE … ADD COLUMN`` leaves the v2 table. ``sqlite_master`` must hold exactly this
-statement."""
-
-HISTORY_V4 = (
-    "CREATE TABLE durable_history ("
-    "id INTEGER PRIMARY KEY, "
-    "run_id TEXT NOT NULL CHECK (typeof(run_id) = 'text' AND run_id <> ''), "
-    "root_scope TEXT NOT NULL CHECK (typeof(root_scope) = 'text' AND root_scope <> ''), "
-    "entry TEXT NOT NULL CHECK (typeof(entry) = 'text'), "
-    "written_at REAL NOT NULL DEFAULT ((julianday('now') - 2440587.5) * 86400.0))"
-)
-"""The table added by v4: each run's history (RunHistory), one row per entry; ``id`` (the
-rowid, always past every row there) orders them. ``sqlite_master`` must hold exactly this
-statement."""
-
-HISTORY_INDEX_V4 = "CREATE INDEX durable_history_run ON durable_history (run_id, root_scope, id)"
-"""How a run's history is found. ``sqlite_master`` must hold exactly this statement."""
-
-_UPGRADE_V2_TO_V3 = (
-    f"ALTER TABLE durable_runs ADD COLUMN {_CREATED_AT}",
-    f"ALTER TABLE durable_runs ADD COLUMN {_SAVED_AT}",
-    f"ALTER TABLE durable_deltas ADD COLUMN {_SAVED_AT}",
-)
 
 NOW = "((julianday('now') - 2440587.5) * 86400.0)"
 """SQLite's clock as seconds since the Unix epoch (UTC, millisecond resolution), evaluated by the
@@ -172,18 +102,9 @@ statement that saves. (``unixepoch('subsec')`` needs SQLite 3.42; this works on 
 FOLD_RATIO = 1.0
 """Deltas are folded into the complete record once their bytes pass this share of its size."""
 
-_TABLE = "durable_runs"
-_DELTAS = "durable_deltas"
-_V1_OBJECTS = {("table", _TABLE): SCHEMA_V1}
-_V2_OBJECTS = {("table", _TABLE): SCHEMA_V1, ("table", _DELTAS): DELTAS_V2}
-_V3_OBJECTS = {("table", _TABLE): RUNS_V3, ("table", _DELTAS): DELTAS_V3}
-_HISTORY = "durable_history"
-_V4_OBJECTS = {
-    **_V3_OBJECTS,
-    ("table", _HISTORY): HISTORY_V4,
-    ("index", "durable_history_run"): HISTORY_INDEX_V4,
-}
-_OBJECTS = {1: _V1_OBJECTS, 2: _V2_OBJECTS, 3: _V3_OBJECTS, 4: _V4_OBJECTS}
+_TABLE = RUNS_TABLE
+_DELTAS = DELTAS_TABLE
+_HISTORY = HISTORY_TABLE
 
 BUSY_TIMEOUT_MS = 5000
 """SQLite's busy timeout on every connection, in milliseconds (B-SQL-1)."""
@@ -251,9 +172,9 @@ class SQLiteStore(BaseStore):
             try:
                 # Look before touching anything: a foreign database is refused unchanged (not
                 # even switched to WAL).
-                _check_existing_schema(self._connection, self._path)
+                schema.check_existing(self._connection, self._path)
                 _configure(self._connection, self._path)
-                _ensure_schema(self._connection, self._path, last_write)
+                schema.upgrade(self._connection, self._path, last_write)
             except BaseException:
                 self._connection.close()
                 raise
@@ -912,107 +833,6 @@ def _configure(connection: sqlite3.Connection, path: str) -> None:
             f"the SQLite database {path} refused Durable's settings: {found}. WAL needs a local "
             "file system with shared memory and no other connection holding the database in "
             "another journal mode; the store does not start without them"
-        )
-
-
-def _check_existing_schema(connection: sqlite3.Connection, path: str) -> None:
-    """Refuse a database that is not empty and not Durable's schema (v3, or an exact v1 or v2),
-    changing nothing."""
-    try:
-        objects = connection.execute(
-            "SELECT type, name, sql FROM sqlite_master ORDER BY type, name"
-        ).fetchall()
-        version = int(connection.execute("PRAGMA user_version").fetchone()[0])
-    except sqlite3.OperationalError:
-        raise
-    except sqlite3.DatabaseError as exc:
-        raise SchemaError(
-            f"{path} is not an SQLite database ({exc}); the SQLite store needs a database file "
-            "of its own. Point it at a new file"
-        ) from exc
-    if objects or version != 0:
-        _check_schema(objects, version, path, upgradable=True)
-
-
-def _ensure_schema(connection: sqlite3.Connection, path: str, last_write: float) -> None:
-    """Create schema v4 in an empty database, upgrade an exact v1, v2 or v3, or check that v4
-    is exactly there (B-SQL-1). ``last_write`` (seconds since the epoch) becomes the ``saved_at``
-    of rows saved before an upgrade from v1 or v2."""
-    connection.execute("BEGIN IMMEDIATE")
-    try:
-        objects = connection.execute(
-            "SELECT type, name, sql FROM sqlite_master ORDER BY type, name"
-        ).fetchall()
-        version = int(connection.execute("PRAGMA user_version").fetchone()[0])
-        if not objects and version == 0:
-            connection.execute(RUNS_V3)
-            connection.execute(DELTAS_V3)
-            connection.execute(HISTORY_V4)
-            connection.execute(HISTORY_INDEX_V4)
-            connection.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-        else:
-            _check_schema(objects, version, path, upgradable=True)
-            if version == 1:
-                connection.execute(DELTAS_V2)
-            if version in (1, 2):
-                for statement in _UPGRADE_V2_TO_V3:
-                    connection.execute(statement)
-                # Not known: no earlier than when these rows were saved (an upper bound).
-                connection.execute(f"UPDATE {_TABLE} SET saved_at = ?", (last_write,))
-                connection.execute(f"UPDATE {_DELTAS} SET saved_at = ?", (last_write,))
-            if version in (1, 2, 3):
-                connection.execute(HISTORY_V4)  # v4: the runs' histories
-                connection.execute(HISTORY_INDEX_V4)
-                connection.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-        connection.execute("COMMIT")
-    except BaseException:
-        with contextlib.suppress(sqlite3.Error):
-            connection.execute("ROLLBACK")
-        raise
-
-
-def _check_schema(
-    objects: list[tuple[str, str, str | None]], version: int, path: str, *, upgradable: bool
-) -> None:
-    """Refuse anything but exactly schema v4 (or exactly v1, v2 or v3, when ``upgradable``)."""
-    advice = (
-        "The SQLite store needs a database of its own: point it at a new file, or remove what "
-        "was added"
-    )
-    if version > SCHEMA_VERSION:
-        raise SchemaError(
-            f"{path} has schema version (PRAGMA user_version) {version}; this Durable reads "
-            f"versions 1 to {SCHEMA_VERSION}. Use the Durable release that wrote it (or a newer "
-            "one)"
-        )
-    expected = _OBJECTS[version] if (version in (1, 2, 3) and upgradable) else _V4_OBJECTS
-    found = {(kind, name): sql for kind, name, sql in objects}
-    for (kind, name), sql in sorted(found.items()):
-        want = expected.get((kind, name))
-        if want is None:
-            raise SchemaError(f"unexpected {kind} {name!r} in {path}: {sql or ''}. {advice}")
-        if sql != want:
-            raise SchemaError(
-                f"{kind} {name!r} in {path} does not match Durable's schema v{version}: found "
-                f"{sql!r}, expected {want!r}. Durable never alters a schema it did not make; "
-                "restore the table or use a new database"
-            )
-    if (("table", _TABLE)) not in found:
-        raise SchemaError(
-            f"{path} has user_version {version} but no table {_TABLE!r}; it is not a Durable "
-            f"database. {advice}"
-        )
-    missing = sorted(name for kind, name in expected if (kind, name) not in found)
-    if missing:
-        raise SchemaError(
-            f"{path} (schema version {version}) lacks the table(s) {', '.join(missing)} of "
-            f"Durable's schema v{version}; it was changed outside Durable. {advice}"
-        )
-    if version not in (1, 2, 3, SCHEMA_VERSION) or (version in (1, 2, 3) and not upgradable):
-        raise SchemaError(
-            f"{path} has schema version (PRAGMA user_version) {version}; this Durable reads "
-            f"version {SCHEMA_VERSION} (and upgrades versions 1 to 3). Use the Durable release "
-            "that wrote it"
         )
 
 
