@@ -60,6 +60,7 @@ from durable_core.store import (
     summary_of,
     validate_run_id,
 )
+from durable_postgresstore import sql
 from durable_postgresstore._connections import (
     Closed,
     Connections,
@@ -100,85 +101,6 @@ FOLD_RATIO = 1.0
 
 CLOSE_TIMEOUT = 5.0
 """Seconds ``PostgresStore.close`` waits at most for unlocking and closing (B-PG-2)."""
-
-# Rows are found by run_key = sha256(run_id), which the table's CHECK keeps true. Bytes go as
-# binary parameters (%b): a record of megabytes is sent as it is, not as hex text.
-_SELECT = f"SELECT revision, record FROM {SCHEMA}.runs WHERE run_key = %s"
-_INSERT = (
-    f"INSERT INTO {SCHEMA}.runs (run_id, revision, format, record, run_key, created_at, saved_at) "
-    "VALUES (%b, %s::numeric, %s, %b, %b, now(), now()) ON CONFLICT (run_key) DO NOTHING"
-)
-# A whole save: the complete record, and the deltas it makes obsolete gone, in one statement.
-_UPDATE = (
-    f"WITH cas AS (UPDATE {SCHEMA}.runs SET revision = %s::numeric, format = %s, record = %b, "
-    "saved_at = now() WHERE run_key = %b AND revision = %s::numeric RETURNING run_key), "
-    f"gone AS (DELETE FROM {SCHEMA}.deltas WHERE run_key IN (SELECT run_key FROM cas)) "
-    "SELECT count(*) FROM cas"
-)
-# A delta save: the revision moves (the record's TOASTed bytes are not rewritten) and the
-# delta is added, in one statement.
-_APPEND = (
-    f"WITH cas AS (UPDATE {SCHEMA}.runs SET revision = %s::numeric, saved_at = now() "
-    "WHERE run_key = %b AND revision = %s::numeric RETURNING run_key) "
-    f"INSERT INTO {SCHEMA}.deltas (run_key, base, delta) "
-    "SELECT run_key, %s::numeric, %b FROM cas"
-)
-# Deleting a run: its row, its deltas and its history, in one statement.
-_DELETE = (
-    f"WITH gone AS (DELETE FROM {SCHEMA}.runs WHERE run_key = %s RETURNING run_key), "
-    f"deltas AS (DELETE FROM {SCHEMA}.deltas WHERE run_key IN (SELECT run_key FROM gone)), "
-    f"history AS (DELETE FROM {SCHEMA}.history WHERE run_key IN (SELECT run_key FROM gone)) "
-    "SELECT count(*) FROM gone"
-)
-# A run's history: entries numbered after the run's last one (under history_key's lock).
-_HISTORY_LOCK = "SELECT pg_catalog.pg_advisory_xact_lock(%s::bigint)"
-_HISTORY_APPEND = (
-    f"INSERT INTO {SCHEMA}.history (run_key, seq, root_scope, entry) "
-    f"SELECT %b, coalesce((SELECT max(seq) FROM {SCHEMA}.history WHERE run_key = %b), 0) + t.n, "
-    "%s, t.e FROM unnest(%s::text[]) WITH ORDINALITY AS t(e, n)"
-)
-_HISTORY_READ = (
-    f"SELECT entry FROM {SCHEMA}.history WHERE run_key = %b AND root_scope = %s ORDER BY seq"
-)
-_CANCEL_CHANNEL = "durable_cancel"
-_DELTAS = f"SELECT base, delta FROM {SCHEMA}.deltas WHERE run_key = %s ORDER BY base"
-_HAS_DELTAS = f"SELECT count(*) FROM {SCHEMA}.deltas WHERE run_key = %s"
-_ALL_DELTAS = f"SELECT run_key, base, delta FROM {SCHEMA}.deltas ORDER BY run_key, base"
-# Fold on close: the complete record at the head revision; the deltas gone.
-_FOLD = (
-    f"WITH upd AS (UPDATE {SCHEMA}.runs SET record = %b WHERE run_key = %b "
-    "AND revision = %s::numeric RETURNING run_key), "
-    f"gone AS (DELETE FROM {SCHEMA}.deltas WHERE run_key IN (SELECT run_key FROM upd)) "
-    "SELECT count(*) FROM upd"
-)
-_REVISION = f"SELECT revision FROM {SCHEMA}.runs WHERE run_key = %s"
-_TIMES = f"SELECT created_at, saved_at FROM {SCHEMA}.runs WHERE run_key = %s"
-_SET_TIMES = (
-    f"UPDATE {SCHEMA}.runs SET created_at = %s, saved_at = coalesce(%s, saved_at) "
-    "WHERE run_key = %s"
-)
-_LIST = f"SELECT run_id, revision, record, run_key FROM {SCHEMA}.runs"
-# The lock and, only when it was granted, the owner's name in application_name: one round trip.
-# (A subquery with a volatile function is evaluated once, before the outer CASE.)
-_LOCK = (
-    "SELECT l.got, CASE WHEN l.got THEN pg_catalog.set_config('application_name', %s, false) "
-    "END FROM (SELECT pg_catalog.pg_try_advisory_lock(%s::bigint) AS got) AS l"
-)
-# The unlock, and the connection's own application_name back.
-_UNLOCK = (
-    "SELECT pg_catalog.pg_advisory_unlock(%s::bigint), "
-    "pg_catalog.set_config('application_name', (SELECT reset_val FROM pg_catalog.pg_settings "
-    "WHERE name = 'application_name'), false)"
-)
-# The server session holding a run's advisory lock, in this database (see keys.py).
-_OWNER = (
-    "SELECT a.pid, a.application_name, pg_catalog.host(a.client_addr), a.client_hostname "
-    "FROM pg_catalog.pg_locks AS l JOIN pg_catalog.pg_stat_activity AS a ON a.pid = l.pid "
-    "WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1 "
-    "AND l.database = (SELECT oid FROM pg_catalog.pg_database "
-    "WHERE datname = pg_catalog.current_database()) "
-    "AND ((l.classid::bigint << 32) | l.objid::bigint) = %s::bigint"
-)
 
 
 def _positive_seconds(name: str, value: object, *, allow_none: bool = False) -> float | None:
@@ -360,10 +282,10 @@ class PostgresStore(BaseStore):
         def scan(conn: psycopg.Connection[Any]) -> list[RunSummary]:
             deltas: dict[bytes, list[tuple[int, bytes]]] = {}
             with conn.transaction():  # one snapshot of the records and their deltas
-                for key, base, delta in conn.execute(_ALL_DELTAS):
+                for key, base, delta in conn.execute(sql.ALL_DELTAS):
                     deltas.setdefault(bytes(key), []).append((int(base), bytes(delta)))
                 summaries = []
-                for raw_id, revision, data, key in conn.cursor().stream(_LIST):
+                for raw_id, revision, data, key in conn.cursor().stream(sql.LIST):
                     summaries.append(
                         self._summary(
                             bytes(raw_id), int(revision), bytes(data), deltas.get(bytes(key), [])
@@ -395,8 +317,8 @@ class PostgresStore(BaseStore):
 
         def read(conn: psycopg.Connection[Any]) -> Any:
             with conn.transaction():  # one snapshot of the row and its deltas
-                row = conn.execute(_SELECT, [key]).fetchone()
-                deltas = conn.execute(_DELTAS, [key]).fetchall()
+                row = conn.execute(sql.SELECT, [key]).fetchone()
+                deltas = conn.execute(sql.DELTAS, [key]).fetchall()
             return row, deltas
 
         row, deltas = self._on_link(
@@ -442,7 +364,7 @@ class PostgresStore(BaseStore):
         key = hashlib.sha256(run_id.encode("utf-8")).digest()
         row = self._on_link(
             "reading when a run was saved",
-            lambda conn: conn.execute(_TIMES, [key]).fetchone(),
+            lambda conn: conn.execute(sql.TIMES, [key]).fetchone(),
             capacity_timeout=self.acquire_timeout,
             operation_timeout=self._operation_timeout,
         )
@@ -472,8 +394,8 @@ class PostgresStore(BaseStore):
 
         def append(conn: psycopg.Connection[Any]) -> None:
             with conn.transaction():
-                conn.execute(_HISTORY_LOCK, [lock])
-                conn.execute(_HISTORY_APPEND, [key, key, root_scope, list(entries)])
+                conn.execute(sql.HISTORY_LOCK, [lock])
+                conn.execute(sql.HISTORY_APPEND, [key, key, root_scope, list(entries)])
 
         self._on_link(
             "appending to a run's history",
@@ -495,7 +417,7 @@ class PostgresStore(BaseStore):
         key = hashlib.sha256(run_id.encode("utf-8")).digest()
         rows = self._on_link(
             "reading a run's history",
-            lambda conn: conn.execute(_HISTORY_READ, [key, root_scope]).fetchall(),
+            lambda conn: conn.execute(sql.HISTORY_READ, [key, root_scope]).fetchall(),
             capacity_timeout=self.acquire_timeout,
             operation_timeout=self._operation_timeout,
         )
@@ -510,9 +432,7 @@ class PostgresStore(BaseStore):
         payload = hashlib.sha256(run_id.encode("utf-8")).hexdigest()
         self._on_link(
             "asking a run to stop",
-            lambda conn: conn.execute(
-                "SELECT pg_catalog.pg_notify(%s, %s)", [_CANCEL_CHANNEL, payload]
-            ),
+            lambda conn: conn.execute(sql.NOTIFY, [sql.CANCEL_CHANNEL, payload]),
             capacity_timeout=self.acquire_timeout,
             operation_timeout=self._operation_timeout,
         )
@@ -524,7 +444,7 @@ class PostgresStore(BaseStore):
 
         payload = hashlib.sha256(run_id.encode("utf-8")).hexdigest()
         conn = self._connect()
-        conn.execute(f"LISTEN {_CANCEL_CHANNEL}")
+        conn.execute(sql.LISTEN)
         stop = threading.Event()
 
         def listen() -> None:
@@ -713,7 +633,7 @@ class PostgresStore(BaseStore):
                 alarm = self._guard(link, None, deadline)
                 try:
                     tag = owner_tag(self._owner_base(), current_owner())
-                    row = link.conn.execute(_LOCK, [tag, key]).fetchone()
+                    row = link.conn.execute(sql.LOCK, [tag, key]).fetchone()
                     got = bool(row and row[0])
                 except psycopg.Error as exc:
                     error = exc
@@ -774,7 +694,7 @@ class PostgresStore(BaseStore):
         row = None
         failed = False
         try:
-            row = link.conn.execute(_OWNER, [key]).fetchone()
+            row = link.conn.execute(sql.OWNER, [key]).fetchone()
         except psycopg.Error:
             failed = True
         finally:
@@ -804,7 +724,7 @@ class PostgresStore(BaseStore):
         alarm = self._guard(link, None, deadline)
         unlocked = False
         try:
-            row = link.conn.execute(_UNLOCK, [session._key]).fetchone()
+            row = link.conn.execute(sql.UNLOCK, [session._key]).fetchone()
             unlocked = bool(row and row[0])
         except psycopg.Error as exc:
             logger.warning(
@@ -877,7 +797,7 @@ class PostgresSession(BaseSession):
         with self._mutex:
             self._check_open()
             deleted = self._execute(
-                "deleting", lambda conn: conn.execute(_DELETE, [self._row_key]).fetchone()[0]
+                "deleting", lambda conn: conn.execute(sql.DELETE, [self._row_key]).fetchone()[0]
             )
             self._chain = None
             if deleted != 1:
@@ -900,7 +820,7 @@ class PostgresSession(BaseSession):
                 "setting the times of",
                 lambda conn: (
                     conn.execute(
-                        _SET_TIMES, [_timestamp(created_at), _timestamp(saved_at), self._row_key]
+                        sql.SET_TIMES, [_timestamp(created_at), _timestamp(saved_at), self._row_key]
                     ).rowcount
                 ),
             )
@@ -923,10 +843,10 @@ class PostgresSession(BaseSession):
         def read(conn: psycopg.Connection[Any]) -> Any:
             # Binary results: the record comes as its bytes, not as hex text twice its size.
             key = [self._row_key]
-            row = conn.execute(_SELECT, key, binary=True).fetchone()
+            row = conn.execute(sql.SELECT, key, binary=True).fetchone()
             if row is None:  # deltas alone are no run (never "no record"): is there any?
-                return None, conn.execute(_HAS_DELTAS, key).fetchone()[0]
-            return row, conn.execute(_DELTAS, key, binary=True).fetchall()
+                return None, conn.execute(sql.HAS_DELTAS, key).fetchone()[0]
+            return row, conn.execute(sql.DELTAS, key, binary=True).fetchall()
 
         row, deltas = self._execute("loading", read)
         self._read_chain = None
@@ -944,7 +864,7 @@ class PostgresSession(BaseSession):
 
     def _stored_revision(self) -> int:
         row = self._execute(
-            "saving", lambda conn: conn.execute(_REVISION, [self._row_key]).fetchone()
+            "saving", lambda conn: conn.execute(sql.REVISION, [self._row_key]).fetchone()
         )
         return 0 if row is None else int(row[0])
 
@@ -963,15 +883,16 @@ class PostgresSession(BaseSession):
             if cur is None or cur.connection is not conn:
                 cur = self._cursor = conn.cursor()
             if expected_revision == 0:
-                cur.execute(_INSERT, [self._row_id, revision, fmt, data, self._row_key])
+                cur.execute(sql.INSERT, [self._row_id, revision, fmt, data, self._row_key])
                 return cur.rowcount == 1
             if delta is not None:
                 cur.execute(
-                    _APPEND, [revision, self._row_key, expected_revision, expected_revision, delta]
+                    sql.APPEND,
+                    [revision, self._row_key, expected_revision, expected_revision, delta],
                 )
                 return cur.rowcount == 1
             row = cur.execute(
-                _UPDATE, [revision, fmt, data, self._row_key, expected_revision]
+                sql.UPDATE, [revision, fmt, data, self._row_key, expected_revision]
             ).fetchone()
             return bool(row and row[0] == 1)
 
@@ -1000,7 +921,7 @@ class PostgresSession(BaseSession):
         if data is not None:
             self._execute(
                 "folding",
-                lambda conn: conn.execute(_FOLD, [data, self._row_key, head]).fetchone(),
+                lambda conn: conn.execute(sql.FOLD, [data, self._row_key, head]).fetchone(),
             )
             return
         stored = self._read()
@@ -1010,7 +931,7 @@ class PostgresSession(BaseSession):
         decode_stored(self._run_id, data, self._location, head)
         self._execute(
             "folding",
-            lambda conn: conn.execute(_FOLD, [data, self._row_key, head]).fetchone(),
+            lambda conn: conn.execute(sql.FOLD, [data, self._row_key, head]).fetchone(),
         )
 
     def _not_found(self) -> BaseException:

@@ -1,0 +1,118 @@
+"""The SQL of :class:`~durable_postgresstore.store.PostgresStore`, as named constants (B-PG-1…3).
+
+Every statement a store or session sends besides the schema's own (which
+:mod:`durable_postgresstore.schema` holds): loads, saves (the revision compare-and-swap in one
+statement), deletes, the deltas and their fold, the runs' times and histories, the advisory
+locks and the stop requests. Parameters are psycopg placeholders (``%s``, and ``%b`` for bytes).
+"""
+
+from __future__ import annotations
+
+from durable_postgresstore.schema import SCHEMA
+
+__all__ = [
+    "ALL_DELTAS",
+    "APPEND",
+    "CANCEL_CHANNEL",
+    "DELETE",
+    "DELTAS",
+    "FOLD",
+    "HAS_DELTAS",
+    "HISTORY_APPEND",
+    "HISTORY_LOCK",
+    "HISTORY_READ",
+    "INSERT",
+    "LIST",
+    "LISTEN",
+    "LOCK",
+    "NOTIFY",
+    "OWNER",
+    "REVISION",
+    "SELECT",
+    "SET_TIMES",
+    "TIMES",
+    "UNLOCK",
+    "UPDATE",
+]
+
+# Rows are found by run_key = sha256(run_id), which the table's CHECK keeps true. Bytes go as
+# binary parameters (%b): a record of megabytes is sent as it is, not as hex text.
+SELECT = f"SELECT revision, record FROM {SCHEMA}.runs WHERE run_key = %s"
+INSERT = (
+    f"INSERT INTO {SCHEMA}.runs (run_id, revision, format, record, run_key, created_at, saved_at) "
+    "VALUES (%b, %s::numeric, %s, %b, %b, now(), now()) ON CONFLICT (run_key) DO NOTHING"
+)
+# A whole save: the complete record, and the deltas it makes obsolete gone, in one statement.
+UPDATE = (
+    f"WITH cas AS (UPDATE {SCHEMA}.runs SET revision = %s::numeric, format = %s, record = %b, "
+    "saved_at = now() WHERE run_key = %b AND revision = %s::numeric RETURNING run_key), "
+    f"gone AS (DELETE FROM {SCHEMA}.deltas WHERE run_key IN (SELECT run_key FROM cas)) "
+    "SELECT count(*) FROM cas"
+)
+# A delta save: the revision moves (the record's TOASTed bytes are not rewritten) and the
+# delta is added, in one statement.
+APPEND = (
+    f"WITH cas AS (UPDATE {SCHEMA}.runs SET revision = %s::numeric, saved_at = now() "
+    "WHERE run_key = %b AND revision = %s::numeric RETURNING run_key) "
+    f"INSERT INTO {SCHEMA}.deltas (run_key, base, delta) "
+    "SELECT run_key, %s::numeric, %b FROM cas"
+)
+# Deleting a run: its row, its deltas and its history, in one statement.
+DELETE = (
+    f"WITH gone AS (DELETE FROM {SCHEMA}.runs WHERE run_key = %s RETURNING run_key), "
+    f"deltas AS (DELETE FROM {SCHEMA}.deltas WHERE run_key IN (SELECT run_key FROM gone)), "
+    f"history AS (DELETE FROM {SCHEMA}.history WHERE run_key IN (SELECT run_key FROM gone)) "
+    "SELECT count(*) FROM gone"
+)
+# A run's history: entries numbered after the run's last one (under history_key's lock).
+HISTORY_LOCK = "SELECT pg_catalog.pg_advisory_xact_lock(%s::bigint)"
+HISTORY_APPEND = (
+    f"INSERT INTO {SCHEMA}.history (run_key, seq, root_scope, entry) "
+    f"SELECT %b, coalesce((SELECT max(seq) FROM {SCHEMA}.history WHERE run_key = %b), 0) + t.n, "
+    "%s, t.e FROM unnest(%s::text[]) WITH ORDINALITY AS t(e, n)"
+)
+HISTORY_READ = (
+    f"SELECT entry FROM {SCHEMA}.history WHERE run_key = %b AND root_scope = %s ORDER BY seq"
+)
+# Stop requests: a notification to the owner's listening connection.
+CANCEL_CHANNEL = "durable_cancel"
+NOTIFY = "SELECT pg_catalog.pg_notify(%s, %s)"
+LISTEN = f"LISTEN {CANCEL_CHANNEL}"
+DELTAS = f"SELECT base, delta FROM {SCHEMA}.deltas WHERE run_key = %s ORDER BY base"
+HAS_DELTAS = f"SELECT count(*) FROM {SCHEMA}.deltas WHERE run_key = %s"
+ALL_DELTAS = f"SELECT run_key, base, delta FROM {SCHEMA}.deltas ORDER BY run_key, base"
+# Fold on close: the complete record at the head revision; the deltas gone.
+FOLD = (
+    f"WITH upd AS (UPDATE {SCHEMA}.runs SET record = %b WHERE run_key = %b "
+    "AND revision = %s::numeric RETURNING run_key), "
+    f"gone AS (DELETE FROM {SCHEMA}.deltas WHERE run_key IN (SELECT run_key FROM upd)) "
+    "SELECT count(*) FROM upd"
+)
+REVISION = f"SELECT revision FROM {SCHEMA}.runs WHERE run_key = %s"
+TIMES = f"SELECT created_at, saved_at FROM {SCHEMA}.runs WHERE run_key = %s"
+SET_TIMES = (
+    f"UPDATE {SCHEMA}.runs SET created_at = %s, saved_at = coalesce(%s, saved_at) "
+    "WHERE run_key = %s"
+)
+LIST = f"SELECT run_id, revision, record, run_key FROM {SCHEMA}.runs"
+# The lock and, only when it was granted, the owner's name in application_name: one round trip.
+# (A subquery with a volatile function is evaluated once, before the outer CASE.)
+LOCK = (
+    "SELECT l.got, CASE WHEN l.got THEN pg_catalog.set_config('application_name', %s, false) "
+    "END FROM (SELECT pg_catalog.pg_try_advisory_lock(%s::bigint) AS got) AS l"
+)
+# The unlock, and the connection's own application_name back.
+UNLOCK = (
+    "SELECT pg_catalog.pg_advisory_unlock(%s::bigint), "
+    "pg_catalog.set_config('application_name', (SELECT reset_val FROM pg_catalog.pg_settings "
+    "WHERE name = 'application_name'), false)"
+)
+# The server session holding a run's advisory lock, in this database (see keys.py).
+OWNER = (
+    "SELECT a.pid, a.application_name, pg_catalog.host(a.client_addr), a.client_hostname "
+    "FROM pg_catalog.pg_locks AS l JOIN pg_catalog.pg_stat_activity AS a ON a.pid = l.pid "
+    "WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1 "
+    "AND l.database = (SELECT oid FROM pg_catalog.pg_database "
+    "WHERE datname = pg_catalog.current_database()) "
+    "AND ((l.classid::bigint << 32) | l.objid::bigint) = %s::bigint"
+)
