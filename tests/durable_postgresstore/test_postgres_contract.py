@@ -275,6 +275,7 @@ def test_a_statement_refused_by_the_server_keeps_the_session_and_the_record(stor
         with pytest.raises(PostgresStoreError) as caught:
             session.save(record("refused", 2), 1)
         assert not caught.value.connection_lost
+        assert not caught.value.uncertain  # the server refused the statement
         assert caught.value.sqlstate == "23514"  # check_violation
         assert "may or may not" not in str(caught.value)
         admin.execute("ALTER TABLE pulse_durable.runs DROP CONSTRAINT tiny")

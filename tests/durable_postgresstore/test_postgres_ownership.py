@@ -203,10 +203,12 @@ def test_a_terminated_owner_fails_closed_and_the_run_can_be_acquired_again(
     with pytest.raises(PostgresStoreError) as caught:
         owner.save(record("victim", 2, "stale owner"), 1)
     assert caught.value.connection_lost
+    assert caught.value.uncertain
     assert "may or may not have been written" in str(caught.value)
     with pytest.raises(PostgresStoreError, match="never reconnects") as again:
         owner.load()
     assert again.value.connection_lost
+    assert not again.value.uncertain  # refused before anything was sent
     assert newcomer.load().version == "newcomer"
     newcomer.close()
     owner.close()  # idempotent after the loss
@@ -260,6 +262,7 @@ def test_an_operation_past_operation_timeout_cuts_the_connection_and_loses_the_r
         error, elapsed = timed(session.save, record("slow", 2), 1)
         assert isinstance(error, PostgresStoreError), error
         assert error.connection_lost
+        assert error.uncertain
         assert "operation_timeout" in str(error)
         assert "may or may not have been written" in str(error)
         assert 0.45 <= elapsed < BOUND  # without operation_timeout: until the blocker ends

@@ -9,7 +9,7 @@ import traceback
 import pytest
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from durable_core import AcquireTimeoutError, ConfigError, make_plugin_manager
+from durable_core import AcquireTimeoutError, ConfigError, StoreError, make_plugin_manager
 from durable_postgresstore import PostgresStore, PostgresStoreError
 
 SECRET = "s3cret-Pa55word-XYZ"
@@ -55,6 +55,15 @@ def test_an_unreachable_server_error_says_what_durable_was_doing():
     with pytest.raises(PostgresStoreError) as caught:
         PostgresStore(f"host=127.0.0.1 port={closed_port()} dbname=x user=u", acquire_timeout=5)
     assert "creating and checking Durable's schema `pulse_durable`" in str(caught.value)
+
+
+# covers: B-PG-3
+def test_an_unreachable_server_error_is_a_store_error_that_wrote_nothing():
+    with pytest.raises(StoreError) as caught:
+        PostgresStore(f"host=127.0.0.1 port={closed_port()} dbname=x user=u", acquire_timeout=5)
+    assert isinstance(caught.value, PostgresStoreError)
+    assert caught.value.uncertain is False
+    assert caught.value.connection_lost is False
 
 
 # covers: B-PG-3
@@ -177,3 +186,20 @@ def test_constructor_arguments_are_checked():
             PostgresStore("host=127.0.0.1", **options)
     with pytest.raises(ConfigError, match="must be a string"):
         PostgresStore(b"host=x")  # type: ignore[arg-type]
+
+
+# covers: B-PG-3, R-RT-2
+def test_a_postgres_store_error_keeps_its_attributes_across_processes():
+    import pickle
+
+    error = PostgresStoreError(
+        "saving failed", sqlstate="08006", connection_lost=True, uncertain=True
+    )
+    copy = pickle.loads(pickle.dumps(error))
+    assert type(copy) is PostgresStoreError
+    assert (str(copy), copy.sqlstate, copy.connection_lost, copy.uncertain) == (
+        "saving failed",
+        "08006",
+        True,
+        True,
+    )

@@ -6,6 +6,45 @@ derive from the matching builtin where that helps callers who already catch it
 
 Messages say what was expected, what was found, and what to do next (seed 001, "错误如何处理";
 SPEC E-1).
+
+The hierarchy (builtin bases in brackets)::
+
+    DurableError
+    ├── BusyError
+    ├── NotFoundError [LookupError]
+    ├── ConflictError
+    ├── CheckpointError
+    ├── CorruptRecordError [ValueError]
+    ├── SchemaError
+    ├── CodecError [TypeError]
+    ├── ConfigError [ValueError]
+    ├── PluginError
+    ├── MismatchError
+    │   ├── DefinitionMismatchError
+    │   ├── VersionMismatchError
+    │   └── InputsMismatchError
+    ├── GraphError [ValueError]
+    ├── UndeclaredKeyError [KeyError]
+    ├── SlotError [RuntimeError]
+    ├── NodeFailedError
+    │   └── MessageFailedError
+    ├── RetryExhaustedError
+    ├── SessionClosedError
+    ├── AcquireTimeoutError [TimeoutError]
+    ├── StoreError
+    │   └── (PostgresStoreError, in durable_postgresstore.errors)
+    ├── StreamError
+    │   ├── StaleDeliveryError
+    │   ├── StreamFailedError
+    │   └── StreamNotResumableError
+    ├── ExecutorError
+    │   ├── NotPicklableError [TypeError]
+    │   ├── WorkerLostError
+    │   └── RemoteBodyError
+    └── InvariantError
+
+Every error but :class:`InvariantError` tells the caller about its input, its environment or
+its run, and may be caught. ``InvariantError`` is Durable's own bug: report it, do not catch it.
 """
 
 from __future__ import annotations
@@ -28,6 +67,7 @@ __all__ = [
     "ExecutorError",
     "GraphError",
     "InputsMismatchError",
+    "InvariantError",
     "MessageFailedError",
     "MismatchError",
     "NodeFailedError",
@@ -39,6 +79,11 @@ __all__ = [
     "SchemaError",
     "SessionClosedError",
     "SlotError",
+    "StaleDeliveryError",
+    "StoreError",
+    "StreamError",
+    "StreamFailedError",
+    "StreamNotResumableError",
     "UndeclaredKeyError",
     "VersionMismatchError",
     "WorkerLostError",
@@ -352,6 +397,29 @@ class AcquireTimeoutError(DurableError, TimeoutError):
     """
 
 
+class StoreError(DurableError):
+    """A store's medium failed: I/O, the database, the network to it (B-PG-3, R-RT-2).
+
+    The base of the errors a store raises about its medium rather than about the run (those
+    are :class:`BusyError`, :class:`NotFoundError`, :class:`ConflictError`,
+    :class:`CorruptRecordError` …). The message names the store and what it was doing.
+
+    Args:
+        message: the full explanation.
+        uncertain: the operation may or may not have taken effect (a save whose commit was not
+            confirmed, because the connection was lost while it ran).
+
+    Attributes:
+        uncertain: as given. When True after a save, load the run again before deciding
+            anything: the new revision may be stored. When False, the store knows the
+            operation wrote nothing (it failed before writing, or the write was refused).
+    """
+
+    def __init__(self, message: str, *, uncertain: bool = False) -> None:
+        super().__init__(message)
+        self.uncertain = uncertain
+
+
 class StreamError(DurableError):
     """A durable stream operation was refused (S-2, S-3, S-5).
 
@@ -425,3 +493,28 @@ class RemoteBodyError(ExecutorError):
 
     def __reduce__(self) -> tuple[object, ...]:
         return (type(self), (str(self), self.type_name))
+
+
+class InvariantError(DurableError):
+    """Durable broke one of its own internal rules: a bug in Durable, not in the caller's code.
+
+    Raised where Durable finds a state its own code should have made impossible. The message
+    says what was found and asks to report it. Do not catch it to go on: the run stops, and
+    what was saved before stays as it was.
+
+    Args:
+        detail: what was found (the message adds the request to report it).
+
+    Attributes:
+        detail: as given.
+    """
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(
+            f"{detail}. This is a bug in Durable, not in your code or data: please report it "
+            "to Durable's maintainers with the traceback and the Durable version"
+        )
+        self.detail = detail
+
+    def __reduce__(self) -> tuple[object, ...]:  # rebuild from the detail, not the message
+        return (type(self), (self.detail,), dict(self.__dict__))

@@ -531,7 +531,13 @@ class PostgresStore(BaseStore):
         )
 
     def _wrap(
-        self, error: BaseException, doing: str, *, lost: bool = False, note: str = ""
+        self,
+        error: BaseException,
+        doing: str,
+        *,
+        lost: bool = False,
+        note: str = "",
+        uncertain: bool = False,
     ) -> PostgresStoreError:
         """A scrubbed :class:`PostgresStoreError` for a psycopg error; raise it outside ``except``
         so that the psycopg exception (whose text may quote the DSN) is not chained."""
@@ -542,7 +548,10 @@ class PostgresStore(BaseStore):
         if note:
             message += f". {note}"
         return PostgresStoreError(
-            message, sqlstate=getattr(error, "sqlstate", None), connection_lost=lost
+            message,
+            sqlstate=getattr(error, "sqlstate", None),
+            connection_lost=lost,
+            uncertain=uncertain,
         )
 
     def _take(self, deadline: float, doing: str, budget: float) -> tuple[Link, bool]:
@@ -792,12 +801,15 @@ class PostgresSession(BaseSession):
         Raises:
             NotFoundError: the run has no row (nothing removed).
             SessionClosedError: the session was closed.
-            PostgresStoreError: the delete failed (a single statement: it happened or not).
+            PostgresStoreError: the delete failed; ``uncertain`` when the connection was lost
+                while it ran.
         """
         with self._mutex:
             self._check_open()
             deleted = self._execute(
-                "deleting", lambda conn: conn.execute(sql.DELETE, [self._row_key]).fetchone()[0]
+                "deleting",
+                lambda conn: conn.execute(sql.DELETE, [self._row_key]).fetchone()[0],
+                writes=True,
             )
             self._chain = None
             if deleted != 1:
@@ -812,7 +824,8 @@ class PostgresSession(BaseSession):
         Raises:
             NotFoundError: the run has no row.
             SessionClosedError: the session was closed.
-            PostgresStoreError: the update failed (a single statement: it happened or not).
+            PostgresStoreError: the update failed; ``uncertain`` when the connection was lost
+                while it ran.
         """
         with self._mutex:
             self._check_open()
@@ -823,6 +836,7 @@ class PostgresSession(BaseSession):
                         sql.SET_TIMES, [_timestamp(created_at), _timestamp(saved_at), self._row_key]
                     ).rowcount
                 ),
+                writes=True,
             )
             if changed != 1:
                 raise self._not_found()
@@ -897,7 +911,7 @@ class PostgresSession(BaseSession):
             return bool(row and row[0] == 1)
 
         self._chain = None  # unknown until the statement is known to have committed
-        written = self._execute("saving", cas)
+        written = self._execute("saving", cas, writes=True)
         if written:
             if delta is None:
                 self._chain = (len(data), 0, 0)
@@ -922,6 +936,7 @@ class PostgresSession(BaseSession):
             self._execute(
                 "folding",
                 lambda conn: conn.execute(sql.FOLD, [data, self._row_key, head]).fetchone(),
+                writes=True,
             )
             return
         stored = self._read()
@@ -932,6 +947,7 @@ class PostgresSession(BaseSession):
         self._execute(
             "folding",
             lambda conn: conn.execute(sql.FOLD, [data, self._row_key, head]).fetchone(),
+            writes=True,
         )
 
     def _not_found(self) -> BaseException:
@@ -962,7 +978,11 @@ class PostgresSession(BaseSession):
         # An operation is stuck on the network: cut it; its thread then drops the link.
         self._link.cut()
 
-    def _execute(self, doing: str, fn: Callable[[psycopg.Connection[Any]], T]) -> T:
+    def _execute(
+        self, doing: str, fn: Callable[[psycopg.Connection[Any]], T], *, writes: bool = False
+    ) -> T:
+        """Run ``fn`` on the session's connection; ``writes``: ``fn`` may change the row, so
+        a connection lost while it ran leaves its effect unknown (``uncertain``)."""
         link = self._link
         store = self._pg
         result, error, fired = store._guarded(link, store._operation_timeout, fn)
@@ -987,6 +1007,8 @@ class PostgresSession(BaseSession):
                 "; the run's lock goes with the server session, and this session never "
                 "reconnects: acquire the run again"
             )
-            if doing.startswith("saving"):
+            if writes and doing.startswith("saving"):
                 note += ". The save may or may not have been written: load it again"
-        raise store._wrap(error, doing, lost=lost, note=note)
+            elif writes:
+                note += ". It may or may not have taken effect: load the run again"
+        raise store._wrap(error, doing, lost=lost, note=note, uncertain=lost and writes)

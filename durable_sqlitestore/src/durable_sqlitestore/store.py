@@ -121,9 +121,9 @@ class SQLiteStore(BaseStore):
 
     Construction creates the parent directories (0700), the database file (0600) and
     ``.runlocks/`` beside it, sets and reads back ``journal_mode=WAL``, ``synchronous=FULL`` and
-    ``busy_timeout=5000``, and creates, upgrades (from v1 or v2) or strictly checks schema v3 — all
-    under the ``.init.lock`` file lock, so that processes opening the same database at once take
-    turns.
+    ``busy_timeout=5000``, and creates, upgrades (from v1, v2 or v3) or strictly checks schema
+    v4 (see :mod:`durable_sqlitestore.schema`) — all under the ``.init.lock`` file lock, so that
+    processes opening the same database at once take turns.
 
     Ownership of a run is an OS file lock on ``.runlocks/<sha256(run id)>.lock``: BusyError at
     once, within this process or from another one, released on close or process exit. A save is
@@ -142,7 +142,8 @@ class SQLiteStore(BaseStore):
     Raises:
         ConfigError: the path is empty, names a directory, or is ``:memory:``/a URI.
         AcquireTimeoutError: the initialisation lock was not free within ``timeout``.
-        SchemaError: the database holds anything but Durable's schema v3 (or an exact v1 or v2).
+        SchemaError: the database holds anything but Durable's schema v4 (or an exact v1, v2 or
+            v3).
         DurableError: the database's directory is not writable (WAL keeps ``-wal`` and ``-shm``
             files beside the database, and the store its lock files), a pragma did not take,
             or the file is not a regular file.

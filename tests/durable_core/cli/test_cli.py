@@ -22,9 +22,11 @@ from durable_core import (
     DefinitionMismatchError,
     GraphError,
     InputsMismatchError,
+    InvariantError,
     NotFoundError,
     PluginError,
     SchemaError,
+    StoreError,
     VersionMismatchError,
 )
 from durable_core.cli import ExitCode, cli, exit_code_for
@@ -72,11 +74,57 @@ def test_exit_codes_are_distinct():
         (CodecError("x"), ExitCode.ERROR),
         (SchemaError("x"), ExitCode.ERROR),
         (PermissionError("x"), ExitCode.ERROR),
+        (StoreError("x"), ExitCode.ERROR),
+        (StoreError("x", uncertain=True), ExitCode.ERROR),
+        (InvariantError("x"), ExitCode.ERROR),
         (KeyboardInterrupt(), ExitCode.INTERRUPTED),
     ],
 )
 def test_each_error_kind_has_its_exit_code(error, code):
     assert exit_code_for(error) is code
+
+
+def _failing_group(error: BaseException):
+    import click
+
+    from durable_core.cli.app import DurableGroup
+
+    @click.group(cls=DurableGroup)
+    @click.option("--debug", is_flag=True)
+    def group(debug):
+        pass
+
+    @group.command()
+    def broken():
+        raise error
+
+    return group
+
+
+# covers: E-1
+def test_an_invariant_error_says_how_to_see_its_traceback(runner, monkeypatch):
+    monkeypatch.delenv("DURABLE_DEBUG", raising=False)
+    group = _failing_group(InvariantError("two scopes claim node 'a'"))
+    result = runner.invoke(group, ["broken"])
+    assert result.exit_code == ExitCode.ERROR
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1
+    assert lines[0].startswith(
+        "error (InvariantError; rerun with --debug for the traceback): two scopes claim node 'a'"
+    )
+    assert "please report it" in lines[0]
+    shown = runner.invoke(group, ["--debug", "broken"])
+    assert shown.exit_code == ExitCode.ERROR
+    assert "Traceback" in shown.stderr
+    assert "error (InvariantError): two scopes" in shown.stderr
+
+
+# covers: E-1
+def test_a_store_error_is_one_line_with_the_error_exit_code(runner, monkeypatch):
+    monkeypatch.delenv("DURABLE_DEBUG", raising=False)
+    result = runner.invoke(_failing_group(StoreError("the disk is gone")), ["broken"])
+    assert result.exit_code == ExitCode.ERROR
+    assert result.stderr.strip() == "error (StoreError): the disk is gone"
 
 
 def test_plugins_json_lists_the_installed_backends(runner):

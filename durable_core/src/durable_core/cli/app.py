@@ -65,13 +65,15 @@ class DurableGroup(click.Group):
             os.dup2(devnull, sys.stdout.fileno())
             ctx.exit(ExitCode.OK)
         except Exception as exc:
-            from durable_core.errors import DurableError
+            from durable_core.errors import DurableError, InvariantError
 
             if debug_enabled(ctx):
                 traceback.print_exception(exc, file=sys.stderr)
             kind = type(exc).__name__
             if not isinstance(exc, (DurableError, OSError)):
                 kind = f"unexpected {kind}; rerun with --debug for the traceback"
+            elif isinstance(exc, InvariantError) and not debug_enabled(ctx):
+                kind = f"{kind}; rerun with --debug for the traceback"
             click.echo(f"error ({kind}): {exc}", err=True)
             code = exit_code_for(exc)
             if ctx.meta.get(JSON_META):

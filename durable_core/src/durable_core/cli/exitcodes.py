@@ -42,7 +42,8 @@ class ExitCode(enum.IntEnum):
     CORRUPT = 8
     """The stored record is corrupt (CorruptRecordError): keep it, fix the cause."""
     ERROR = 9
-    """Any other error: I/O, permissions, schema, codec, a timeout deciding ownership."""
+    """Any other error: the store's medium (StoreError: I/O, the database), permissions, schema,
+    codec, a timeout deciding ownership, a bug in Durable (InvariantError: report it)."""
     INTERRUPTED = 130
     """Interrupted (Ctrl-C / SIGINT); the run stays resumable."""
     TERMINATED = 143
