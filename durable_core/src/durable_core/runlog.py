@@ -339,17 +339,7 @@ def saved_definition(
     """The parts' fingerprints of the definition ``fingerprint`` of ``run_id`` in ``store``,
     from the last ``definition`` entry of its log that has that whole fingerprint; None when
     the log has none."""
-    found: dict[str, str] | None = None
-    for entry in _safely(store, run_id, root_scope):
-        parts = entry.get("parts")
-        if (
-            entry.get("event") == "definition"
-            and entry.get("definition") == fingerprint
-            and isinstance(parts, dict)
-            and all(isinstance(v, str) for v in parts.values())
-        ):
-            found = parts
-    return found
+    return _last_parts(store, run_id, root_scope, "definition", "definition", fingerprint, "parts")
 
 
 def saved_inputs(
@@ -358,16 +348,30 @@ def saved_inputs(
     """The fingerprint of each root input of ``run_id`` in ``store`` whose inputs have the
     whole fingerprint ``fingerprint``, from the last ``inputs`` entry of its log for it; None
     when the log has none."""
+    return _last_parts(store, run_id, root_scope, "inputs", "inputs", fingerprint, "keys")
+
+
+def _last_parts(
+    store: Any,
+    run_id: str,
+    root_scope: str | None,
+    event: str,
+    whole_field: str,
+    whole: str,
+    parts_field: str,
+) -> dict[str, str] | None:
+    """The ``parts_field`` mapping (name → fingerprint) of the last ``event`` entry of the run's
+    log whose ``whole_field`` is ``whole``; None when there is none."""
     found: dict[str, str] | None = None
     for entry in _safely(store, run_id, root_scope):
-        keys = entry.get("keys")
+        parts = entry.get(parts_field)
         if (
-            entry.get("event") == "inputs"
-            and entry.get("inputs") == fingerprint
-            and isinstance(keys, dict)
-            and all(isinstance(v, str) for v in keys.values())
+            entry.get("event") == event
+            and entry.get(whole_field) == whole
+            and isinstance(parts, dict)
+            and all(isinstance(v, str) for v in parts.values())
         ):
-            found = keys
+            found = parts
     return found
 
 

@@ -296,15 +296,8 @@ def append(
         if entry_id not in record.streams:
             proposal.add_stream(
                 entry_id,
-                StreamRecord(
-                    scope=source.scope,
-                    node_id=source.node_id,
-                    key=source.key,
-                    group=group,
-                    generation=writer.generation,
-                    source_id=writer.source_id,
-                    last_sequence=sequence - 1,
-                    acked_through=sequence - 1,
+                _group_entry(
+                    source, writer, group, last_sequence=sequence - 1, acked_through=sequence - 1
                 ),
             )
         entry = proposal.stream(entry_id)
@@ -336,13 +329,10 @@ def _keep(
         return
     proposal.add_stream(
         entry_id,
-        StreamRecord(
-            scope=source.scope,
-            node_id=source.node_id,
-            key=source.key,
-            group=kept_group(index),
-            generation=writer.generation,
-            source_id=writer.source_id,
+        _group_entry(
+            source,
+            writer,
+            kept_group(index),
             last_sequence=sequence,
             acked_through=previous,
             pending=[message],
@@ -428,16 +418,7 @@ def reopen_groups(proposal: Proposal, source: Source, groups: tuple[str, ...]) -
         stored = record.streams.get(entry_id)
         if stored is None:
             proposal.add_stream(
-                entry_id,
-                StreamRecord(
-                    scope=source.scope,
-                    node_id=source.node_id,
-                    key=source.key,
-                    group=group,
-                    generation=writer.generation,
-                    source_id=writer.source_id,
-                    terminal=writer.terminal,
-                ),
+                entry_id, _group_entry(source, writer, group, terminal=writer.terminal)
             )
         elif stored.terminal is StreamTerminal.FAILED:
             continue
@@ -636,3 +617,17 @@ class StreamBook:
                 terminal=StreamTerminal.COMPLETED,
             ),
         )
+
+
+def _group_entry(source: Source, writer: StreamRecord, group: str, **fields: Any) -> StreamRecord:
+    """A new entry of ``group`` for ``source``: the writer's identity and generation, and
+    ``fields`` (its front, or its terminal)."""
+    return StreamRecord(
+        scope=source.scope,
+        node_id=source.node_id,
+        key=source.key,
+        group=group,
+        generation=writer.generation,
+        source_id=writer.source_id,
+        **fields,
+    )
