@@ -1,5 +1,5 @@
 """The core's own plugin: the memory store, the built-in JSON codecs, the thread and process
-executors.
+executors, the local launcher.
 
 Registered by :func:`durable_core.plugins.make_plugin_manager` through the same hooks as any
 third-party plugin (and declared as the entry point ``memory`` of ``durable-core``).
@@ -35,6 +35,13 @@ def durable_register_executors(register: Any) -> None:
 
     register("thread", ThreadExecutor)
     register("process", ProcessExecutor)
+
+
+@hookimpl
+def durable_register_launchers(register: Any) -> None:
+    from durable_core.launchers.local import local_launcher
+
+    register("local", local_launcher)
 
 
 @hookimpl

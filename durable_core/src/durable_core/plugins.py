@@ -1,4 +1,4 @@
-"""The plugin manager factory, the store and executor registries (pluggy; entry points
+"""The plugin manager factory, the store, executor and launcher registries (pluggy; entry points
 ``durable``).
 
 Nothing is loaded at import time: call :func:`make_plugin_manager` to get a manager with the
@@ -27,10 +27,12 @@ from durable_core.errors import PluginError
 __all__ = [
     "ENTRY_POINT_GROUP",
     "KNOWN_EXECUTORS",
+    "KNOWN_LAUNCHERS",
     "KNOWN_STORES",
     "KNOWN_STORE_SCHEMES",
     "DurablePluginManager",
     "ExecutorRegistry",
+    "LauncherRegistry",
     "PluginInfo",
     "StoreRegistry",
     "each_implementation",
@@ -67,6 +69,12 @@ KNOWN_EXECUTORS: dict[str, str] = {
     "dask": "durable-executor-dask",
 }
 """Executor names Durable's own distributions provide, and which distribution to install."""
+
+KNOWN_LAUNCHERS: dict[str, str] = {
+    "local": "durable-core",
+    "dask": "durable-executor-dask",
+}
+"""Launcher names Durable's own distributions provide, and which distribution to install."""
 
 _CORE_PLUGIN = "memory"
 
@@ -232,6 +240,18 @@ class ExecutorRegistry(_NameRegistry):
     known = KNOWN_EXECUTORS
 
 
+class LauncherRegistry(_NameRegistry):
+    """Launcher factories by name, filled through the ``durable_register_launchers`` hook.
+
+    Call an instance as ``register(name, factory)``; ``factory(address)`` returns a
+    :class:`~durable_core.launchers.Launcher`.
+    """
+
+    kind = "launcher"
+    example = "local"
+    known = KNOWN_LAUNCHERS
+
+
 @attrs.frozen
 class PluginInfo:
     """What ``durable plugins`` shows about one plugin."""
@@ -242,6 +262,7 @@ class PluginInfo:
     stores: tuple[str, ...] = ()
     url_schemes: tuple[str, ...] = ()
     executors: tuple[str, ...] = ()
+    launchers: tuple[str, ...] = ()
     codecs: tuple[str, ...] = ()
     commands: tuple[str, ...] = ()
     error: str | None = None
@@ -257,6 +278,7 @@ class DurablePluginManager(pluggy.PluginManager):
         self._sources: dict[str, _Source] = {}
         self._stores: StoreRegistry | None = None
         self._executors: ExecutorRegistry | None = None
+        self._launchers: LauncherRegistry | None = None
 
     def source(self, plugin_name: str) -> tuple[str, str]:
         """(distribution, version) that provided ``plugin_name``."""
@@ -297,6 +319,23 @@ class DurablePluginManager(pluggy.PluginManager):
         """
         return self._factory(self.executors(), name)
 
+    def launchers(self) -> LauncherRegistry:
+        """The launcher registry, filled through ``durable_register_launchers`` on first use.
+
+        Raises:
+            PluginError: two plugins registered the same launcher name.
+        """
+        if self._launchers is None:
+            self._launchers = self._filled(LauncherRegistry(), "durable_register_launchers")
+        return self._launchers
+
+    def launcher_factory(self, name: str) -> Callable[..., Any]:
+        """The factory of launcher ``name`` (see :meth:`LauncherRegistry.factory`).
+
+        When the plugin expected to provide ``name`` failed to load, its load error is raised.
+        """
+        return self._factory(self.launchers(), name)
+
     def _filled(self, registry: Any, hook_name: str) -> Any:
         """``registry`` after every implementation of ``hook_name`` registered into it (first
         registered plugin first), each under its own plugin name."""
@@ -328,6 +367,7 @@ class DurablePluginManager(pluggy.PluginManager):
         infos: dict[str, PluginInfo] = {}
         stores = self.stores()
         executors = self.executors()
+        launchers = self.launchers()
         for plugin_name, plugin in self.list_name_plugin():
             if plugin is None:
                 continue
@@ -355,6 +395,9 @@ class DurablePluginManager(pluggy.PluginManager):
                 url_schemes=tuple(s for n in own_stores for s in stores.schemes_of(n)),
                 executors=tuple(
                     n for n in executors.names() if executors.provider(n) == plugin_name
+                ),
+                launchers=tuple(
+                    n for n in launchers.names() if launchers.provider(n) == plugin_name
                 ),
                 codecs=tuple(codec_ids),
                 commands=tuple(commands),
