@@ -14,8 +14,8 @@ its ``package`` input); ``durable submit --inputs-file`` hands the runs to a lau
 ``README.md`` in this folder and ``docs/fleet.md``.
 
 Two environment variables help the fleet's crash tests watch the runs (both unset normally):
-``STDLIB_BATCH_TRACE`` names a file each body appends ``<package> <node>`` to when it ends, and
-``STDLIB_BATCH_DELAY`` is seconds each shard waits before it ends.
+``STDLIB_BATCH_TRACE`` names a file each body appends ``<package> <node> <root attempt id>``
+to when it ends, and ``STDLIB_BATCH_DELAY`` is seconds each shard waits before it ends.
 """
 
 from __future__ import annotations
@@ -78,13 +78,16 @@ def package_files(root: pathlib.Path, package: str) -> list[str]:
     raise FileNotFoundError(f"{package!r} is neither a package nor a module in {root}")
 
 
-def _trace(package: str, node: str) -> None:
+def _trace(rc, node: str) -> None:
     path = os.environ.get("STDLIB_BATCH_TRACE")
     if not path:
         return
+    root = rc.attempt
+    while root.parent is not None:  # a Retry try: its node's root attempt
+        root = root.parent
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
-        os.write(fd, f"{package} {node}\n".encode())
+        os.write(fd, f"{rc.get(PACKAGE)} {node} {root.id}\n".encode())
     finally:
         os.close(fd)
 
@@ -103,7 +106,7 @@ def build_graph() -> Graph:
         root = stdlib_root()
         rc.set(ROOT, str(root))
         rc.set(FILES, package_files(root, rc.get(PACKAGE)))
-        _trace(rc.get(PACKAGE), "list")
+        _trace(rc, "list")
 
     def shard(index: int, rc) -> None:
         files = [p for p in rc.get(FILES) if shard_of(p) == index]
@@ -112,7 +115,7 @@ def build_graph() -> Graph:
         if delay:
             time.sleep(delay)
         rc.set(SHARD_KEYS[index], stats)
-        _trace(rc.get(PACKAGE), f"shard-{index}")
+        _trace(rc, f"shard-{index}")
 
     for i in range(SHARDS):
         graph.node(
@@ -125,12 +128,12 @@ def build_graph() -> Graph:
     @graph.node("merge", requires=[*SHARD_KEYS, PACKAGE], provides=[TOTALS])
     def merge_shards(rc):
         rc.set(TOTALS, audit.merge([rc.get(k) for k in SHARD_KEYS]))
-        _trace(rc.get(PACKAGE), "merge")
+        _trace(rc, "merge")
 
     @graph.node("summary", requires=[TOTALS, ROOT, PACKAGE], provides=[SUMMARY])
     def summary(rc):
         rc.set(SUMMARY, audit.render_json(rc.get(TOTALS), f"{rc.get(ROOT)}/{rc.get(PACKAGE)}"))
-        _trace(rc.get(PACKAGE), "summary")
+        _trace(rc, "summary")
 
     return graph
 
