@@ -17,7 +17,9 @@ Run it with::
     uv run python benchmarks/launchers.py --runs 8 --work 1.5 --rounds 3 --repeat 5
 
 The machine's load average is printed before and after: with other work on the machine two
-workers cannot be twice as fast (they need two free cores).
+workers cannot be twice as fast (they need two free cores). The workers' CPU / wall column
+(cold runs: the CPU seconds of the closed pool's processes over the wall time) shows how many
+cores the workers really got.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from __future__ import annotations
 import argparse
 import os
 import pathlib
+import resource
 import statistics
 import subprocess
 import sys
@@ -90,6 +93,12 @@ def batch(count: int, prefix: str) -> list[RunSpec]:
     return [RunSpec(run_id=f"{prefix}-{i}", inputs={"n": i}) for i in range(count)]
 
 
+def children_cpu() -> float:
+    """CPU seconds of this process's ended children (a launcher's workers, once closed)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def timed_submit(config: str, runs: list[RunSpec], on: object) -> float:
     started = time.perf_counter()
     outcomes = submit(config, runs, on=on)
@@ -102,22 +111,26 @@ def part1(folder: pathlib.Path, runs: int, work: float, rounds: int) -> None:
     config = project(folder / "cpu", work)
     cold: dict[int, list[float]] = {1: [], 2: []}
     warm: dict[int, list[float]] = {1: [], 2: []}
+    cores: dict[int, list[float]] = {1: [], 2: []}
     for r in range(rounds):
         for workers in (1, 2):
             fresh_store(config)
+            cpu = children_cpu()
             cold[workers].append(timed_submit(config, batch(runs, f"c{r}"), f"local:{workers}"))
+            cores[workers].append((children_cpu() - cpu) / cold[workers][-1])
             fresh_store(config)
             with LocalLauncher(workers) as launcher:
                 warmup = [RunSpec(run_id=f"w{r}-{i}", inputs={"work": 0.0}) for i in range(workers)]
                 timed_submit(config, warmup, launcher)
                 warm[workers].append(timed_submit(config, batch(runs, f"h{r}"), launcher))
     print(f"\nPart 1: {runs} runs of {work} CPU s each, {rounds} rounds (wall s)")
-    print("| launcher | cold median | cold runs | warm median | warm runs |")
-    print("|---|---:|---|---:|---|")
+    print("| launcher | cold median | cold runs | workers' CPU / wall | warm median | warm runs |")
+    print("|---|---:|---|---:|---:|---|")
     for workers in (1, 2):
         print(
             f"| local:{workers} | {statistics.median(cold[workers]):.2f} | "
             f"{' '.join(f'{t:.2f}' for t in cold[workers])} | "
+            f"{statistics.median(cores[workers]):.2f} | "
             f"{statistics.median(warm[workers]):.2f} | "
             f"{' '.join(f'{t:.2f}' for t in warm[workers])} |"
         )

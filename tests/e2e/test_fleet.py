@@ -10,8 +10,6 @@ Every body appends ``<package> <node> <attempt id>`` to a trace file as it ends.
 node runs twice: the last trace line of each node is the attempt its record confirmed (a node
 that ran again after its confirmation would end with another line). The results are compared
 with an uninterrupted run of each package on the plain engine.
-
-# covers: X-LAUNCH
 """
 
 from __future__ import annotations
@@ -194,6 +192,7 @@ def check_done(postgres_dsn, trace: pathlib.Path, batch, packages, uninterrupted
         store.close()
 
 
+# covers: X-LAUNCH
 def test_crash_recovery_40_runs_8_workers_killed(
     fleet_env, tmp_path, postgres_dsn, batch, uninterrupted
 ):
@@ -234,6 +233,7 @@ def test_crash_recovery_40_runs_8_workers_killed(
     check_done(postgres_dsn, fleet_env, batch, packages, uninterrupted)
 
 
+# covers: X-LAUNCH
 def test_coordinator_crash_then_recover_with_a_fresh_cluster(
     fleet_env, tmp_path, postgres_dsn, batch, uninterrupted, monkeypatch
 ):
@@ -280,6 +280,7 @@ def test_coordinator_crash_then_recover_with_a_fresh_cluster(
     check_done(postgres_dsn, fleet_env, batch, packages, uninterrupted)
 
 
+# covers: X-LAUNCH
 def test_duplicate_launches_from_two_submitters(
     fleet_env, tmp_path, postgres_dsn, batch, uninterrupted
 ):

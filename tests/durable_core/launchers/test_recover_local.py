@@ -1,7 +1,5 @@
 """``durable recover`` on the ``local`` launcher: orphans made by SIGKILLing a real submitter
 and its workers, a real SQLite store.
-
-# covers: X-LAUNCH
 """
 
 from __future__ import annotations
@@ -57,6 +55,7 @@ def orphan_runs(fleet, runs: str, started: int) -> None:
     assert len(listed(fleet)) == started
 
 
+# covers: X-LAUNCH
 def test_recover_finishes_orphans_and_unstarted_runs(fleet):
     runs = fleet.runs_file(5)
     orphan_runs(fleet, runs, started=2)
@@ -88,6 +87,7 @@ def test_recover_finishes_orphans_and_unstarted_runs(fleet):
     assert json.loads(out)["runs"] == [] and fleet.calls() == calls
 
 
+# covers: X-LAUNCH
 def test_two_recoveries_at_once_run_each_orphan_once(fleet):
     runs = fleet.runs_file(6)
     orphan_runs(fleet, runs, started=3)
@@ -116,6 +116,7 @@ def test_two_recoveries_at_once_run_each_orphan_once(fleet):
     assert len(calls) == 12 and set(calls.values()) == {1}, calls
 
 
+# covers: X-LAUNCH
 def test_recover_leaves_owned_runs_alone_and_uses_the_config_inputs(fleet):
     hold = fleet.folder / "hold-owned"
     hold.write_text("")

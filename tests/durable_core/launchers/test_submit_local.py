@@ -1,7 +1,4 @@
-"""``durable submit`` on the ``local`` launcher: real worker processes, a real SQLite store.
-
-# covers: X-LAUNCH
-"""
+"""``durable submit`` on the ``local`` launcher: real worker processes, a real SQLite store."""
 
 from __future__ import annotations
 
@@ -30,6 +27,7 @@ def invoke(*args: str):
     return CliRunner().invoke(cli, list(args))
 
 
+# covers: X-LAUNCH
 def test_submit_runs_file_runs_each_run_once_and_resubmit_resumes(fleet):
     runs = fleet.runs_file(6)
     result = invoke("submit", fleet.config, "--inputs-file", runs, "--on", "local:2", "--wait")
@@ -50,6 +48,7 @@ def test_submit_runs_file_runs_each_run_once_and_resubmit_resumes(fleet):
     assert fleet.calls() == calls
 
 
+# covers: X-LAUNCH
 def test_submit_one_run_with_input_override(fleet):
     result = invoke(
         "submit", fleet.config, "--run-id", "solo", "--input", "n=7", "--on", "local:1",
@@ -61,6 +60,7 @@ def test_submit_one_run_with_input_override(fleet):
     assert run["outputs"] == {"out": 71}
 
 
+# covers: X-LAUNCH
 def test_a_killed_worker_is_replaced_and_the_run_resumes(fleet):
     (fleet.folder / "kill-r01").write_text("")
     outcomes = submit(
@@ -72,6 +72,7 @@ def test_a_killed_worker_is_replaced_and_the_run_resumes(fleet):
     assert set(fleet.calls().values()) == {1}
 
 
+# covers: X-LAUNCH
 def test_a_worker_lost_too_often_is_reported_lost(fleet):
     (fleet.folder / "kill-r00").write_text("")
     outcomes = submit(fleet.config, read_runs_file(fleet.runs_file(1)), on="local:1", relaunches=0)
@@ -79,6 +80,7 @@ def test_a_worker_lost_too_often_is_reported_lost(fleet):
     assert "BrokenProcessPool" in (outcomes[0].error or "")
 
 
+# covers: X-LAUNCH
 def test_a_run_owned_elsewhere_is_waited_for_not_failed_nor_run_twice(fleet):
     hold = fleet.folder / "hold"
     hold.write_text("")
@@ -108,6 +110,7 @@ def test_a_run_owned_elsewhere_is_waited_for_not_failed_nor_run_twice(fleet):
     assert fleet.calls() == {"r00 first": 1, "r00 second": 1}
 
 
+# covers: X-LAUNCH
 def test_busy_wait_is_bounded(fleet):
     hold = fleet.folder / "hold"
     hold.write_text("")
@@ -149,6 +152,7 @@ def _wait_until_owned(fleet) -> None:
     raise AssertionError("the owner did not start")
 
 
+# covers: X-LAUNCH
 def test_memory_store_is_refused(fleet):
     result = invoke("submit", fleet.config, "--on", "local:1", "--store", "memory:", "--wait")
     assert result.exit_code == ExitCode.CONFIG, result.output
@@ -158,6 +162,7 @@ def test_memory_store_is_refused(fleet):
     assert fleet.calls() == {}
 
 
+# covers: X-LAUNCH
 def test_a_failed_run_makes_wait_exit_1(fleet):
     result = invoke(
         "submit", fleet.config, "--run-id", "bad", "--input", "calls=/nonexistent/dir/calls.txt",
@@ -167,6 +172,7 @@ def test_a_failed_run_makes_wait_exit_1(fleet):
     assert "run 'bad' failed" in result.stdout
 
 
+# covers: X-LAUNCH
 def test_bad_runs_file_line_is_refused_before_anything_runs(fleet):
     path = fleet.folder / "bad.jsonl"
     path.write_text(
@@ -193,6 +199,7 @@ def test_targets():
         LocalLauncher(0)
 
 
+# covers: X-LAUNCH
 def test_launchers_are_plugins_registered_through_the_hook(fleet):
     """durable_register_launchers: a plugin's launcher is found by --on NAME."""
     from durable_core import hookimpl
@@ -213,5 +220,29 @@ def test_launchers_are_plugins_registered_through_the_hook(fleet):
     assert pm.launchers().provider("mine") == "mine-plugin"
     outcomes = submit(fleet.config, [RunSpec(run_id="via-plugin")], on="mine:2", pm=pm)
     assert made == ["2"] and outcomes[0].status is LaunchStatus.COMPLETED
+    listed = json.loads(invoke("plugins", "--json").stdout)
+    assert {"name": "memory", "launchers": ["local"]}.items() <= {
+        k: v for p in listed if p["name"] == "memory" for k, v in p.items()
+    }.items()
     unknown = invoke("submit", fleet.config, "--on", "nowhere:1")
     assert unknown.exit_code == ExitCode.CONFIG and "unknown launcher" in unknown.stderr
+
+
+class _Remote(LocalLauncher):
+    """A local pool that says its workers are on other hosts (what a cluster's list shows)."""
+
+    def single_host(self) -> bool:
+        return False
+
+
+# covers: X-LAUNCH
+def test_sqlite_is_refused_for_workers_on_other_hosts_but_file_and_postgres_are_not(fleet):
+    from durable_core.config import parse_store_url
+    from durable_core.launchers import check_store
+
+    with _Remote(1) as remote:
+        with pytest.raises(UnsharedStoreError, match="write-ahead log"):
+            submit(fleet.config, on=remote)
+        check_store(parse_store_url(f"file:{fleet.folder / 'runs'}"), remote)
+        check_store(parse_store_url("postgresql://db.invalid/durable"), remote)
+    assert fleet.calls() == {}
