@@ -166,12 +166,12 @@ def launch(
     """
     import pathlib
 
+    from durable_core.cli.progress import ProgressCounter, StatusLine
     from durable_core.config import load_config, parse_store_url
     from durable_core.config.inputs import parse_input_override
     from durable_core.durable import Runtime
     from durable_core.graph import CancelToken
     from durable_core.plugins import make_plugin_manager
-    from durable_core.progress import ProgressCounter, StatusLine
 
     config = load_config(config_arg).with_run_id(run_id_option)
     pm = make_plugin_manager()
@@ -201,7 +201,7 @@ def launch(
         token.cancel()
 
     try:
-        from durable_core.maintenance import CancelRequests
+        from durable_core.ops.maintenance import CancelRequests
 
         if isinstance(store, CancelRequests):
             stop_watching = store.watch_cancel(config.run_id, on_cancel_request)

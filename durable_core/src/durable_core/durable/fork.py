@@ -37,6 +37,7 @@ from durable_core.errors import (
 )
 from durable_core.graph import CancelToken, Graph, Key
 from durable_core.integrity import validate_record
+from durable_core.recordcheck import check_record
 from durable_core.records import (
     RECORD_FORMAT,
     AttemptRecord,
@@ -243,8 +244,6 @@ def fork_run(
 
 
 def _check_source(record: RunRecord, run_id: str) -> None:
-    from durable_core.runinfo import check_record
-
     try:
         check_record(record, run_id)
     except CorruptRecordError as exc:

@@ -28,7 +28,7 @@ def cancel_command(
     """
     from durable_core.cli.targets import require_existing_store, split_store_args
     from durable_core.errors import BusyError, ConfigError
-    from durable_core.maintenance import CancelRequests
+    from durable_core.ops.maintenance import CancelRequests
     from durable_core.plugins import make_plugin_manager
 
     pm = make_plugin_manager()

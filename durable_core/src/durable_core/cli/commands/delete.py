@@ -45,7 +45,7 @@ def delete_command(
         store_words,
     )
     from durable_core.errors import BusyError, NotFoundError
-    from durable_core.maintenance import delete_run, each
+    from durable_core.ops.maintenance import delete_run, each
     from durable_core.plugins import make_plugin_manager
 
     pm = make_plugin_manager()

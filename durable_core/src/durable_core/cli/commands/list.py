@@ -76,7 +76,7 @@ def list_command(
         store_target,
     )
     from durable_core.errors import ConfigError
-    from durable_core.maintenance import SaveTimes, parse_age
+    from durable_core.ops.maintenance import SaveTimes, parse_age
     from durable_core.plugins import make_plugin_manager
     from durable_core.store import RunLister
 
@@ -136,7 +136,7 @@ def _saved_at(store: Any, run_id: str) -> float | None:
 def _newest_first(store: Any, summaries: list[Any]) -> list[Any]:
     """The runs by their last save, newest first (runs whose time is unknown, and records
     that could not be read, after them, by run id)."""
-    from durable_core.maintenance import SaveTimes
+    from durable_core.ops.maintenance import SaveTimes
 
     def key(summary: Any) -> tuple[int, float, str]:
         if getattr(summary, "error", None) is not None or not isinstance(store, SaveTimes):
@@ -221,7 +221,7 @@ def list_row(store: Any, summary: Any, graph: Any) -> dict[str, Any]:
         CorruptRecordError,
         NotFoundError,
     )
-    from durable_core.runinfo import RunStatus, check_record, describe_record
+    from durable_core.ops.runinfo import RunStatus, check_record, describe_record
 
     row: dict[str, Any] = {
         "run_id": summary.run_id,

@@ -53,7 +53,7 @@ def prune_command(
         store_words,
     )
     from durable_core.errors import BusyError, ConfigError, NotFoundError
-    from durable_core.maintenance import SaveTimes, delete_run, parse_age
+    from durable_core.ops.maintenance import SaveTimes, delete_run, parse_age
     from durable_core.plugins import make_plugin_manager
     from durable_core.store import RunLister
 

@@ -35,9 +35,9 @@ def show_command(
     )
     from durable_core.codecs import Codecs
     from durable_core.errors import NotFoundError
-    from durable_core.outputs import decode_output, node_outputs
+    from durable_core.ops.outputs import decode_output, node_outputs
+    from durable_core.ops.runinfo import check_record
     from durable_core.plugins import make_plugin_manager
-    from durable_core.runinfo import check_record
 
     pm = make_plugin_manager()
     store_config, config, rest = split_store_args(args, store_url, pm)
