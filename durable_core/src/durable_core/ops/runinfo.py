@@ -14,6 +14,8 @@ from typing import Any
 
 import attrs
 
+from durable_core.durable.definition_diff import mismatch_changes
+from durable_core.graph.definition import count_nodes
 from durable_core.recordcheck import check_record, definition_matches
 from durable_core.records import AttemptState, NodeReason, RunRecord
 
@@ -276,8 +278,6 @@ def describe_record(
     root_confirmed = len(root.nodes) if root is not None else 0
     changes: dict[str, Any] | None = None
     if explain_mismatch and matches is False:
-        from durable_core.durable.definition_diff import mismatch_changes
-
         found, complete = mismatch_changes(graph, record, store=store)
         changes = {kind: list(paths) for kind, paths in found.items()}
         changes["complete"] = complete
@@ -310,6 +310,4 @@ def describe_record(
 
 
 def _count_nodes(graph: Any) -> int:
-    from durable_core.graph.definition import count_nodes
-
     return count_nodes(graph)
