@@ -23,7 +23,7 @@ from durable_core.graph.checkpoint import Attempt, Checkpointer, NodeOutputs, Sc
 from durable_core.graph.definition import Graph, Node
 from durable_core.graph.keys import Key
 from durable_core.graph.results import RunStatus
-from durable_core.graph.signals import RunAborted, settle
+from durable_core.graph.signals import RunAborted, direct_call, settle
 from durable_core.graph.streams import Stream
 from durable_core.records import NodeReason
 
@@ -69,22 +69,19 @@ class CheckpointCalls:
         cancellation of a node inside such a call until it returns: no task is needed. Calls
         inside the chain (a Timeout may cancel them) run in a shielded task.
         """
-        if self.aborted:
-            coroutine.close()
-            raise RunAborted
         if nr is not None:
             nr.in_call = True
             try:
-                result = await coroutine
-            except Exception as error:
-                self.abort(error)
-                raise RunAborted from error
+                result = await direct_call(self, coroutine)
             finally:
                 nr.in_call = False
             if nr.cancel_pending:  # the node was canceled during the call
                 nr.cancel_pending = False
                 raise asyncio.CancelledError()
             return result
+        if self.aborted:
+            coroutine.close()
+            raise RunAborted
         future = asyncio.ensure_future(coroutine)
         try:
             return await asyncio.shield(future)
