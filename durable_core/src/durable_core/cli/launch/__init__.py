@@ -1,6 +1,6 @@
 """What ``durable run``, ``durable resume`` and ``durable fork`` share: a launch, in steps.
 
-One frozen :class:`~.request.LaunchRequest` holds the command line. :func:`~.setup.prepare`
+One frozen :class:`~.request.LaunchRequest` holds the command line. :func:`~.prepare.prepare`
 loads the CONFIG and opens the executor and the store; :func:`~.execute.execute` runs (forks,
 resumes) the graph through the durable runtime with Ctrl-C/SIGTERM handling
 (:mod:`~.interrupt`), ``durable cancel`` requests and the progress line, and tells its
@@ -11,9 +11,9 @@ result with what to do next (:mod:`~.hints`) and exits with its code.
 from __future__ import annotations
 
 from durable_core.cli.launch.execute import execute
+from durable_core.cli.launch.prepare import prepare
 from durable_core.cli.launch.report import report
 from durable_core.cli.launch.request import LaunchRequest
-from durable_core.cli.launch.setup import prepare
 
 __all__ = ["LaunchRequest", "launch"]
 

@@ -11,10 +11,10 @@ import attrs
 
 from durable_core.cli.launch.fork import start_fork
 from durable_core.cli.launch.interrupt import Interrupt
+from durable_core.cli.launch.prepare import Prepared
 from durable_core.cli.launch.refusals import REFUSALS, explain
 from durable_core.cli.launch.report import logged_failure
 from durable_core.cli.launch.request import LaunchRequest
-from durable_core.cli.launch.setup import Prepared
 from durable_core.errors import CheckpointError, ConflictError
 
 __all__ = ["Outcome", "execute"]

@@ -15,7 +15,7 @@ from durable_core.cli.launch.request import LaunchRequest
 
 if TYPE_CHECKING:
     from durable_core.cli.launch.execute import Outcome
-    from durable_core.cli.launch.setup import Prepared
+    from durable_core.cli.launch.prepare import Prepared
 
 __all__ = ["logged_failure", "report"]
 
