@@ -207,6 +207,9 @@ def test_a_refused_resume_asks_the_saved_definition_hook_not_the_run_logs_file(m
 
     told = definition_mismatch(changed, record, store=store, plugins=with_log)
     assert told.complete is True and told.added == ("triple",)
+    target = HistoryTarget(store, "r1", record.root_scope)
+    assert set(with_log.saved_inputs(target, record.inputs) or {}) == {"n"}  # the run log's
+    assert with_log.saved_inputs(target, "0" * 64) is None  # none kept for other inputs
 
     without_log = make_plugin_manager(block=["runlog"])
     unknown = definition_mismatch(changed, record, store=store, plugins=without_log)
