@@ -58,12 +58,12 @@ def prepare(request: LaunchRequest) -> Prepared:
         CodecError: a configured codec cannot be built.
         DurableError: the graph cannot be imported, or the store cannot be opened.
     """
+    from durable_core.cli.context import plugin_manager
     from durable_core.config import load_config, parse_store_url
     from durable_core.config.inputs import parse_input_override
-    from durable_core.plugins import make_plugin_manager
 
     config = load_config(request.config_arg).with_run_id(request.run_id_option)
-    pm = make_plugin_manager()
+    pm = plugin_manager()
     graph = config.load_graph()
     overrides = dict(
         parse_input_override(text, graph, pathlib.Path.cwd()) for text in request.input_options

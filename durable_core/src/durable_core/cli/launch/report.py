@@ -171,7 +171,7 @@ def logged_failure(store: Any, run_id: str, result: Any) -> dict[str, Any] | Non
     error = getattr(result, "error", None)
     if error is None or failure_of(error).where:
         return None
-    from durable_core.runlog import last_failures
+    from durable_core.plugins.runlog import last_failures
 
     try:
         return last_failures(store, run_id).get(getattr(error, "path", "") or "")
