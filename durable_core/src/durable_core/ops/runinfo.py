@@ -10,7 +10,7 @@ from __future__ import annotations
 import collections
 import enum
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
@@ -18,6 +18,9 @@ from durable_core.durable.definition_diff import mismatch_changes
 from durable_core.graph.definition import count_nodes
 from durable_core.recordcheck import check_record, definition_matches
 from durable_core.records import AttemptState, NodeReason, RunRecord
+
+if TYPE_CHECKING:
+    from durable_core.plugins import DurablePluginManager
 
 __all__ = [
     "AttemptInfo",
@@ -173,7 +176,12 @@ def run_status(record: RunRecord, graph_node_ids: Iterable[str] | None = None) -
 
 
 def describe_record(
-    record: RunRecord, graph: Any = None, *, explain_mismatch: bool = False, store: Any = None
+    record: RunRecord,
+    graph: Any = None,
+    *,
+    explain_mismatch: bool = False,
+    store: Any = None,
+    plugins: DurablePluginManager | None = None,
 ) -> RunInfo:
     """Summarize a record for an operator, without any business value (E-2).
 
@@ -185,6 +193,8 @@ def describe_record(
         explain_mismatch: when ``graph`` did not write the record, work out what changed
             (``RunInfo.definition_changes``; reads the run's history in ``store``).
         store: the run's store (its history of the run may keep the started definition).
+        plugins: the plugin manager asked for the started definition (``explain_mismatch``);
+            ``None`` for the process's default.
 
     Returns:
         The run's metadata.
@@ -278,7 +288,7 @@ def describe_record(
     root_confirmed = len(root.nodes) if root is not None else 0
     changes: dict[str, Any] | None = None
     if explain_mismatch and matches is False:
-        found, complete = mismatch_changes(graph, record, store=store)
+        found, complete = mismatch_changes(graph, record, store=store, plugins=plugins)
         changes = {kind: list(paths) for kind, paths in found.items()}
         changes["complete"] = complete
     return RunInfo(

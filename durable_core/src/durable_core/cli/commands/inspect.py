@@ -91,7 +91,7 @@ def inspect_command(
         except Exception:  # the history is extra information: never fail inspect on it
             entries = []
         times = run_times(store, run_id, entries=entries)
-        info = describe_record(record, graph, explain_mismatch=True, store=store)
+        info = describe_record(record, graph, explain_mismatch=True, store=store, plugins=pm)
     finally:
         store.close()
     failures = _last_failures(entries, info)
