@@ -56,8 +56,8 @@ it. The kit is a package, :mod:`durable_core.testing.conformance`, one module pe
 clauses. It runs the clauses of the optional capabilities a store declares (the ClassVar
 ``capabilities``, see :mod:`durable_core.store.capabilities`): a store declaring
 ``Capability.LIST_RUNS`` gets its ``list_runs`` checked, and a store that declares a capability
-it does not implement fails the kit. Backend-specific tests can reuse :func:`sample_record` (a record
-using every field) and :class:`StoreProcess` (drive a store from a child process).
+it does not implement fails the kit. Backend-specific tests can reuse :func:`sample_record` (a
+record using every field) and :class:`StoreProcess` (drive a store from a child process).
 """
 
 try:
