@@ -80,14 +80,14 @@ def parse_age(text: str, option: str = "--older-than") -> float:
     return value * _UNITS[unit]
 
 
-def _capable(store: Any, session: Any, capability: Capability, what: str, name: str) -> None:
+def _capable(store: Any, session: Any, capability: Capability, name: str) -> None:
     """Close ``session`` and refuse when neither ``store`` nor ``session`` has ``capability``."""
     if capability not in capabilities(store) | capabilities(session):
         session.close()
-        protocol = CAPABILITY_SPECS[capability].protocol
+        spec = CAPABILITY_SPECS[capability]
         raise ConfigError(
-            f"the {name} cannot {what}: its sessions do not implement "
-            f"{getattr(protocol, '__name__', capability.name)} (see docs/storage.md, 'Optional "
+            f"the {name} cannot {spec.needs}: it does not declare Capability.{capability.name} "
+            f"({getattr(spec.protocol, '__name__', '')}; see docs/storage.md, 'Optional "
             "capabilities')"
         )
 
@@ -110,7 +110,7 @@ def delete_run(store: Any, run_id: str, *, store_name: str = "store") -> RunReco
     from durable_core.errors import CorruptRecordError
 
     session = store.acquire(run_id)
-    _capable(store, session, Capability.DELETE, "delete runs", store_name)
+    _capable(store, session, Capability.DELETE, store_name)
     with session:
         try:
             record = session.load()
@@ -160,7 +160,7 @@ def migrate_run(
         if check is not None:
             check(record)
         dst = destination.acquire(run_id)
-        _capable(destination, dst, Capability.RESTORE, "receive migrated runs", destination_name)
+        _capable(destination, dst, Capability.RESTORE, destination_name)
         with dst:
             try:
                 existing = dst.load()

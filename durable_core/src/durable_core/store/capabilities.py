@@ -93,6 +93,10 @@ class Capability(enum.Enum):
     """The session's saves never use an event loop: the runtime may save on its loop while no
     body runs."""
 
+    # The next capabilities go here (posting to a run's inbox; what launchers need of a store),
+    # each with its row in CAPABILITY_SPECS below and its clauses in
+    # durable_core.testing.conformance.capabilities: docs/architecture.md has the steps.
+
 
 @attrs.frozen
 class CapabilitySpec:
@@ -287,7 +291,7 @@ CAPABILITY_SPECS: Mapping[Capability, CapabilitySpec] = {
     ),
     Capability.RUN_HISTORY: CapabilitySpec("store", "store", RunHistory, "keep runs' histories"),
     Capability.DELETE: CapabilitySpec("store", "session", RunDeleter, "delete runs"),
-    Capability.RESTORE: CapabilitySpec("store", "session", RecordRestorer, "receive copied runs"),
+    Capability.RESTORE: CapabilitySpec("store", "session", RecordRestorer, "receive migrated runs"),
     Capability.RESTORE_TIMES: CapabilitySpec(
         "store", "session", TimesRestorer, "keep a copied run's times"
     ),
