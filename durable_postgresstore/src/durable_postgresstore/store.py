@@ -47,9 +47,10 @@ from durable_core.recorddelta import apply_delta
 from durable_core.records import RunRecord
 from durable_core.store import (
     Acquiring,
-    BaseSession,
     BaseStore,
+    Capability,
     EncodedRecord,
+    FoldingSession,
     RunOwner,
     RunSummary,
     current_owner,
@@ -60,6 +61,7 @@ from durable_core.store import (
     summary_of,
     validate_run_id,
 )
+from durable_core.store.deltas import FOLD_RATIO  # noqa: F401 (the kit's one fold policy)
 from durable_postgresstore import sql
 from durable_postgresstore._connections import (
     Closed,
@@ -95,9 +97,6 @@ DEFAULT_MAX_CONNECTIONS = 10
 
 DEFAULT_OPERATION_TIMEOUT = 60.0
 """Seconds one load, save or listing may take on the network before its connection is cut."""
-
-FOLD_RATIO = 1.0
-"""Deltas are folded into the complete record once their bytes pass this share of its size."""
 
 CLOSE_TIMEOUT = 5.0
 """Seconds ``PostgresStore.close`` waits at most for unlocking and closing (B-PG-2)."""
@@ -187,6 +186,21 @@ class PostgresStore(BaseStore):
             privilege …); the message names host, port, database and user, never the password.
         SchemaError: ``pulse_durable`` exists but is not exactly Durable's schema.
     """
+
+    capabilities = frozenset(
+        {
+            Capability.LIST_RUNS,
+            Capability.PEEK,
+            Capability.SAVE_TIMES,
+            Capability.CREATE_TIMES,
+            Capability.CANCEL_REQUESTS,
+            Capability.RUN_HISTORY,
+            Capability.DELETE,
+            Capability.RESTORE,
+            Capability.RESTORE_TIMES,
+        }
+    )
+    """What the store and its sessions can do beyond the contract (store.capabilities)."""
 
     def __init__(
         self,
@@ -750,7 +764,7 @@ class PostgresStore(BaseStore):
             self._connections.discard(link)
 
 
-class PostgresSession(BaseSession):
+class PostgresSession(FoldingSession):
     """Exclusive ownership of one run, holding its advisory lock (R-STORE-2…4, B-PG-1).
 
     Created by :meth:`PostgresStore.acquire`. The session keeps one connection, on which the
@@ -772,7 +786,7 @@ class PostgresSession(BaseSession):
     session never reconnects; acquire the run again (another owner may have taken it).
     """
 
-    idle_saves = True
+    capabilities = FoldingSession.capabilities | {Capability.IDLE_SAVES}
     """A save never uses an event loop: the runtime may call it on its event loop's thread
     while no body runs (it then waits for the save anyway)."""
 
@@ -886,9 +900,13 @@ class PostgresSession(BaseSession):
         revision = record.revision
         fmt = record.format
         chain = self._chain
-        delta = self._delta_of(encoded, expected_revision)
-        if delta is not None and (chain is None or chain[2] + len(delta) > FOLD_RATIO * chain[0]):
-            delta = None  # unknown, or the deltas outgrew the record: write it whole
+        # Unknown what is stored, or the deltas outgrew the record: write it whole.
+        delta = self._delta_to_keep(
+            encoded,
+            expected_revision,
+            None if chain is None else chain[0],
+            0 if chain is None else chain[2],
+        )
         data = encoded.data if delta is None else b""
 
         def cas(conn: psycopg.Connection[Any]) -> bool:
@@ -921,34 +939,17 @@ class PostgresSession(BaseSession):
             self._chain = chain
         return written
 
-    def _fold_on_close(self) -> None:
-        """Fold the run's deltas into its complete record, so that the run is at rest; only
-        when this session saved (a look leaves every byte as it found it)."""
-        if not self._wrote or self._chain is None or self._chain[1] == 0:
-            return
-        # The usual case: this session wrote the deltas, and its last save's complete bytes
-        # are what they fold into. Writing them costs one copy of the record, where folding
-        # what is stored reads it, parses it into a tree and decodes the result once more.
-        # The statement writes them only while the stored head is that save's revision.
-        head = self._verified
-        data = self._saved_bytes(head)
-        if data is not None:
-            self._execute(
-                "folding",
-                lambda conn: conn.execute(sql.FOLD, [data, self._row_key, head]).fetchone(),
-                writes=True,
-            )
-            return
-        stored = self._read()
-        if stored is None:
-            return
-        data, head = stored
-        decode_stored(self._run_id, data, self._location, head)
-        self._execute(
+    def _has_deltas(self) -> bool:
+        return self._chain is not None and self._chain[1] > 0
+
+    def _write_folded(self, data: bytes, head: int) -> bool:
+        # The statement writes ``data`` only while the stored head is ``head``.
+        row = self._execute(
             "folding",
             lambda conn: conn.execute(sql.FOLD, [data, self._row_key, head]).fetchone(),
             writes=True,
         )
+        return bool(row and row[0] == 1)
 
     def _not_found(self) -> BaseException:
         return NotFoundError(
@@ -957,17 +958,10 @@ class PostgresSession(BaseSession):
             "record never means the run finished"
         )
 
-    def _release(self, deadline: float | None) -> None:
-        if not self._lost:
-            try:
-                self._fold_on_close()
-            except (PostgresStoreError, CorruptRecordError) as exc:
-                # Nothing is lost: the deltas stay and the next session reads (and folds) them.
-                logger.warning(
-                    "folding the saved deltas of run %r on close failed (%s); they are kept",
-                    self._run_id,
-                    type(exc).__name__,
-                )
+    def _may_fold(self) -> bool:
+        return not self._lost
+
+    def _let_go(self, deadline: float | None) -> None:
         if self._lost:
             return  # the link was discarded; the server released the lock with it
         if deadline is None:
