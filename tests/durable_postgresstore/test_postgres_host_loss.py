@@ -5,7 +5,9 @@ veth pair; a PostgreSQL server of its own listens on the host's end. The test ta
 end of the link down: nothing is sent or refused, the peer just goes silent, as when a host loses
 power or its cable. With keepalives of a few seconds, the server ends the vanished owner's
 session, another process in the host namespace takes the run over, and the takeover time is
-measured. When the link comes back, the old owner's next save fails closed.
+measured. The old owner's next save fails closed, whether it comes while the link is still
+down (its own keepalive or user timeout ends the connection) or after it is back (its socket
+already says the connection is gone: refused before anything is sent).
 
 Needs root, ``ip`` and network namespaces, and PostgreSQL server binaries; skipped with the
 reason otherwise.
@@ -175,9 +177,16 @@ def _line(proc: subprocess.Popen[str], seconds: float) -> dict[str, Any]:
     return json.loads(line)
 
 
+def _tell_to_save(owner: subprocess.Popen[str]) -> None:
+    assert owner.stdin is not None
+    owner.stdin.write("save\n")
+    owner.stdin.flush()
+
+
 # covers: X-HOST, B-PG-1
+@pytest.mark.parametrize("old_owner_saves", ["after the link is back", "while the link is down"])
 def test_a_vanished_owner_loses_its_run_and_its_next_save_fails_closed(
-    namespace: Namespace, server: Any, record_property: Any
+    namespace: Namespace, server: Any, record_property: Any, old_owner_saves: str
 ) -> None:
     run_id = "vanishing"
     inner_dsn = server.dsn_for("postgres").replace("host=127.0.0.1", f"host={namespace.host_ip}")
@@ -211,6 +220,13 @@ def test_a_vanished_owner_loses_its_run_and_its_next_save_fails_closed(
 
         namespace.cut()
         cut_at = time.monotonic()
+        if old_owner_saves == "while the link is down":
+            # Its save cannot reach the server: the client's keepalive or user timeout ends
+            # the connection, and the save fails (uncertain: it was sent into the silence).
+            _tell_to_save(owner)
+            outcome = _line(owner, 120)
+            assert outcome["event"] == "refused" and outcome["connection_lost"], outcome
+            assert outcome["seconds"] < TAKEOVER_LIMIT
         while True:
             try:
                 session = taker.acquire(run_id)
@@ -230,17 +246,16 @@ def test_a_vanished_owner_loses_its_run_and_its_next_save_fails_closed(
         assert session.load().version == "old owner"
         session.save(RunRecord(run_id=run_id, revision=2, version="new owner"), 1)
 
-        # The link comes back; the old owner tries its next save.
         namespace.restore()
-        assert owner.stdin is not None
-        owner.stdin.write("save\n")
-        owner.stdin.flush()
-        outcome = _line(owner, 120)
-        assert outcome["event"] == "refused", outcome
-        assert outcome["connection_lost"], outcome
+        if old_owner_saves == "after the link is back":
+            # Its socket already says the connection is gone: refused before sending.
+            _tell_to_save(owner)
+            outcome = _line(owner, 120)
+            assert outcome["event"] == "refused" and outcome["connection_lost"], outcome
+            assert not outcome["uncertain"], outcome
         print(
-            f"the old owner's save was refused after {outcome['seconds']:.2f} s: "
-            f"uncertain={outcome['uncertain']}"
+            f"the old owner's save {old_owner_saves} was refused after "
+            f"{outcome['seconds']:.2f} s: uncertain={outcome['uncertain']}"
         )
         assert session.load().version == "new owner"
         session.close()
