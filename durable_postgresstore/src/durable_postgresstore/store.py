@@ -200,7 +200,8 @@ class PostgresStore(BaseStore):
             when it has one (its ``tcp_user_timeout`` is in milliseconds), else the default.
 
     Raises:
-        ConfigError: ``dsn`` is not a valid connection string.
+        ConfigError: ``dsn`` is not a valid connection string, or a keepalive option (given or
+            in the DSN) has the wrong type or range.
         TypeError, ValueError: a numeric argument has the wrong type or range.
         AcquireTimeoutError: the database could not be reached within ``acquire_timeout``.
         PostgresStoreError: connecting or creating the schema failed (wrong password, no
@@ -815,7 +816,9 @@ class PostgresSession(BaseSession):
     is known or the deltas have outgrown the record); ``close`` folds the deltas when this
     session saved, so that the run rests as one complete record (a session that only loaded
     writes nothing). A failed statement may still have been committed (R-RT-2):
-    load again.
+    load again. Every save also matches the row version (``xmin``) the session's last load or
+    save of that revision left, so a row rewritten since by anything else is never overwritten:
+    :class:`~durable_postgresstore.errors.ForeignWriteError` (X-HOST).
 
     When the connection is lost (server restart, ``pg_terminate_backend``, network failure, an
     operation past ``operation_timeout``), the server has released the lock: the failing call
