@@ -1,7 +1,8 @@
 """A run's history, kept with the run in its store, written off the save path (X-HIST).
 
-A run's history is the list of its recovery events as JSON entries (what :mod:`durable_core.runlog`
-writes and ``durable log``/``inspect``/``list`` read). It belongs to the run in its store:
+A run's history is the list of its recovery events as JSON entries (what
+:mod:`durable_core.plugins.runlog` writes and ``durable log``/``inspect``/``list`` read). It
+belongs to the run in its store:
 
 - A store with the optional capability :class:`~durable_core.maintenance.RunHistory` keeps it
   beside the record (the file store a ``<key>.history`` file, SQLite and PostgreSQL a table,

@@ -68,6 +68,7 @@ def list_command(
     import sys
     import time
 
+    from durable_core.cli.context import plugin_manager
     from durable_core.cli.exitcodes import ExitCode
     from durable_core.cli.targets import (
         graph_of,
@@ -77,11 +78,10 @@ def list_command(
     )
     from durable_core.errors import ConfigError
     from durable_core.maintenance import SaveTimes, parse_age
-    from durable_core.plugins import make_plugin_manager
     from durable_core.store import RunLister
 
     newer_than = time.time() - parse_age(since, "--since") if since is not None else None
-    pm = make_plugin_manager()
+    pm = plugin_manager()
     store_config, _, config = store_target(args, store_url, want_run_id=False, pm=pm)
     graph = graph_of(config)
     rows: list[dict[str, Any]] = []

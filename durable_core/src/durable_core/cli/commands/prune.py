@@ -44,6 +44,7 @@ def prune_command(
     with exit 3 once the others are done.
     """
     from durable_core.cli.commands.list import list_row
+    from durable_core.cli.context import plugin_manager
     from durable_core.cli.exitcodes import ExitCode
     from durable_core.cli.targets import (
         busy,
@@ -54,13 +55,12 @@ def prune_command(
     )
     from durable_core.errors import BusyError, ConfigError, NotFoundError
     from durable_core.maintenance import SaveTimes, delete_run, parse_age
-    from durable_core.plugins import make_plugin_manager
     from durable_core.store import RunLister
 
     if not finished:
         raise click.UsageError("prune deletes only finished runs: give --finished")
     age = parse_age(older_than) if older_than is not None else None
-    pm = make_plugin_manager()
+    pm = plugin_manager()
     store_config, _, config = store_target(args, store_url, want_run_id=False, pm=pm)
     named = store_words(args[0] if config is not None else None, store_url)
     graph = graph_of(config)
