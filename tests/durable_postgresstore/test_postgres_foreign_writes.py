@@ -142,3 +142,25 @@ def test_the_error_survives_pickling() -> None:
     error = ForeignWriteError("rewritten", revision=7)
     copy = pickle.loads(pickle.dumps(error))
     assert (type(copy), str(copy), copy.revision) == (ForeignWriteError, "rewritten", 7)
+
+
+# covers: X-HOST, R-STORE-3
+def test_closing_a_session_does_not_fold_over_a_row_rewritten_after_its_last_save(store, admin):
+    records = [sample_record("f", n, marker=f"-{n}-" + "f" * 200) for n in range(1, 3)]
+    with store.acquire("f") as session:
+        session.save(records[0], 0)
+        session.save(
+            records[1],
+            1,
+            EncodedRecord(record_to_json(records[1]), record_delta(records[0], records[1])),
+        )
+        (deltas,) = admin.execute("SELECT count(*) FROM pulse_durable.deltas").fetchone()
+        assert deltas == 1  # closing has deltas to fold
+        # Rewritten behind the owner's back after its last save, revision kept.
+        admin.execute(
+            "UPDATE pulse_durable.runs SET record = record WHERE run_key = sha256(%s)",
+            [b"f"],
+        )
+        before = stored(admin, "f")
+    # The fold on close wrote nothing over the foreign row.
+    assert stored(admin, "f") == before

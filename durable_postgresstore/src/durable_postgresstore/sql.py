@@ -98,10 +98,12 @@ LISTEN = f"LISTEN {CANCEL_CHANNEL}"
 DELTAS = f"SELECT base, delta FROM {SCHEMA}.deltas WHERE run_key = %s ORDER BY base"
 HAS_DELTAS = f"SELECT count(*) FROM {SCHEMA}.deltas WHERE run_key = %s"
 ALL_DELTAS = f"SELECT run_key, base, delta FROM {SCHEMA}.deltas ORDER BY run_key, base"
-# Fold on close: the complete record at the head revision; the deltas gone.
+# Fold on close: the complete record at the head revision, while the row still has the version
+# this session's last save left (NULL: no version known, the revision alone decides); the
+# deltas gone.
 FOLD = (
     f"WITH upd AS (UPDATE {SCHEMA}.runs SET record = %b WHERE run_key = %b "
-    "AND revision = %s::numeric RETURNING run_key), "
+    "AND revision = %s::numeric AND xmin = coalesce(%s::text::xid, xmin) RETURNING run_key), "
     f"gone AS (DELETE FROM {SCHEMA}.deltas WHERE run_key IN (SELECT run_key FROM upd)) "
     "SELECT count(*) FROM upd"
 )

@@ -1034,10 +1034,12 @@ class PostgresSession(FoldingSession):
         return self._chain is not None and self._chain[1] > 0
 
     def _write_folded(self, data: bytes, head: int) -> bool:
-        # The statement writes ``data`` only while the stored head is ``head``.
+        # The statement writes ``data`` only while the stored head is ``head`` and, when this
+        # session's last save was that head, the row still has the version it left (X-HOST).
+        version = self._version[1] if self._version and self._version[0] == head else None
         row = self._execute(
             "folding",
-            lambda conn: conn.execute(sql.FOLD, [data, self._row_key, head]).fetchone(),
+            lambda conn: conn.execute(sql.FOLD, [data, self._row_key, head, version]).fetchone(),
             writes=True,
         )
         return bool(row and row[0] == 1)
