@@ -29,7 +29,7 @@ def cancel_command(
     from durable_core.cli.context import plugin_manager
     from durable_core.cli.targets import require_existing_store, split_store_args
     from durable_core.errors import BusyError, ConfigError
-    from durable_core.ops.maintenance import CancelRequests
+    from durable_core.store import Capability, capabilities
 
     pm = plugin_manager()
     store_config, config, rest = split_store_args(with_run_id(args, run_id_option), store_url, pm)
@@ -42,7 +42,7 @@ def cancel_command(
     require_existing_store(store_config)
     store = store_config.open(pm)
     try:
-        if not isinstance(store, CancelRequests):
+        if Capability.CANCEL_REQUESTS not in capabilities(store):
             raise ConfigError(f"the {where} cannot pass a stop request to a run's owner")
         try:
             session = store.acquire(run_id)

@@ -256,9 +256,9 @@ def peek_record(store_config: Any, store: Any, run_id: str) -> Any:
     """The last committed record, read without a session (``RecordPeeker``)."""
     from durable_core.cli.targets import not_found
     from durable_core.errors import ConfigError, NotFoundError
-    from durable_core.ops.maintenance import RecordPeeker
+    from durable_core.store import Capability, capabilities
 
-    if not isinstance(store, RecordPeeker):
+    if Capability.PEEK not in capabilities(store):
         raise ConfigError(
             f"the {store_config.describe()} cannot be read without taking a run's ownership; "
             "inspect without --peek once the run is not running"

@@ -33,7 +33,7 @@ def migrate_command(
     from durable_core.errors import ConfigError, DurableError
     from durable_core.ops.maintenance import each, migrate_run
     from durable_core.ops.runinfo import check_record
-    from durable_core.store import RunLister
+    from durable_core.store import Capability, capabilities
 
     pm = plugin_manager()
     source_config = parse_store_url(source_url, pm=pm)
@@ -51,7 +51,7 @@ def migrate_command(
     first_error: BaseException | None = None
     try:
         if not run_ids:
-            if not isinstance(source, RunLister):
+            if Capability.LIST_RUNS not in capabilities(source):
                 raise ConfigError(
                     f"the {source_config.describe()} cannot list its runs; name the runs to copy"
                 )

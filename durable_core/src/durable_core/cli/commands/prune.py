@@ -54,8 +54,8 @@ def prune_command(
         store_words,
     )
     from durable_core.errors import BusyError, ConfigError, NotFoundError
-    from durable_core.ops.maintenance import SaveTimes, delete_run, parse_age
-    from durable_core.store import RunLister
+    from durable_core.ops.maintenance import delete_run, parse_age
+    from durable_core.store import Capability, capabilities
 
     if not finished:
         raise click.UsageError("prune deletes only finished runs: give --finished")
@@ -70,9 +70,9 @@ def prune_command(
     chosen: list[dict[str, Any]] = []
     skipped: list[dict[str, Any]] = []  # owned by another process: kept, named, exit 3
     try:
-        if not isinstance(store, RunLister):
+        if Capability.LIST_RUNS not in capabilities(store):
             raise ConfigError(f"the {where} cannot list its runs, so it cannot be pruned")
-        if age is not None and not isinstance(store, SaveTimes):
+        if age is not None and Capability.SAVE_TIMES not in capabilities(store):
             raise ConfigError(
                 f"the {where} does not record when runs were saved: prune it without --older-than"
             )

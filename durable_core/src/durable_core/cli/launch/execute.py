@@ -67,7 +67,7 @@ def execute(request: LaunchRequest, prepared: Prepared) -> Outcome:
     from durable_core.cli.progress import ProgressCounter, StatusLine
     from durable_core.durable import Runtime
     from durable_core.graph import CancelToken
-    from durable_core.ops.maintenance import CancelRequests
+    from durable_core.store import Capability, capabilities
 
     config, store = prepared.config, prepared.store
     counter = ProgressCounter()
@@ -84,7 +84,7 @@ def execute(request: LaunchRequest, prepared: Prepared) -> Outcome:
         token.cancel()
 
     try:
-        if isinstance(store, CancelRequests):
+        if Capability.CANCEL_REQUESTS in capabilities(store):
             stop_watching = store.watch_cancel(config.run_id, on_cancel_request)
         runtime = Runtime(
             store,
