@@ -13,7 +13,7 @@ prints it; ``durable inspect`` shows each node's last failure and the run's time
 ``durable list`` when it started, and a refused ``resume`` what changed in the definition.
 
 Where: in the run's history (:mod:`durable_core.history`): in the run's store beside its record
-when the store has the capability :class:`~durable_core.store.capabilities.RunHistory` (every built-in
+when the store has the capability :class:`~durable_core.maintenance.RunHistory` (every built-in
 store has it; with PostgreSQL every host sharing the store sees the same log), else in a local
 file keyed by the store's identity and the run's root scope (in :func:`log_directory`). Either
 way the log belongs to that run in that store: a run of the same id in another store, or a run
