@@ -37,9 +37,10 @@ from typing import Any
 
 from _support import STORES, chain, make_store, median, node_gaps, postgres
 
-from durable_core import Graph, Key, Runtime, execute, recordjson
+from durable_core import Graph, Key, Runtime, execute
 from durable_core.durable import checkpointer as C
 from durable_core.durable import ledger as L
+from durable_core.records import fields as recordjson
 from durable_core.store import kit
 
 _clock = time.perf_counter

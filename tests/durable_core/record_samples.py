@@ -25,8 +25,8 @@ from durable_core import (
     ValueRecord,
     ValueState,
     record_from_json,
-    recordjson,
 )
+from durable_core.records import fields as recordjson
 
 INT_MAX, UINT64_MAX = recordjson.INT_MAX, recordjson.UINT64_MAX
 

@@ -28,9 +28,9 @@ from durable_core import (
     Runtime,
     ValueState,
     copy_record,
-    integrity,
     validate_record,
 )
+from durable_core.records import integrity
 
 
 def _plain_record() -> tuple[RunRecord, dict[str, Any]]:

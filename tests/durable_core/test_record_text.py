@@ -24,11 +24,11 @@ from durable_core import (
     ValueState,
     copy_record,
     record_to_json,
-    recordjson,
 )
 from durable_core.durable.proposal import Proposal, adopt
-from durable_core.recorddelta import apply_delta, canonical_json
-from durable_core.recordjson import RecordEncoder
+from durable_core.records import fields as recordjson
+from durable_core.records.delta import apply_delta, canonical_json
+from durable_core.records.fields import RecordEncoder
 from durable_core.testing import sample_record
 
 

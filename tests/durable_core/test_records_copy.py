@@ -15,8 +15,8 @@ from durable_core import (
     AttemptState,
     RunRecord,
     copy_record,
-    recordjson,
 )
+from durable_core.records import fields as recordjson
 
 
 def assert_independent(original: RunRecord, copied: RunRecord) -> None:

@@ -34,9 +34,9 @@ from durable_core import (
     ValueState,
     record_from_json,
     record_to_json,
-    recordjson,
 )
-from durable_core import _recordpath as paths
+from durable_core.records import fields as recordjson
+from durable_core.records import path as paths
 
 INT_MAX, UINT64_MAX, json_name = recordjson.INT_MAX, recordjson.UINT64_MAX, recordjson.json_name
 

@@ -11,8 +11,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from record_samples import load_format2, records, walk_mutable
 
-from durable_core import CorruptRecordError, recordjson
-from durable_core.recordjson import check_shape
+from durable_core import CorruptRecordError
+from durable_core.records import fields as recordjson
+from durable_core.records.fields import check_shape
 
 BAD = [None, -1, 2**63, 2**64, 1.0, True, "\ud800", "x", b"x", [], {}, object()]
 

@@ -195,7 +195,7 @@ def check_record(record: RunRecord, run_id: str, graph: Any = None) -> None:
     Raises:
         CorruptRecordError: the first problem, with its JSON path; the record is unchanged.
     """
-    from durable_core.integrity import validate_record
+    from durable_core.records.integrity import validate_record
 
     if not 1 <= record.format <= RECORD_FORMAT:
         raise CorruptRecordError(

@@ -33,7 +33,6 @@ from typing import Any, NamedTuple, NoReturn
 
 from durable_core.durable.proposal import Proposal, adopt, rollback
 from durable_core.errors import CheckpointError, ConflictError, DurableError
-from durable_core.recordjson import RecordEncoder
 from durable_core.records import (
     RECORD_FORMAT,
     AttemptRecord,
@@ -45,6 +44,7 @@ from durable_core.records import (
     ValueRecord,
     copy_record,
 )
+from durable_core.records.fields import RecordEncoder
 from durable_core.store import MAX_REVISION, EncodedRecord, Session
 
 __all__ = [

@@ -46,12 +46,12 @@ from typing import Any
 
 import attrs
 
-from durable_core._recordpath import corrupt, path_of
 from durable_core.codecs import Codecs
 from durable_core.errors import CodecError, CorruptRecordError
 from durable_core.graph import Graph
 from durable_core.graph.checkpoint import Values
 from durable_core.records import AttemptState, ManagedRecord, RunRecord, ValueRecord, ValueState
+from durable_core.records.path import corrupt, path_of
 
 __all__ = ["Adopted", "adopt_managed"]
 

@@ -49,9 +49,9 @@ from durable_core.errors import (
     NotFoundError,
     SessionClosedError,
 )
-from durable_core.recorddelta import read_delta
-from durable_core.recordjson import record_to_json
 from durable_core.records import RunRecord
+from durable_core.records.delta import read_delta
+from durable_core.records.fields import record_to_json
 from durable_core.store.checks import (
     decode_stored,
     validate_run_id,

@@ -7,8 +7,8 @@ import json
 from typing import Any
 
 from durable_core import records as r
-from durable_core.recorddelta import encode_delta
-from durable_core.recordjson import record_to_json
+from durable_core.records.delta import encode_delta
+from durable_core.records.fields import record_to_json
 
 __all__ = ["record_delta", "sample_record"]
 

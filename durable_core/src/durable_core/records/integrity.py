@@ -17,10 +17,9 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from durable_core._recordpath import corrupt, path_of
 from durable_core.errors import CorruptRecordError
-from durable_core.recordjson import check_shape
-from durable_core.records import (
+from durable_core.records.fields import check_shape
+from durable_core.records.model import (
     RECORD_FORMAT,
     AttemptState,
     NodeReason,
@@ -30,6 +29,7 @@ from durable_core.records import (
     ValueRecord,
     ValueState,
 )
+from durable_core.records.path import corrupt, path_of
 
 __all__ = ["GraphShapes", "validate_record"]
 

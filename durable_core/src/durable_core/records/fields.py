@@ -42,13 +42,13 @@ from typing import Any
 
 import attrs
 
-from durable_core import records as r
 from durable_core._nogc import nogc
-from durable_core._recordpath import Path, corrupt, describe
 from durable_core._words import a
 from durable_core.errors import CorruptRecordError
-from durable_core.recorddelta import GONE, Partial
-from durable_core.records import copy_record
+from durable_core.records import model as r
+from durable_core.records.delta import GONE, Partial
+from durable_core.records.model import copy_record
+from durable_core.records.path import Path, corrupt, describe
 
 __all__ = [
     "INT_MAX",
