@@ -19,7 +19,7 @@ from durable_core import (
 )
 from durable_core.durable.proposal import Proposal, adopt, rollback
 from durable_core.records.delta import apply_delta
-from durable_core.records.fields import RecordEncoder
+from durable_core.records.encoder import RecordEncoder
 from durable_core.testing import sample_record
 
 

@@ -21,7 +21,7 @@ import time
 import pytest
 
 from durable_core.records import AttemptState, RunRecord
-from durable_core.records.fields import record_from_json
+from durable_core.records.jsonio import record_from_json
 
 EXAMPLE = pathlib.Path(__file__).resolve().parents[2] / "examples" / "stdlib_audit"
 RUN_ID = "stdlib-audit"

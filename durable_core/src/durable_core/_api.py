@@ -104,8 +104,8 @@ from durable_core.records import (
     ValueState,
     copy_record,
 )
-from durable_core.records.fields import record_from_json, record_to_json
 from durable_core.records.integrity import GraphShapes, validate_record
+from durable_core.records.jsonio import record_from_json, record_to_json
 from durable_core.store import (
     MAX_REVISION,
     EncodedRecord,

@@ -43,7 +43,7 @@ from durable_core.errors import CorruptRecordError, DurableError, NotFoundError
 from durable_core.history import check_entries, complete_lines
 from durable_core.records import RunRecord
 from durable_core.records.delta import apply_tree, canonical_json, load_tree, read_delta
-from durable_core.records.fields import record_from_json
+from durable_core.records.jsonio import record_from_json
 from durable_core.store import (
     Acquiring,
     BaseSession,

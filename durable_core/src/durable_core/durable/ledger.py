@@ -4,7 +4,7 @@
 *mutation*: a function applied to a :class:`~durable_core.durable.proposal.Proposal`, the
 committed record's changes-to-be (never a copy of it). To save, the ledger writes the
 proposal's changes into the committed record (logging each step), encodes only what changed
-(:class:`~durable_core.recordjson.RecordEncoder`: the save's delta, and the complete bytes on
+(:class:`~durable_core.records.encoder.RecordEncoder`: the save's delta, and the complete bytes on
 demand) and hands them to ``Session.save`` as its ``encoded`` argument
 (:class:`~durable_core.store.EncodedRecord`; a store that does not take it gets the record
 alone). When the save fails, the logged steps are undone: the committed record is exactly as
@@ -44,7 +44,7 @@ from durable_core.records import (
     ValueRecord,
     copy_record,
 )
-from durable_core.records.fields import RecordEncoder
+from durable_core.records.encoder import RecordEncoder
 from durable_core.store import MAX_REVISION, EncodedRecord, Session
 
 __all__ = [

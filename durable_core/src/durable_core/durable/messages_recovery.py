@@ -36,7 +36,8 @@ Messages under a failed attempt or ancestor keep only the structural checks: a l
 or a later generation of the input, never makes history corrupt.
 
 The ownership rules themselves (every confirmed message attempt has its container and every
-container a confirmed message) are checked by :func:`~durable_core.integrity.validate_record`.
+container a confirmed message) are checked by
+:func:`~durable_core.records.integrity.validate_record`.
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ A path is a non-empty list of JSON object keys from the record's root object, fo
 "<node id>"]``. Applying a delta to a complete record checks that the record is at revision
 ``Base``, assigns every ``Set`` value at its path (the parent object must exist), deletes every
 ``Unset`` path (the key must exist), and sets ``Revision``. The result, encoded canonically,
-equals :func:`~durable_core.recordjson.record_to_json` of the new record byte for byte.
+equals :func:`~durable_core.records.jsonio.record_to_json` of the new record byte for byte.
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from durable_core.errors import CorruptRecordError
-from durable_core.records.fields import check_shape
+from durable_core.records.jsonio import check_shape
 from durable_core.records.model import (
     RECORD_FORMAT,
     AttemptState,

@@ -10,7 +10,7 @@ from durable_core.errors import NotFoundError
 from durable_core.history import check_entries
 from durable_core.records import RunRecord
 from durable_core.records.delta import apply_delta
-from durable_core.records.fields import record_from_json
+from durable_core.records.jsonio import record_from_json
 from durable_core.store.checks import check_options, summary_of
 from durable_core.store.kit import Acquiring, BaseSession, BaseStore
 from durable_core.store.protocol import EncodedRecord, RunSummary, sort_summaries

@@ -23,7 +23,7 @@ from durable_core.errors import (
     SessionClosedError,
 )
 from durable_core.records import RunRecord, ScopeRecord
-from durable_core.records.fields import record_to_json
+from durable_core.records.jsonio import record_to_json
 from durable_core.store import MAX_REVISION, EncodedRecord, RunLister, Session, Store
 from durable_core.testing.process import StoreProcess
 from durable_core.testing.records import record_delta, sample_record
