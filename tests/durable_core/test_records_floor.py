@@ -99,3 +99,10 @@ def test_the_old_paths_re_export_the_public_names(old: str, new: str):
     before, after = importlib.import_module(old), importlib.import_module(new)
     for name in after.__all__:
         assert getattr(before, name) is getattr(after, name), (old, name)
+
+
+def test_the_package_names_the_record_classes():
+    model = importlib.import_module("durable_core.records.model")
+    assert durable_core.records.__all__ == model.__all__
+    for name in model.__all__:
+        assert getattr(durable_core.records, name) is getattr(model, name), name
