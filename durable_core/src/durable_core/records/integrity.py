@@ -462,7 +462,7 @@ class _Check:
                     value.stream is None
                     and value.name
                     and value.state is ready
-                    and node.reason is not skipped_node
+                    and node.reason != skipped_node  # a str equal to it is skipped too
                     and value.type_id
                     and value.version
                     and sha256(value.data).hexdigest() == value.digest
@@ -480,7 +480,7 @@ class _Check:
             elif len({value.name for value in outputs}) != len(outputs):
                 exact.append(nid)
                 continue
-            skipped = node.reason is skipped_node
+            skipped = node.reason == skipped_node
             for value in outputs:
                 if value.stream is not None or not value.name:
                     break
