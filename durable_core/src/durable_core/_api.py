@@ -84,8 +84,8 @@ from durable_core.graph import (
     execute,
     execute_async,
 )
-from durable_core.hookspecs import hookimpl
-from durable_core.plugins import make_plugin_manager
+from durable_core.plugins.hookspecs import hookimpl
+from durable_core.plugins.manager import make_plugin_manager
 from durable_core.records import (
     RECORD_FORMAT,
     AttemptRecord,
