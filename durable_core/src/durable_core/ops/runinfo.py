@@ -16,8 +16,8 @@ import attrs
 
 from durable_core.durable.definition_diff import mismatch_changes
 from durable_core.graph.definition import count_nodes
-from durable_core.recordcheck import check_record, definition_matches
 from durable_core.records import AttemptState, NodeReason, RunRecord
+from durable_core.records.check import check_record, definition_matches
 
 if TYPE_CHECKING:
     from durable_core.plugins import DurablePluginManager

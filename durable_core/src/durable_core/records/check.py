@@ -1,7 +1,7 @@
 """The checks on a loaded record before anyone reads it: ``resume``'s first checks, for the
 operator views (``inspect``, ``list``, ``show``, ``migrate``) and for ``fork``'s source record.
 
-It sits just above the record model and its integrity rules, so the durable layer and the
+It sits in the record wing, beside the integrity rules it runs, so the durable layer and the
 operator library both use it without importing each other.
 """
 
@@ -10,8 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 from durable_core.errors import CorruptRecordError
-from durable_core.integrity import validate_record
 from durable_core.records import RECORD_FORMAT, RunRecord
+from durable_core.records.integrity import validate_record
 
 __all__ = ["check_record", "definition_matches"]
 
@@ -28,7 +28,7 @@ def check_record(record: RunRecord, run_id: str, graph: Any = None) -> None:
     """The integrity checks ``resume`` makes on a loaded record, for a read-only view.
 
     The record format must be one this version reads (R-REC-1), the record must name the run
-    it was loaded for, and :func:`~durable_core.integrity.validate_record` must pass: every
+    it was loaded for, and :func:`~durable_core.records.integrity.validate_record` must pass: every
     structural rule and every stored value's digest (R-VAL-3). When ``graph`` wrote the record
     (same definition fingerprint), its nodes and outputs are checked against the graph too.
     Decoding values with codecs is left to ``resume``: a view never needs the run's codecs.
