@@ -19,7 +19,7 @@ from typing import Any
 
 import attrs
 
-from durable_core.errors import ConfigError, NotFoundError
+from durable_core.errors import ConfigError, ConflictError, CorruptRecordError, NotFoundError
 from durable_core.records import RunRecord
 
 # The capabilities' protocols live in durable_core.store.capabilities; imported from here too.
@@ -107,8 +107,6 @@ def delete_run(store: Any, run_id: str, *, store_name: str = "store") -> RunReco
         NotFoundError: no record.
         ConfigError: the store's sessions cannot delete.
     """
-    from durable_core.errors import CorruptRecordError
-
     session = store.acquire(run_id)
     _capable(store, session, Capability.DELETE, store_name)
     with session:
@@ -167,8 +165,6 @@ def migrate_run(
             except NotFoundError:
                 existing = None
             if existing is not None:
-                from durable_core.errors import ConflictError
-
                 raise ConflictError(
                     f"run {run_id!r} already exists in the {destination_name} (revision "
                     f"{existing.revision}); migrate never overwrites a run: delete it there "
