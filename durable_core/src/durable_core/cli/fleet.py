@@ -13,7 +13,7 @@ import click
 
 from durable_core.cli.options import json_option
 
-__all__ = ["fleet_options", "print_end", "report"]
+__all__ = ["fleet_options", "print_busy", "print_end", "report"]
 
 
 def fleet_options(command: Any) -> Any:

@@ -27,7 +27,9 @@ def run_job(job: RunJob) -> RunOutcome:
 
     The configuration is loaded, its graph imported (once per process: imports are cached),
     ``job.inputs`` and ``job.store`` replace the config's, and the run is watched for
-    ``durable cancel`` while it runs, as ``durable run`` does.
+    ``durable cancel`` while it runs, as ``durable run`` does. A worker is an entry point, as
+    the ``durable`` command is: it builds one plugin manager per run (the graph's module joins
+    it as a plugin).
 
     Returns:
         A :class:`RunOutcome`: ``completed``, ``failed`` or ``canceled`` when it ran here,
@@ -69,8 +71,8 @@ def _run(job: RunJob, started: float, worker: str) -> RunOutcome:
     from durable_core.config import load_config
     from durable_core.durable import Runtime
     from durable_core.graph import CancelToken
-    from durable_core.maintenance import CancelRequests
     from durable_core.plugins import make_plugin_manager
+    from durable_core.store.capabilities import Capability, capabilities
 
     config = load_config(job.config).with_run_id(job.run_id)
     config = config.with_overrides(
@@ -82,11 +84,16 @@ def _run(job: RunJob, started: float, worker: str) -> RunOutcome:
     codecs = config.make_codecs(pm)
     inputs = config.resolve_inputs(graph)
     executor = config.open_executor(pm)
-    store = config.open_store(pm)
+    try:
+        store = config.open_store(pm)
+    except BaseException:
+        if executor is not None:
+            executor.close()
+        raise
     token = CancelToken()
     stop_watching = None
     try:
-        if isinstance(store, CancelRequests):
+        if Capability.CANCEL_REQUESTS in capabilities(store):
             stop_watching = store.watch_cancel(config.run_id, token.cancel)
         runtime = Runtime(store, codecs, plugins=pm, executor=executor)
         result = runtime.run_or_resume(

@@ -1,8 +1,8 @@
 """Recovering orphaned runs: ``durable recover`` and its Python form, :func:`recover` (X-LAUNCH).
 
 An orphan is an incomplete run of one of the given graphs that no process owns: its owner died
-(or was stopped) before the run ended. :func:`find_orphans` lists the store's runs
-(:class:`~durable_core.store.RunLister`) and reads each through a short exclusive session, as
+(or was stopped) before the run ended. :func:`find_orphans` lists the store's runs (the store
+capability ``LIST_RUNS``) and reads each through a short exclusive session, as
 ``durable list`` does; a run that is owned is left alone. Every orphan is then submitted like
 any run (:mod:`durable_core.launchers.submit`), so recovery is ``run_or_resume`` too.
 
@@ -95,10 +95,10 @@ def find_orphans(store: Any, graph: Any) -> tuple[list[str], list[str], set[str]
     Raises:
         ConfigError: the store cannot list its runs.
     """
-    from durable_core.runinfo import RunStatus, run_status
-    from durable_core.store import RunLister
+    from durable_core.ops.runinfo import RunStatus, run_status
+    from durable_core.store.capabilities import Capability, capabilities
 
-    if not isinstance(store, RunLister):
+    if Capability.LIST_RUNS not in capabilities(store):
         raise ConfigError(
             f"a {type(store).__name__} cannot list its runs, so recover cannot find them; "
             "resume each run with 'durable resume' instead"
@@ -145,7 +145,7 @@ def recover(
             listed there, and its runs without a record are submitted too (one config only).
         wait, busy_timeout, relaunches, on_end, on_busy: as
             :class:`~durable_core.launchers.submit.Submitter`.
-        pm: the plugin manager; ``None`` builds one.
+        pm: the plugin manager; ``None``: the process's (``default_plugins()``).
 
     Returns:
         A :class:`Recovery`.
@@ -164,9 +164,9 @@ def recover(
             "own runs file"
         )
     if pm is None:
-        from durable_core.plugins import make_plugin_manager
+        from durable_core.plugins import default_plugins
 
-        pm = make_plugin_manager()
+        pm = default_plugins()
     listed = {s.run_id: s for s in read_runs_file(runs_file)} if runs_file is not None else {}
     parts, orphans, unstarted, owned = [], [], [], []
     seen: set[str] = set()

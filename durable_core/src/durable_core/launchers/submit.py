@@ -58,7 +58,7 @@ def open_launcher(on: str | Launcher, pm: Any = None) -> tuple[Launcher, bool]:
         on: a :class:`Launcher` (returned as is, not owned) or a ``--on`` target
             (``local``, ``local:4``, ``dask://HOST:PORT``) looked up in the plugin manager's
             launcher registry (``durable_register_launchers``).
-        pm: the plugin manager; ``None`` builds one.
+        pm: the plugin manager; ``None``: the process's (``default_plugins()``).
 
     Raises:
         PluginError: no installed plugin registers that launcher (the message names the
@@ -72,9 +72,9 @@ def open_launcher(on: str | Launcher, pm: Any = None) -> tuple[Launcher, bool]:
             f"on must be a Launcher or a target such as 'local:4', got {type(on).__name__}"
         )
     if pm is None:
-        from durable_core.plugins import make_plugin_manager
+        from durable_core.plugins import default_plugins
 
-        pm = make_plugin_manager()
+        pm = default_plugins()
     name, address = split_target(on)
     return pm.launcher_factory(name)(address), True
 
@@ -137,7 +137,7 @@ def prepare(
         store: a store URL replacing the config's ``[store]``.
         max_running: ``[runtime] max_running`` override for every run.
         busy_grace: seconds a worker retries an owned run before it reports ``busy``.
-        pm: the plugin manager; ``None`` builds one.
+        pm: the plugin manager; ``None``: the process's (``default_plugins()``).
 
     Raises:
         ConfigError: the config, a run's inputs (the message names its line) or the store URL
@@ -147,9 +147,9 @@ def prepare(
     from durable_core.config.schema import CONFIG_CONVERTER
 
     if pm is None:
-        from durable_core.plugins import make_plugin_manager
+        from durable_core.plugins import default_plugins
 
-        pm = make_plugin_manager()
+        pm = default_plugins()
     specs = list(runs)
     check_unique(specs)
     base = load_config(config)
@@ -196,7 +196,7 @@ def probe_end(store: Any, run_id: str, graph: Any) -> LaunchStatus | None:
         ``completed``, ``failed``, ``incomplete`` (released unfinished, or no record), or
         ``None`` (owned).
     """
-    from durable_core.runinfo import RunStatus, run_status
+    from durable_core.ops.runinfo import RunStatus, run_status
 
     try:
         session = store.acquire(run_id)
@@ -417,7 +417,7 @@ def submit(
         relaunches: launches again after a lost worker (see :class:`Submitter`).
         on_end: called with each run's outcome as it ends.
         on_busy: called with the outcome of a launch that found its run owned elsewhere.
-        pm: the plugin manager; ``None`` builds one.
+        pm: the plugin manager; ``None``: the process's (``default_plugins()``).
 
     Returns:
         One :class:`RunOutcome` per run, in the order given.
@@ -429,9 +429,9 @@ def submit(
         PluginError: the launcher is not installed.
     """
     if pm is None:
-        from durable_core.plugins import make_plugin_manager
+        from durable_core.plugins import default_plugins
 
-        pm = make_plugin_manager()
+        pm = default_plugins()
     part = prepare(config, runs, store=store, max_running=max_running, pm=pm)
     launcher, owned = open_launcher(on, pm)
     submitter = Submitter(

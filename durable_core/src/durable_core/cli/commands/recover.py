@@ -35,6 +35,7 @@ def recover_command(
     keeps a fingerprint of its inputs, not the inputs: a run gets them from --inputs-file when
     listed there, else from its CONFIG's [inputs].
     """
+    from durable_core.cli.context import plugin_manager
     from durable_core.cli.fleet import print_busy, print_end, report
     from durable_core.launchers import recover
 
@@ -48,6 +49,7 @@ def recover_command(
         busy_timeout=busy_timeout,
         on_end=lambda outcome: print_end(outcome, wanted),
         on_busy=lambda outcome: print_busy(outcome, wanted),
+        pm=plugin_manager(),
     )
     if not as_json:
         click.echo(

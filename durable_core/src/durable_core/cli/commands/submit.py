@@ -55,16 +55,16 @@ def submit_command(
     """
     import pathlib
 
+    from durable_core.cli.context import plugin_manager
     from durable_core.cli.fleet import print_busy, print_end, report
     from durable_core.config import load_config
     from durable_core.config.inputs import parse_input_override
     from durable_core.launchers import RunSpec, Submitter, open_launcher, prepare, read_runs_file
     from durable_core.launchers.submit import run_owned
-    from durable_core.plugins import make_plugin_manager
 
     if inputs_file is not None and run_id is not None:
         raise click.UsageError("give either --run-id or --inputs-file (each line has a run id)")
-    pm = make_plugin_manager()
+    pm = plugin_manager()
     graph = load_config(config_arg).load_graph()
     overrides = dict(
         parse_input_override(text, graph, pathlib.Path.cwd()) for text in input_options
