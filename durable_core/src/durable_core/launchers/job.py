@@ -27,9 +27,9 @@ def run_job(job: RunJob) -> RunOutcome:
 
     The configuration is loaded, its graph imported (once per process: imports are cached),
     ``job.inputs`` and ``job.store`` replace the config's, and the run is watched for
-    ``durable cancel`` while it runs, as ``durable run`` does. A worker is an entry point, as
-    the ``durable`` command is: it builds one plugin manager per run (the graph's module joins
-    it as a plugin).
+    ``durable cancel`` while it runs, as ``durable run`` does. The worker's process-wide plugin
+    manager (``default_plugins()``) serves every run it gets; each graph's module joins it as a
+    plugin once.
 
     Returns:
         A :class:`RunOutcome`: ``completed``, ``failed`` or ``canceled`` when it ran here,
@@ -71,14 +71,14 @@ def _run(job: RunJob, started: float, worker: str) -> RunOutcome:
     from durable_core.config import load_config
     from durable_core.durable import Runtime
     from durable_core.graph import CancelToken
-    from durable_core.plugins import make_plugin_manager
+    from durable_core.plugins import default_plugins
     from durable_core.store.capabilities import Capability, capabilities
 
     config = load_config(job.config).with_run_id(job.run_id)
     config = config.with_overrides(
         inputs=dict(job.inputs), max_running=job.max_running, store=job.store
     )
-    pm = make_plugin_manager()
+    pm = default_plugins()
     graph = config.load_graph()
     config.register_graph_module(pm)
     codecs = config.make_codecs(pm)
