@@ -150,3 +150,24 @@ def test_recover_leaves_owned_runs_alone_and_uses_the_config_inputs(fleet):
         "owned first": 1,
         "owned second": 1,
     }
+
+
+# covers: X-LAUNCH
+def test_ctrl_c_stops_the_workers_and_leaves_the_runs_resumable(fleet):
+    runs = fleet.runs_file(2)
+    hold = fleet.folder / "hold"
+    hold.write_text("")
+    submitter = durable(fleet, "submit", fleet.config, "--inputs-file", runs, "--on", "local:2")
+    deadline = time.monotonic() + 60
+    while len(listed(fleet)) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    submitter.send_signal(signal.SIGINT)
+    out, err = submitter.communicate(timeout=60)
+    assert submitter.returncode == 130, err
+    hold.unlink()
+    assert fleet.calls() == {}  # the workers were stopped before their first node ended
+    recover = durable(fleet, "recover", fleet.config, "--on", "local:2", "--inputs-file", runs)
+    out, err = recover.communicate(timeout=120)
+    assert recover.returncode == 0, err
+    assert "2 runs on local:2: 2 completed" in out
+    assert set(fleet.calls().values()) == {1} and len(fleet.calls()) == 4
