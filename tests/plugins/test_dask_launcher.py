@@ -4,6 +4,7 @@ acceptance tests with worker kills are in tests/e2e/test_fleet.py."""
 from __future__ import annotations
 
 import json
+import pathlib
 import textwrap
 import time
 from collections import Counter
@@ -19,10 +20,12 @@ from durable_core.launchers import LaunchStatus, RunSpec, submit
 dask = pytest.importorskip("dask")
 distributed = pytest.importorskip("distributed")
 from durable_executor_dask import DaskLauncher  # noqa: E402
-from durable_executor_dask.launcher import task_key  # noqa: E402
+from durable_executor_dask.launcher import dask_launcher, task_key  # noqa: E402
 
 GRAPH = """
 import os
+import pathlib
+import time
 
 from durable_core.graph import Graph, Key
 
@@ -35,6 +38,12 @@ graph = Graph("dask_launch_probe", inputs=[N, CALLS])
 
 @graph.node("triple", requires=[N, CALLS], provides=[OUT])
 def triple(rc):
+    spans = pathlib.Path(rc.get(CALLS)).with_name("spans.txt")
+    with open(spans, "a") as f:
+        f.write(f"+{rc.get(N)} ")
+    time.sleep(0.3)
+    with open(spans, "a") as f:
+        f.write(f"-{rc.get(N)} ")
     fd = os.open(rc.get(CALLS), os.O_WRONLY | os.O_APPEND | os.O_CREAT)
     os.write(fd, f"{rc.get(N)}\\n".encode())
     os.close(fd)
@@ -114,9 +123,28 @@ def test_submit_without_wait_hands_the_runs_over(cluster, project):
     assert project.calls() == {"7": 1}
 
 
+# covers: X-LAUNCH
+def test_runs_at_once_are_bounded_by_runs_n(cluster, project):
+    address = cluster.scheduler_address.removeprefix("tcp://")
+    runs = [RunSpec(run_id=f"b{i}", inputs={"n": i}) for i in range(3)]
+    outcomes = submit(project.config, runs, on=f"dask://{address}?runs=1", wait=False)
+    assert [o.status for o in outcomes] == [LaunchStatus.COMPLETED] * 3  # handed out one by one
+    spans = (pathlib.Path(project.calls_file).parent / "spans.txt").read_text().split()
+    assert spans == [s for i in range(3) for s in (f"+{i}", f"-{i}")]  # never two at once
+    more = [RunSpec(run_id=f"u{i}", inputs={"n": 10 + i}) for i in range(2)]
+    unbounded = submit(project.config, more, on=f"dask://{address}")
+    assert [o.status for o in unbounded] == [LaunchStatus.COMPLETED] * 2
+    later = (pathlib.Path(project.calls_file).parent / "spans.txt").read_text().split()[6:]
+    assert later[:2] in (["+10", "+11"], ["+11", "+10"])  # the cluster's 2 threads: both at once
+
+
 def test_bad_addresses_are_config_errors():
     with pytest.raises(ConfigError, match="needs the scheduler's address"):
         DaskLauncher("")
     with pytest.raises(ConfigError, match="cannot reach the Dask scheduler"):
         DaskLauncher("127.0.0.1:9", connect_timeout=1)
     assert task_key("a b").startswith("durable-run-a b-") and task_key("x") != task_key("x")
+    with pytest.raises(ConfigError, match="unknown option"):
+        dask_launcher("127.0.0.1:9?workers=2")
+    with pytest.raises(ConfigError, match="whole number"):
+        dask_launcher("127.0.0.1:9?runs=many")

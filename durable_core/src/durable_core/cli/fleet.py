@@ -24,7 +24,7 @@ def fleet_options(command: Any) -> Any:
             "on",
             required=True,
             metavar="TARGET",
-            help="Where the runs go: local, local:N (N worker processes), dask://HOST:PORT.",
+            help="Where the runs go: local, local:N (N worker processes), dask://HOST:PORT[?runs=N].",
         ),
         click.option(
             "--store",

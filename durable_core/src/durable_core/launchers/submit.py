@@ -232,7 +232,8 @@ class Submitter:
     Args:
         launcher: the launcher (not closed here).
         wait: collect each run's end; without it, a detached launcher's runs are handed over
-            and reported ``submitted`` (a local launcher's runs always end before it returns).
+            and reported ``submitted`` (a local launcher's runs always end before it returns,
+            and a bounded launcher's are handed out as earlier ones end: both are waited for).
         busy_timeout: seconds to wait at most for a run another process owns.
         relaunches: times a run is launched again after its worker died (or its other owner
             left it unfinished) before it is reported ``lost``.
@@ -273,7 +274,7 @@ class Submitter:
         entries = [_Entry(part, job) for part in parts for job in part.jobs]
         ends: dict[int, RunOutcome] = {}
         try:
-            if not self.wait and self.launcher.detached:
+            if not self.wait and self.launcher.detached and self.launcher.capacity is None:
                 self._hand_over(entries, ends)
             else:
                 self._collect(entries, ends)

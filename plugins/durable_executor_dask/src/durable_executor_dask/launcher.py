@@ -42,15 +42,23 @@ class DaskLauncher(Launcher):
     Args:
         address: the scheduler's address (``"tcp://10.0.0.5:8786"``, or ``"10.0.0.5:8786"``).
         connect_timeout: seconds to wait for the scheduler (> 0; default 30).
+        runs: at most this many runs of a submission on the cluster at once (>= 1); the
+            submitter hands out the others as runs end, so it stays until the last one is
+            handed out. None (default): all at once, bounded by the cluster's worker threads.
 
     Raises:
-        ConfigError: no address, a bad timeout, or the scheduler cannot be reached.
+        ConfigError: no address, a bad timeout or bound, or the scheduler cannot be reached.
     """
 
     name: ClassVar[str] = "dask"
     detached: ClassVar[bool] = True
 
-    def __init__(self, address: str, connect_timeout: float = 30.0) -> None:
+    def __init__(
+        self, address: str, connect_timeout: float = 30.0, runs: int | None = None
+    ) -> None:
+        if runs is not None and (isinstance(runs, bool) or not isinstance(runs, int) or runs < 1):
+            raise ConfigError(f"runs must be a whole number >= 1, found {runs!r}")
+        self.runs = runs
         if not address:
             raise ConfigError(
                 "--on dask://HOST:PORT needs the scheduler's address (dask://10.0.0.5:8786)"
@@ -73,8 +81,13 @@ class DaskLauncher(Launcher):
         self._lock = threading.Lock()
         self._closed = False
 
+    @property
+    def capacity(self) -> int | None:
+        return self.runs
+
     def describe(self) -> str:
-        return f"dask://{self.address.removeprefix('tcp://')}"
+        bound = "" if self.runs is None else f"?runs={self.runs}"
+        return f"dask://{self.address.removeprefix('tcp://')}{bound}"
 
     def single_host(self) -> bool:
         hosts = {_host(self.address)}
@@ -143,5 +156,26 @@ def _is_this_machine(host: str) -> bool:
 
 
 def dask_launcher(address: str = "") -> DaskLauncher:
-    """The factory of ``--on dask://HOST:PORT`` (``address`` is ``HOST:PORT``)."""
-    return DaskLauncher(address)
+    """The factory of ``--on dask://HOST:PORT[?runs=N]`` (``address`` is what follows
+    ``dask://``).
+
+    Raises:
+        ConfigError: an option other than ``runs``, or a ``runs`` that is not a whole number.
+    """
+    where, _, query = address.partition("?")
+    options = urllib.parse.parse_qs(query, keep_blank_values=True)
+    unknown = sorted(set(options) - {"runs"})
+    if unknown:
+        raise ConfigError(
+            f"--on dask://{address}: unknown option {', '.join(unknown)}; the one option is "
+            "runs=N (at most N runs at once)"
+        )
+    runs = None
+    if "runs" in options:
+        try:
+            runs = int(options["runs"][-1])
+        except ValueError:
+            raise ConfigError(
+                f"--on dask://{address}: runs must be a whole number (dask://HOST:PORT?runs=4)"
+            ) from None
+    return DaskLauncher(where, runs=runs)
