@@ -4,7 +4,8 @@ with a real SQLite (or file) store.
 The graph (``first`` → ``second``) appends ``<tag> <node>`` to ``calls.txt`` for every body
 that runs, so a test counts executions across processes. ``first`` waits while the file
 ``hold`` (or ``hold-<tag>``) exists, and SIGKILLs its own process once when the file
-``kill-<tag>`` exists (it removes the file first: the next launch goes on).
+``kill-<tag>`` exists (it removes the file first: the next launch goes on). It writes ``+<tag>``
+when it starts and ``-<tag>`` when it ends to ``spans.txt`` (which runs ran at once).
 """
 
 from __future__ import annotations
@@ -55,9 +56,14 @@ def first(rc):
         kill.unlink()
         os.kill(os.getpid(), signal.SIGKILL)
     deadline = time.monotonic() + 60
+    with open(folder / "spans.txt", "a") as spans:
+        spans.write(f"+{rc.get(TAG)} ")
     holds = [folder / "hold", folder / f"hold-{rc.get(TAG)}"]
     while any(h.exists() for h in holds) and time.monotonic() < deadline and not rc.canceled:
         time.sleep(0.02)
+    time.sleep(0.1)
+    with open(folder / "spans.txt", "a") as spans:
+        spans.write(f"-{rc.get(TAG)} ")
     called(rc, "first")
     rc.set(FIRST, rc.get(N) * 10)
 
@@ -90,6 +96,10 @@ class Fleet:
         path = self.folder / "calls.txt"
         lines = path.read_text().splitlines() if path.exists() else []
         return Counter(lines)
+
+    def spans(self) -> list[str]:
+        path = self.folder / "spans.txt"
+        return path.read_text().split() if path.exists() else []
 
     def env(self) -> dict[str, str]:
         env = dict(os.environ)

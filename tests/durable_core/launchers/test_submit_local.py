@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import pathlib
 import subprocess
 import sys
 import threading
@@ -246,3 +247,24 @@ def test_sqlite_is_refused_for_workers_on_other_hosts_but_file_and_postgres_are_
         check_store(parse_store_url(f"file:{fleet.folder / 'runs'}"), remote)
         check_store(parse_store_url("postgresql://db.invalid/durable"), remote)
     assert fleet.calls() == {}
+
+
+# covers: X-LAUNCH
+def test_per_graph_bounds_the_runs_of_each_graph_at_once(fleet):
+    from durable_core.launchers import Submitter, prepare
+
+    other = fleet.folder / "other.toml"
+    other.write_text(pathlib.Path(fleet.config).read_text().replace('"single"', '"other"'))
+    parts = [
+        prepare(fleet.config, [RunSpec(run_id=f"a{i}", inputs={"tag": f"a{i}"}) for i in range(3)]),
+        prepare(str(other), [RunSpec(run_id=f"b{i}", inputs={"tag": f"b{i}"}) for i in range(3)]),
+    ]
+    with LocalLauncher(3) as launcher:
+        outcomes = Submitter(launcher, per_graph=1).run(parts)
+    assert [o.status for o in outcomes] == [LaunchStatus.COMPLETED] * 6
+    spans = fleet.spans()
+    for prefix in "ab":  # each graph's runs one after another, never two at once
+        own = [s for s in spans if s[1] == prefix]
+        assert own == [s for i in range(3) for s in (f"+{prefix}{i}", f"-{prefix}{i}")], spans
+    with pytest.raises(ConfigError):
+        Submitter(launcher, per_graph=0)

@@ -17,7 +17,7 @@ __all__ = ["fleet_options", "print_busy", "print_end", "report"]
 
 
 def fleet_options(command: Any) -> Any:
-    """``--on``, ``--store``, ``--wait``, ``--busy-timeout`` and ``--json``."""
+    """``--on``, ``--store``, ``--per-graph``, ``--wait``, ``--busy-timeout`` and ``--json``."""
     decorators = [
         click.option(
             "--on",
@@ -31,6 +31,12 @@ def fleet_options(command: Any) -> Any:
             "store_url",
             metavar="URL",
             help="The store, instead of the config's [store]; every worker must reach it.",
+        ),
+        click.option(
+            "--per-graph",
+            type=click.IntRange(min=1),
+            metavar="N",
+            help="At most N runs of each CONFIG's graph at once (besides the launcher's bound).",
         ),
         click.option("--wait", is_flag=True, help="Print each run's end; exit 1 if any failed."),
         click.option(

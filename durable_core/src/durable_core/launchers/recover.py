@@ -133,6 +133,7 @@ def recover(
     relaunches: int = DEFAULT_RELAUNCHES,
     on_end: Callable[[RunOutcome], None] | None = None,
     on_busy: Callable[[RunOutcome], None] | None = None,
+    per_graph: int | None = None,
     pm: Any = None,
 ) -> Recovery:
     """Find the orphaned runs of the graphs of ``configs`` and submit them to ``on``.
@@ -143,8 +144,9 @@ def recover(
         store: a store URL replacing every config's ``[store]``.
         runs_file: the JSON-lines file the runs were submitted with: the inputs of the runs
             listed there, and its runs without a record are submitted too (one config only).
-        wait, busy_timeout, relaunches, on_end, on_busy: as
-            :class:`~durable_core.launchers.submit.Submitter`.
+        wait, busy_timeout, relaunches, on_end, on_busy, per_graph: as
+            :class:`~durable_core.launchers.submit.Submitter` (``per_graph``: at most that many
+            runs of each configuration's graph at once).
         pm: the plugin manager; ``None``: the process's (``default_plugins()``).
 
     Returns:
@@ -196,6 +198,7 @@ def recover(
         relaunches=relaunches,
         on_end=on_end,
         on_busy=on_busy,
+        per_graph=per_graph,
         pm=pm,
     )
     outcomes = run_owned(submitter, parts, is_owned)

@@ -239,7 +239,13 @@ class Submitter:
             left it unfinished) before it is reported ``lost``.
         on_end: called with each run's final :class:`RunOutcome`, as it comes.
         on_busy: called with the outcome of a launch that found the run owned.
+        per_graph: at most this many runs of each part (one configuration, so one graph) at
+            once, besides the launcher's own bound; None: no such bound. A bound makes the
+            submitter hand runs out as earlier ones end, so it waits for them.
         pm: the plugin manager (for the stores a busy run is watched in).
+
+    Raises:
+        ConfigError: ``per_graph`` is less than 1.
     """
 
     def __init__(
@@ -251,8 +257,14 @@ class Submitter:
         relaunches: int = DEFAULT_RELAUNCHES,
         on_end: Callable[[RunOutcome], None] | None = None,
         on_busy: Callable[[RunOutcome], None] | None = None,
+        per_graph: int | None = None,
         pm: Any = None,
     ) -> None:
+        if per_graph is not None and per_graph < 1:
+            raise ConfigError(
+                f"the bound of runs at once per graph must be >= 1, found {per_graph}"
+            )
+        self.per_graph = per_graph
         self.launcher = launcher
         self.wait = wait
         self.busy_timeout = busy_timeout
@@ -274,7 +286,8 @@ class Submitter:
         entries = [_Entry(part, job) for part in parts for job in part.jobs]
         ends: dict[int, RunOutcome] = {}
         try:
-            if not self.wait and self.launcher.detached and self.launcher.capacity is None:
+            bounded = self.launcher.capacity is not None or self.per_graph is not None
+            if not self.wait and self.launcher.detached and not bounded:
                 self._hand_over(entries, ends)
             else:
                 self._collect(entries, ends)
@@ -299,7 +312,9 @@ class Submitter:
         try:
             while pending or running or watched:
                 while pending and (capacity is None or len(running) < capacity):
-                    entry = pending.popleft()
+                    entry = self._next(pending, running)
+                    if entry is None:  # every pending run's graph is at its bound
+                        break
                     entry.launches += 1
                     running[self.launcher.submit(entry.job)] = entry
                 timeout = None
@@ -340,6 +355,21 @@ class Submitter:
             if self.launcher.detached:
                 self.launcher.detach()  # the cluster goes on with them
             raise
+
+    def _next(
+        self,
+        pending: collections.deque[_Entry],
+        running: dict[concurrent.futures.Future[RunOutcome], _Entry],
+    ) -> _Entry | None:
+        """The first pending entry whose graph is under ``per_graph`` (taken off ``pending``)."""
+        if self.per_graph is None:
+            return pending.popleft()
+        counts = collections.Counter(id(e.part) for e in running.values())
+        for entry in pending:
+            if counts[id(entry.part)] < self.per_graph:
+                pending.remove(entry)
+                return entry
+        return None
 
     def _poll(
         self,
@@ -397,6 +427,7 @@ def submit(
     relaunches: int = DEFAULT_RELAUNCHES,
     on_end: Callable[[RunOutcome], None] | None = None,
     on_busy: Callable[[RunOutcome], None] | None = None,
+    per_graph: int | None = None,
     pm: Any = None,
 ) -> list[RunOutcome]:
     """Submit runs of ``config`` to a launcher: the Python form of ``durable submit``.
@@ -418,6 +449,7 @@ def submit(
         relaunches: launches again after a lost worker (see :class:`Submitter`).
         on_end: called with each run's outcome as it ends.
         on_busy: called with the outcome of a launch that found its run owned elsewhere.
+        per_graph: at most this many of the runs at once (see :class:`Submitter`).
         pm: the plugin manager; ``None``: the process's (``default_plugins()``).
 
     Returns:
@@ -442,6 +474,7 @@ def submit(
         relaunches=relaunches,
         on_end=on_end,
         on_busy=on_busy,
+        per_graph=per_graph,
         pm=pm,
     )
     return run_owned(submitter, [part], owned)

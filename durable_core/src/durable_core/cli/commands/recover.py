@@ -24,6 +24,7 @@ def recover_command(
     inputs_file: str | None,
     on: str,
     store_url: str | None,
+    per_graph: int | None,
     wait: bool,
     busy_timeout: float,
     as_json: bool,
@@ -49,6 +50,7 @@ def recover_command(
         busy_timeout=busy_timeout,
         on_end=lambda outcome: print_end(outcome, wanted),
         on_busy=lambda outcome: print_busy(outcome, wanted),
+        per_graph=per_graph,
         pm=plugin_manager(),
     )
     if not as_json:

@@ -41,6 +41,7 @@ def submit_command(
     max_running: int | None,
     on: str,
     store_url: str | None,
+    per_graph: int | None,
     wait: bool,
     busy_timeout: float,
     as_json: bool,
@@ -85,6 +86,7 @@ def submit_command(
         busy_timeout=busy_timeout,
         on_end=lambda outcome: print_end(outcome, as_json or not wait),
         on_busy=lambda outcome: print_busy(outcome, as_json or not wait),
+        per_graph=per_graph,
         pm=pm,
     )
     outcomes = run_owned(submitter, [part], owned)
