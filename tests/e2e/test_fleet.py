@@ -39,9 +39,15 @@ pytestmark = pytest.mark.postgres
 
 @pytest.fixture(scope="module")
 def batch():
-    sys.path.insert(0, str(EXAMPLE))
-    import batch as module
+    """The example's graph module, loaded under the name its config gives it (``batch``)."""
+    import importlib.util
 
+    if "batch" in sys.modules:
+        return sys.modules["batch"]
+    spec = importlib.util.spec_from_file_location("batch", EXAMPLE / "batch.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["batch"] = module
+    spec.loader.exec_module(module)
     return module
 
 
