@@ -215,13 +215,23 @@ def test_crash_recovery_40_runs_8_workers_killed(
                 "--json",
             )  # fmt: skip
             deadline = time.monotonic() + 150
+            seen: dict[str, float] = {}  # worker address -> when it was first registered
             while kills < 8 and submitter.poll() is None and time.monotonic() < deadline:
                 time.sleep(rng.uniform(0.3, 1.0))
                 try:
                     # a worker killed while it starts may not be restarted by its nanny: kill
-                    # only a registered worker that is running a run
+                    # only a worker registered a while ago that is running a run
                     client.wait_for_workers(2, timeout=60)
-                    running = [w for w, keys in client.processing().items() if keys]
+                    now = time.monotonic()
+                    for address in client.scheduler_info()["workers"]:
+                        seen.setdefault(address, now)
+                    running = [
+                        w
+                        for w, keys in client.processing().items()
+                        if keys and now - seen.get(w, now) >= 1.5
+                    ]
+                    if not running:
+                        continue
                     pids = client.run(os.getpid, workers=running, on_error="ignore")
                 except Exception:
                     continue
