@@ -54,6 +54,7 @@ from durable_core.graph import (
 )
 from durable_core.graph import Observer as GraphObserver
 from durable_core.graph.definition import count_nodes
+from durable_core.history import HistoryTarget
 from durable_core.plugins import each_implementation
 from durable_core.records import RECORD_FORMAT, RunRecord, ScopeRecord
 from durable_core.store import Store
@@ -190,7 +191,6 @@ class Runtime:
         self._observers = list(observers)
         self.activity = RunActivity()
         self._graph_observers = tuple(graph_observers)
-        self._plugins = plugins
         self._hints = PluginHints(plugins, codecs is None and plugins is not None)
         # the one place recovery events reach plugins (see _RecoveryHooks)
         self._hooks = _RecoveryHooks(plugins) if plugins is not None else None
@@ -742,9 +742,7 @@ class _RecoveryHooks:
         """Whether any implementation receives the events."""
         return bool(self._current())
 
-    def emit_recovery_event(
-        self, event: RecoveryEvent, history: history.HistoryTarget | None
-    ) -> None:
+    def emit_recovery_event(self, event: RecoveryEvent, history: HistoryTarget | None) -> None:
         """Call every implementation with ``event`` and the run's ``history`` target."""
         for plugin_name, call in self._current():
             try:
