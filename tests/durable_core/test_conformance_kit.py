@@ -22,7 +22,7 @@ _BROKEN_STORES = textwrap.dedent(
     import pytest
 
     from durable_core import ConflictError, MemoryStore, NotFoundError, record_to_json
-    from durable_core.store import MemorySession, validate_save
+    from durable_core.store import Capability, MemorySession, validate_save
     from durable_core.store.memory import _MemoryRecord
     from durable_core.testing import StoreConformance, StoreSpec
     from durable_filestore import FileSession, FileStore, run_key
@@ -157,6 +157,11 @@ _BROKEN_STORES = textwrap.dedent(
         "historynoscope": lambda tmp: in_process(HistoryWithoutScopes()),
         "historykept": lambda tmp: in_process(with_sessions(HistoryKeptSession)()),
         "historyreversed": lambda tmp: in_process(HistoryReversed()),
+        "declareslacks": lambda tmp: in_process(DeclaresWhatItLacks()),
+        "wrongtimes": lambda tmp: in_process(WrongSaveTimes()),
+        "deletekeeps": lambda tmp: in_process(with_sessions(DeleteKeepsSession)()),
+        "peeksfirst": lambda tmp: in_process(PeeksTheFirstRecord()),
+        "quickonstore": lambda tmp: in_process(QuickOnTheStore()),
         "correct": lambda tmp: in_process(MemoryStore()),
     }
 
@@ -182,6 +187,47 @@ _BROKEN_STORES = textwrap.dedent(
     class HistoryReversed(MemoryStore):
         def read_history(self, run_id, root_scope):
             return super().read_history(run_id, root_scope)[::-1]
+
+
+    class DeclaresWhatItLacks(MemoryStore):
+        """Declares save times and cancel requests, and has neither."""
+
+        capabilities = MemoryStore.capabilities | {
+            Capability.SAVE_TIMES,
+            Capability.CANCEL_REQUESTS,
+        }
+
+
+    class WrongSaveTimes(MemoryStore):
+        """Declares save times and answers a time that is no save's."""
+
+        capabilities = MemoryStore.capabilities | {Capability.SAVE_TIMES}
+
+        def saved_at(self, run_id):
+            return 0.0
+
+
+    class DeleteKeepsSession(MemorySession):
+        """Says it deletes, and leaves the record where it was."""
+
+        def delete(self):
+            self.close()
+
+
+    class PeeksTheFirstRecord(MemoryStore):
+        """Peeks at the first record it was given, not the last one committed."""
+
+        first = {}
+
+        def peek(self, run_id):
+            record = super().peek(run_id)
+            return self.first.setdefault((id(self), run_id), record)
+
+
+    class QuickOnTheStore(MemoryStore):
+        """Declares a session's flag on the store class."""
+
+        capabilities = MemoryStore.capabilities | {Capability.QUICK_SAVES}
 
 
     class RawRecords:
@@ -272,6 +318,11 @@ _STORES = {
     "historynoscope",
     "historykept",
     "historyreversed",
+    "declareslacks",
+    "wrongtimes",
+    "deletekeeps",
+    "peeksfirst",
+    "quickonstore",
     "correct",
 }
 
@@ -319,6 +370,18 @@ _DESELECT = (
         ("historynoscope", {"test_history_is_kept_per_run_and_per_root_scope"}),
         ("historykept", {"test_a_deleted_runs_history_goes_with_it"}),
         ("historyreversed", {"test_history_is_read_back_in_the_order_appended"}),
+        (
+            "declareslacks",
+            {
+                "test_declared_capabilities_are_implemented",
+                "test_saved_at_is_when_the_record_was_last_written",
+                "test_a_cancel_request_reaches_the_runs_watcher",
+            },
+        ),
+        ("wrongtimes", {"test_saved_at_is_when_the_record_was_last_written"}),
+        ("deletekeeps", {"test_delete_removes_the_run_and_closes_the_session"}),
+        ("peeksfirst", {"test_peek_reads_the_last_committed_record_without_owning_the_run"}),
+        ("quickonstore", {"test_declared_capabilities_are_implemented"}),
     ],
 )
 def test_kit_catches_a_broken_store(
@@ -326,6 +389,9 @@ def test_kit_catches_a_broken_store(
 ) -> None:
     # covers: R-STORE-1, R-STORE-2, R-STORE-3, R-STORE-4, R-STORE-5, B-FILE-5, E-1, X-HIST
     outcomes = kit_results[broken]
+    if broken in {"declareslacks", "wrongtimes", "deletekeeps", "peeksfirst", "quickonstore"}:
+        # A clause of a capability the broken store does not declare is skipped, never failed.
+        assert outcomes["test_restore_times_gives_a_copied_run_its_times"] == "skipped"
     failed = {clause for clause, outcome in outcomes.items() if outcome == "failed"}
     assert must_fail <= failed, outcomes
 
@@ -336,3 +402,23 @@ def test_kit_passes_a_correct_store(kit_results: dict[str, dict[str, str]]) -> N
     assert len(outcomes) >= 30
     assert set(outcomes.values()) <= {"passed", "skipped"}, outcomes
     assert list(outcomes.values()).count("passed") >= 25
+    # The clauses of what the memory store declares ran; those of what it lacks were skipped.
+    assert outcomes["test_declared_capabilities_are_implemented"] == "passed"
+    assert outcomes["test_every_capability_has_clauses"] == "passed"
+    assert outcomes["test_peek_reads_the_last_committed_record_without_owning_the_run"] == "passed"
+    assert outcomes["test_delete_removes_the_run_and_closes_the_session"] == "passed"
+    assert outcomes["test_saves_may_run_on_an_event_loops_thread"] == "passed"
+    assert outcomes["test_saved_at_is_when_the_record_was_last_written"] == "skipped"
+
+
+def test_a_store_that_declares_a_capability_it_lacks_fails_only_where_it_lies(
+    kit_results: dict[str, dict[str, str]],
+) -> None:
+    # covers: R-STORE-1
+    outcomes = kit_results["declareslacks"]
+    failed = {clause for clause, outcome in outcomes.items() if outcome == "failed"}
+    assert failed == {
+        "test_declared_capabilities_are_implemented",
+        "test_saved_at_is_when_the_record_was_last_written",
+        "test_a_cancel_request_reaches_the_runs_watcher",
+    }, outcomes

@@ -84,9 +84,9 @@ from durable_core.graph import (
     execute,
     execute_async,
 )
-from durable_core.hookspecs import hookimpl
 from durable_core.integrity import GraphShapes, validate_record
-from durable_core.plugins import make_plugin_manager
+from durable_core.plugins.hookspecs import hookimpl
+from durable_core.plugins.manager import make_plugin_manager
 from durable_core.recordjson import record_from_json, record_to_json
 from durable_core.records import (
     RECORD_FORMAT,

@@ -1,9 +1,10 @@
 """A run's history, kept with the run in its store, written off the save path (X-HIST).
 
-A run's history is the list of its recovery events as JSON entries (what :mod:`durable_core.runlog`
-writes and ``durable log``/``inspect``/``list`` read). It belongs to the run in its store:
+A run's history is the list of its recovery events as JSON entries (what
+:mod:`durable_core.plugins.runlog` writes and ``durable log``/``inspect``/``list`` read). It
+belongs to the run in its store:
 
-- A store with the optional capability :class:`~durable_core.maintenance.RunHistory` keeps it
+- A store with the optional capability :class:`~durable_core.store.capabilities.RunHistory` keeps it
   beside the record (the file store a ``<key>.history`` file, SQLite and PostgreSQL a table,
   the memory store a list), so every host sharing the store sees the same history, and
   deleting the run removes it.
@@ -97,7 +98,7 @@ def store_identity(store: Any) -> str:
 
 
 def check_entries(root_scope: str, entries: Sequence[str]) -> None:
-    """The checks every :class:`~durable_core.maintenance.RunHistory` makes before appending.
+    """The checks every :class:`~durable_core.store.capabilities.RunHistory` makes before appending.
 
     Raises:
         ValueError: ``root_scope`` is empty or holds a tab or a line break, or an entry is not
@@ -111,7 +112,7 @@ def check_entries(root_scope: str, entries: Sequence[str]) -> None:
 
 
 class LocalHistory:
-    """The histories of a store without :class:`~durable_core.maintenance.RunHistory`: one
+    """The histories of a store without :class:`~durable_core.store.capabilities.RunHistory`: one
     JSON-lines file per run in :func:`log_directory`, named by a readable prefix of the run id
     and a digest of the store's identity, the run id and the run's root scope. Appends use
     ``O_APPEND`` (one ``write`` per call: concurrent appenders never interleave a line)."""
@@ -164,9 +165,9 @@ def complete_lines(data: bytes, prefix: bytes = b"") -> list[str]:
 def history_of(store: Any) -> Any:
     """Where the histories of ``store``'s runs are: the store itself when it has the
     capability, else its :class:`LocalHistory`."""
-    from durable_core.maintenance import RunHistory
+    from durable_core.store.capabilities import Capability, capabilities
 
-    if isinstance(store, RunHistory):
+    if Capability.RUN_HISTORY in capabilities(store):
         return store
     return LocalHistory(store_identity(store))
 
@@ -180,9 +181,9 @@ def root_scope_of(store: Any, run_id: str) -> str:
         BusyError: the run is owned and the store cannot be read without its session.
         CorruptRecordError: the record cannot be read.
     """
-    from durable_core.maintenance import RecordPeeker
+    from durable_core.store.capabilities import Capability, capabilities
 
-    if isinstance(store, RecordPeeker):
+    if Capability.PEEK in capabilities(store):
         return store.peek(run_id).root_scope
     with store.acquire(run_id) as session:
         return session.load().root_scope

@@ -2,8 +2,8 @@
 
 :func:`describe_nodes` joins what the record says of each node (confirmed, skipped, failed,
 an active attempt, its Retry tries and message tries) with what the run's history says
-(:mod:`durable_core.runlog`: when its attempt started, when its body started, how long it ran
-and waited, its last error and where it failed). The record writes a running node's root
+(:mod:`durable_core.plugins.runlog`: when its attempt started, when its body started, how long
+it ran and waited, its last error and where it failed). The record writes a running node's root
 attempt only with the first change that needs it, so a node that runs or waits for its inputs
 is known from the history: an attempt started (or adopted) with no confirmation or failure
 after it.
@@ -183,7 +183,7 @@ def describe_nodes(
     Args:
         record: the run's record.
         graph: the graph, when it wrote the record (same definition); else None.
-        entries: the run's history (:func:`~durable_core.runlog.read_log`).
+        entries: the run's history (:func:`~durable_core.plugins.runlog.read_log`).
         live: whether the run may be running now (``inspect --peek``): a node begun and not
             ended is then running or waiting, else interrupted.
         now: the time (seconds since the epoch) a running node's times run to.

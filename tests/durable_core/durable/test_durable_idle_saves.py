@@ -1,5 +1,5 @@
 """Where a durable store's saves run: on the event loop's thread while no body runs (the built-in
-file, SQLite and PostgreSQL sessions allow it, ``idle_saves = True``), in the run's save thread
+file, SQLite and PostgreSQL sessions allow it, ``Capability.IDLE_SAVES``), in the run's save thread
 while a body runs. Either way the run and its record are the same (an interruption in the middle
 of a save on the loop: test_durable_save_threads.py)."""
 

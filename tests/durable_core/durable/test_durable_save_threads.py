@@ -1,5 +1,5 @@
 """Where the ledger runs a save: on the event loop for a session whose saves are quick
-(``quick_saves = True``, the MemoryStore), else in the ledger's save thread. Either way a failed
+(``Capability.QUICK_SAVES``, the MemoryStore), else in the ledger's save thread. Either way a failed
 save leaves the committed record exact, and commits made together share one save."""
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import pytest
 from durable_core import CheckpointError, MemoryStore, RunRecord, ScopeRecord, record_to_json
 from durable_core.durable import ledger as ledger_module
 from durable_core.durable.ledger import Ledger, begin_attempt, new_id
+from durable_core.store import Capability
 
 
 class _Session:
@@ -25,7 +26,6 @@ class _Session:
     def __init__(self, inner: Any, quick: bool, fail_at: int = 0, interrupt: bool = False) -> None:
         self.inner = inner
         self.run_id = inner.run_id
-        self.quick_saves = quick
         self.fail_at = fail_at
         self.interrupt = interrupt
         self.threads: list[threading.Thread] = []
@@ -47,8 +47,17 @@ class _Session:
         self.inner.close()
 
 
+class _QuickSession(_Session):
+    capabilities = frozenset({Capability.ENCODED_SAVES, Capability.QUICK_SAVES})
+
+
+class _SlowSession(_Session):
+    capabilities = frozenset({Capability.ENCODED_SAVES})
+
+
 def _ledger(quick: bool, fail_at: int = 0, interrupt: bool = False) -> tuple[Ledger, _Session]:
-    session = _Session(MemoryStore().acquire("r1"), quick, fail_at, interrupt)
+    kind = _QuickSession if quick else _SlowSession
+    session = kind(MemoryStore().acquire("r1"), quick, fail_at, interrupt)
     ledger = Ledger(session, None)
     root = new_id()
     ledger.create(

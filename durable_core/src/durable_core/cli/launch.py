@@ -166,15 +166,15 @@ def launch(
     """
     import pathlib
 
+    from durable_core.cli.context import plugin_manager
     from durable_core.config import load_config, parse_store_url
     from durable_core.config.inputs import parse_input_override
     from durable_core.durable import Runtime
     from durable_core.graph import CancelToken
-    from durable_core.plugins import make_plugin_manager
     from durable_core.progress import ProgressCounter, StatusLine
 
     config = load_config(config_arg).with_run_id(run_id_option)
-    pm = make_plugin_manager()
+    pm = plugin_manager()
     graph = config.load_graph()
     overrides = dict(
         parse_input_override(text, graph, pathlib.Path.cwd()) for text in input_options
@@ -456,7 +456,7 @@ def _logged_failure(store: Any, run_id: str, result: Any) -> dict[str, Any] | No
     error = getattr(result, "error", None)
     if error is None or failure_of(error).where:
         return None
-    from durable_core.runlog import last_failures
+    from durable_core.plugins.runlog import last_failures
 
     try:
         return last_failures(store, run_id).get(getattr(error, "path", "") or "")

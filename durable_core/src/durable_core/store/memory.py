@@ -11,6 +11,7 @@ from durable_core.history import check_entries
 from durable_core.recorddelta import apply_delta
 from durable_core.recordjson import record_from_json
 from durable_core.records import RunRecord
+from durable_core.store.capabilities import Capability
 from durable_core.store.checks import check_options, summary_of
 from durable_core.store.kit import Acquiring, BaseSession, BaseStore
 from durable_core.store.protocol import EncodedRecord, RunSummary, sort_summaries
@@ -27,11 +28,21 @@ class MemoryStore(BaseStore):
     once they outweigh them, and before every ``load``. It offers in-process exclusive
     sessions and compare-and-swap only: no cross-process ownership, and nothing survives the
     process. Meant for examples, unit tests and checking the protocol. Runs' histories
-    (:class:`~durable_core.maintenance.RunHistory`) are kept in memory too, and go with a
+    (:class:`~durable_core.store.capabilities.RunHistory`) are kept in memory too, and go with a
     deleted run.
 
     Thread-safe: any thread may acquire, load, save and close.
     """
+
+    capabilities = frozenset(
+        {
+            Capability.LIST_RUNS,
+            Capability.PEEK,
+            Capability.RUN_HISTORY,
+            Capability.DELETE,
+            Capability.RESTORE,
+        }
+    )
 
     def __init__(self) -> None:
         super().__init__()
@@ -85,7 +96,7 @@ class MemoryStore(BaseStore):
 class MemorySession(BaseSession):
     """A session of :class:`MemoryStore`."""
 
-    quick_saves = True
+    capabilities = BaseSession.capabilities | {Capability.QUICK_SAVES}
     """A save touches no medium and never blocks for long: the runtime may call it on its
     event loop instead of handing it to a thread."""
 
@@ -128,6 +139,10 @@ class MemorySession(BaseSession):
             else:
                 records[self._run_id] = _MemoryRecord(record.revision, data)
             return True
+
+    def _release(self, deadline: float | None) -> None:
+        """Nothing to unlock: the store's live sessions are the run's only lock."""
+        return None
 
     def _stored_revision(self) -> int:
         with self._memory._records_lock:

@@ -4,7 +4,8 @@ A :class:`Store` hands out one exclusive :class:`Session` per run id. The sessio
 the run's single :class:`~durable_core.records.RunRecord` by compare-and-swap on its revision.
 A backend that can only overwrite without CAS is not a Store (R-STORE-5).
 
-Stores that can enumerate their runs also implement :class:`RunLister` (``list_runs``).
+What a store may do beyond this contract (list its runs, peek, …) is an optional capability:
+see :mod:`durable_core.store.capabilities` (``RunLister`` is importable from here too).
 :class:`EncodedRecord` is how a caller hands a session the bytes it already encoded.
 """
 
@@ -17,6 +18,7 @@ from typing import Protocol, runtime_checkable
 import attrs
 
 from durable_core.records import RunRecord
+from durable_core.store.capabilities import RunLister
 
 __all__ = [
     "MAX_REVISION",
@@ -209,19 +211,6 @@ class RunSummary:
     def ok(self) -> bool:
         """True when the record was read without error."""
         return self.error is None
-
-
-@runtime_checkable
-class RunLister(Protocol):
-    """Optional capability of stores that can enumerate their runs."""
-
-    def list_runs(self) -> Iterable[RunSummary]:
-        """Return a summary of every stored run, sorted by run id, without taking ownership.
-
-        Records that cannot be read are included with ``error`` set (sorted by ``location``
-        after the readable ones); only a failure to enumerate at all raises.
-        """
-        ...
 
 
 def _sort_key(summary: RunSummary) -> tuple[bool, str, str]:

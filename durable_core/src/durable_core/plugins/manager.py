@@ -1,8 +1,15 @@
-"""The plugin manager factory, the store and executor registries (pluggy; entry points
-``durable``).
+"""The plugin manager: pluggy's, with one typed method per hook (the facade every caller goes
+through), built by :func:`make_plugin_manager` or shared by :func:`default_plugins`.
 
-Nothing is loaded at import time: call :func:`make_plugin_manager` to get a manager with the
-core's built-ins and every installed plugin registered.
+No caller outside this package names a hook as a string or reaches into pluggy: the run asks
+:meth:`DurablePluginManager.codecs`, :meth:`~DurablePluginManager.executor`,
+:meth:`~DurablePluginManager.emit_recovery_event`,
+:meth:`~DurablePluginManager.saved_definition` …, the CLI
+:meth:`~DurablePluginManager.add_commands`. A new hook gets its spec in
+:mod:`durable_core.plugins.hookspecs` and its method here.
+
+Nothing is loaded at import time: :func:`make_plugin_manager` loads the core's built-ins and
+every installed plugin.
 
 Environment:
     ``DURABLE_DISABLE_PLUGIN_AUTOLOAD``: when set to a non-empty value other than ``0``, no entry
@@ -13,60 +20,35 @@ Environment:
 from __future__ import annotations
 
 import importlib.metadata
+import logging
 import os
-import re
-from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+import threading
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import pluggy
 
-from durable_core import hookspecs
-from durable_core.errors import PluginError
+from durable_core.codecs import Codecs
+from durable_core.errors import CodecError, ConfigError, ConflictError, PluginError
+from durable_core.executors.base import Executor
+from durable_core.plugins import builtins, hookspecs
+from durable_core.plugins.registries import ENTRY_POINT_GROUP, ExecutorRegistry, StoreRegistry
+
+if TYPE_CHECKING:
+    import click
+
+    from durable_core.history import HistoryTarget
 
 __all__ = [
-    "ENTRY_POINT_GROUP",
-    "KNOWN_EXECUTORS",
-    "KNOWN_STORES",
-    "KNOWN_STORE_SCHEMES",
     "DurablePluginManager",
-    "ExecutorRegistry",
     "PluginInfo",
-    "StoreRegistry",
+    "default_plugins",
     "each_implementation",
     "make_plugin_manager",
 ]
 
-ENTRY_POINT_GROUP = "durable"
-
-KNOWN_STORES: dict[str, str] = {
-    "memory": "durable-core",
-    "file": "durable-filestore",
-    "sqlite": "durable-sqlitestore",
-    "postgres": "durable-postgresstore",
-}
-"""Store names Durable's own distributions provide, and which distribution to install for each."""
-
-KNOWN_STORE_SCHEMES: dict[str, str] = {
-    "memory": "durable-core",
-    "file": "durable-filestore",
-    "sqlite": "durable-sqlitestore",
-    "postgres": "durable-postgresstore",
-    "postgresql": "durable-postgresstore",
-}
-"""``--store`` URL schemes Durable's own distributions claim, and which distribution to install."""
-
-# RFC 3986 scheme syntax, at least two characters (one letter is a Windows drive: C:\runs).
-_SCHEME = re.compile(r"[a-z][a-z0-9+.-]+")
-
-UrlParser = Callable[[str], Mapping[str, Any]]
-
-KNOWN_EXECUTORS: dict[str, str] = {
-    "thread": "durable-core",
-    "process": "durable-core",
-    "dask": "durable-executor-dask",
-}
-"""Executor names Durable's own distributions provide, and which distribution to install."""
+log = logging.getLogger(__name__)
 
 _CORE_PLUGIN = "memory"
 
@@ -75,161 +57,6 @@ _CORE_PLUGIN = "memory"
 class _Source:
     distribution: str
     version: str
-
-
-class _NameRegistry:
-    """Factories by name, filled through one ``durable_register_*`` hook.
-
-    Call an instance as ``register(name, factory)``.
-    """
-
-    kind = "?"
-    example = "?"
-    known: dict[str, str] = {}  # noqa: RUF012 - read-only, set per subclass
-
-    def __init__(self) -> None:
-        self._factories: dict[str, Callable[..., Any]] = {}
-        self._providers: dict[str, str] = {}
-        self._current_plugin = "?"
-
-    def __call__(self, name: str, factory: Callable[..., Any]) -> None:
-        kind = self.kind
-        if not isinstance(name, str) or not name:
-            raise PluginError(
-                f"plugin {self._current_plugin!r} registered a {kind} with an empty or "
-                f"non-string name {name!r}; a {kind} name is a non-empty string such as "
-                f"{self.example!r}"
-            )
-        if not callable(factory):
-            raise PluginError(
-                f"plugin {self._current_plugin!r} registered {kind} {name!r} with a factory "
-                f"that is not callable ({type(factory).__name__})"
-            )
-        if name in self._factories:
-            raise PluginError(
-                f"{kind} name {name!r} is registered twice: by plugin "
-                f"{self._providers[name]!r} and by plugin {self._current_plugin!r}; uninstall "
-                f"one of them or block it with DURABLE_BLOCK_PLUGINS"
-            )
-        self._factories[name] = factory
-        self._providers[name] = self._current_plugin
-
-    def names(self) -> list[str]:
-        """The registered names, sorted."""
-        return sorted(self._factories)
-
-    def provider(self, name: str) -> str:
-        """The plugin name that registered ``name``."""
-        return self._providers[name]
-
-    def factory(self, name: str) -> Callable[..., Any]:
-        """Return the factory registered for ``name``.
-
-        Raises:
-            PluginError: ``name`` is unknown; the message lists the installed names and, for a
-                name Durable knows, the distribution that provides it.
-        """
-        try:
-            return self._factories[name]
-        except KeyError:
-            pass
-        installed = ", ".join(self.names()) or "none"
-        hint = ""
-        if name in self.known:
-            hint = f"; it is provided by the distribution {self.known[name]!r}: install it"
-        known = ", ".join(f"{n} ({d})" for n, d in sorted(self.known.items()))
-        raise PluginError(
-            f"unknown {self.kind} backend {name!r}{hint}. Installed {self.kind} backends: "
-            f"{installed}. Durable's own backends: {known}"
-        )
-
-
-class StoreRegistry(_NameRegistry):
-    """Store factories by name, and the ``--store`` URL schemes each claims, filled through
-    the ``durable_register_stores`` hook.
-
-    Call an instance as ``register(name, factory, url_schemes=(), from_url=None)``:
-
-    - ``name``: the backend name a config's ``[store] backend`` gives;
-    - ``factory(**options)``: builds the store from a ``[store]`` table's other keys;
-    - ``url_schemes``: lowercase URL schemes (``"mystore"`` for ``mystore://…``; RFC 3986
-      syntax, two characters or more) that name this store in ``--store URL``;
-    - ``from_url(url) -> dict``: the factory's options for a URL of those schemes (the whole
-      URL is given, as typed). Raise :class:`~durable_core.errors.ConfigError` (or
-      ``ValueError``) for a URL it cannot read. Without it, the options are ``{"url": url}``.
-      Options are treated as a ``[store]`` table's: ``directory``/``path``/``*_path`` … resolve
-      against the current directory, ``x_env`` reads an environment variable.
-
-    Raises (when registering):
-        PluginError: the name or a scheme is already registered (both plugins are named), a
-            scheme is malformed, or ``from_url`` is given without schemes or is not callable.
-    """
-
-    kind = "store"
-    example = "sqlite"
-    known = KNOWN_STORES
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._schemes: dict[str, tuple[str, UrlParser | None]] = {}
-
-    def __call__(
-        self,
-        name: str,
-        factory: Callable[..., Any],
-        *,
-        url_schemes: Iterable[str] = (),
-        from_url: UrlParser | None = None,
-    ) -> None:
-        plugin = self._current_plugin
-        schemes = [url_schemes] if isinstance(url_schemes, str) else list(url_schemes)
-        for scheme in schemes:
-            if not isinstance(scheme, str) or not _SCHEME.fullmatch(scheme):
-                raise PluginError(
-                    f"plugin {plugin!r} registered store {name!r} with the URL scheme "
-                    f"{scheme!r}; a scheme is lowercase letters, digits, '+', '-' or '.', "
-                    "starts with a letter and has two characters or more (e.g. 'mystore')"
-                )
-            if scheme in self._schemes:
-                owner = self._schemes[scheme][0]
-                raise PluginError(
-                    f"the store URL scheme {scheme!r} is claimed twice: by store {owner!r} "
-                    f"(plugin {self._providers[owner]!r}) and by store {name!r} (plugin "
-                    f"{plugin!r}); uninstall one of them or block it with DURABLE_BLOCK_PLUGINS"
-                )
-        if from_url is not None and (not schemes or not callable(from_url)):
-            raise PluginError(
-                f"plugin {plugin!r} registered store {name!r} with from_url but "
-                + ("no url_schemes" if not schemes else "from_url is not callable")
-                + "; give url_schemes=[...] and a callable from_url(url) -> options"
-            )
-        super().__call__(name, factory)
-        for scheme in schemes:
-            self._schemes[scheme] = (name, from_url)
-
-    def schemes(self) -> list[str]:
-        """The registered URL schemes, sorted."""
-        return sorted(self._schemes)
-
-    def schemes_of(self, name: str) -> list[str]:
-        """The URL schemes store ``name`` claims, sorted."""
-        return sorted(s for s, (store, _) in self._schemes.items() if store == name)
-
-    def for_scheme(self, scheme: str) -> tuple[str, UrlParser | None] | None:
-        """``(store name, from_url)`` of the store that claims ``scheme``, or ``None``."""
-        return self._schemes.get(scheme.lower())
-
-
-class ExecutorRegistry(_NameRegistry):
-    """Executor factories by name, filled through the ``durable_register_executors`` hook.
-
-    Call an instance as ``register(name, factory)``; ``factory(**options)`` returns an
-    :class:`~durable_core.executors.Executor`.
-    """
-
-    kind = "executor"
-    example = "process"
-    known = KNOWN_EXECUTORS
 
 
 @attrs.frozen
@@ -257,6 +84,10 @@ class DurablePluginManager(pluggy.PluginManager):
         self._sources: dict[str, _Source] = {}
         self._stores: StoreRegistry | None = None
         self._executors: ExecutorRegistry | None = None
+        self._event_impls: tuple[Any, ...] = ()
+        self._event_calls: list[tuple[str, Callable[..., Any]]] = []
+
+    # --- registries: stores and executors ------------------------------------------------------
 
     def source(self, plugin_name: str) -> tuple[str, str]:
         """(distribution, version) that provided ``plugin_name``."""
@@ -321,10 +152,165 @@ class DurablePluginManager(pluggy.PluginManager):
                 )
         return registry.factory(name)
 
+    def executor(self, executor: Executor | str | None) -> tuple[Executor | None, bool]:
+        """An executor instance for what a caller passes as ``executor=``, and whether the
+        caller owns it (must close it).
+
+        Args:
+            executor: an :class:`~durable_core.executors.Executor` (returned as is, not
+                owned), a registered name (built with default options through the
+                ``durable_register_executors`` hook, owned), or None (None: the run's worker
+                threads).
+
+        Raises:
+            PluginError: no installed plugin registers the name (the message lists those
+                that do).
+            ConfigError: ``executor`` is of another type.
+        """
+        if executor is None or isinstance(executor, Executor):
+            return executor, False
+        if isinstance(executor, str):
+            return self.executor_factory(executor)(), True
+        raise ConfigError(
+            f"executor must be an Executor instance, a registered executor name such as "
+            f"'process', or None, got {executor!r}"
+        )
+
+    # --- codecs ------------------------------------------------------------------------------
+
+    def codecs(self) -> Codecs:
+        """A new codec registry filled through the ``durable_register_codecs`` hook of every
+        plugin (C-2).
+
+        The core's built-in plugin (``memory``) registers the built-in JSON codecs first; then
+        every other plugin, in the order this manager loaded them.
+
+        Returns:
+            A new registry (add your own codecs to it).
+
+        Raises:
+            ConflictError: two plugins register a codec for the same type or with the same id;
+                the message names the plugin.
+            CodecError: a plugin registers something that is not a valid codec.
+            PluginError: a plugin's hook raised another error.
+        """
+        codecs = Codecs()
+        # Registration order (built-ins first), so the first registration of a type is kept.
+        for plugin_name, call in each_implementation(self, "durable_register_codecs"):
+            try:
+                call(codecs=codecs)
+            except (ConflictError, CodecError) as exc:
+                raise type(exc)(
+                    f"while plugin {plugin_name!r} registered its codecs: {exc}"
+                ) from exc
+            except Exception as exc:
+                raise PluginError(
+                    f"plugin {plugin_name!r} failed while registering its codecs: "
+                    f"{type(exc).__name__}: {exc}; fix or reinstall it, or block it with "
+                    f"DURABLE_BLOCK_PLUGINS={plugin_name}"
+                ) from exc
+        return codecs
+
+    # --- a run's recovery events and history -------------------------------------------------
+
+    def listens_to_recovery_events(self) -> bool:
+        """Whether any plugin implements ``durable_recovery_event`` (read as a run starts:
+        without one, a resume builds no event per restored node)."""
+        return bool(self._recovery_calls())
+
+    def emit_recovery_event(self, event: Any, history: HistoryTarget | None = None) -> None:
+        """Give ``event`` to every ``durable_recovery_event`` implementation, each on its own.
+
+        An implementation that raises is logged and the others still get the event: a
+        plugin never fails the run (the hook's contract).
+
+        Args:
+            event: the :class:`~durable_core.durable.events.RecoveryEvent`.
+            history: where the event's run keeps its history (its store, run id and root
+                scope).
+        """
+        for plugin_name, call in self._recovery_calls():
+            try:
+                call(event=event, history=history)
+            except Exception:
+                log.exception(
+                    "the durable_recovery_event hook of plugin %r raised; the run goes on",
+                    plugin_name,
+                )
+
+    def _recovery_calls(self) -> list[tuple[str, Callable[..., Any]]]:
+        """The callers of the ``durable_recovery_event`` implementations, built again only when
+        the implementations changed (events come several times per node)."""
+        impls = tuple(self.hook.durable_recovery_event.get_hookimpls())
+        if impls != self._event_impls:
+            self._event_impls = impls
+            self._event_calls = (
+                each_implementation(self, "durable_recovery_event", reverse=True) if impls else []
+            )
+        return self._event_calls
+
+    def saved_definition(self, history: HistoryTarget, fingerprint: str) -> dict[str, str] | None:
+        """The parts' fingerprints of the definition ``fingerprint`` that the run of
+        ``history`` was started with, as a plugin kept them (``durable_saved_definition``; the
+        run log); None when no plugin has them or one failed to read them (logged: this only
+        explains a refused resume)."""
+        return self._saved("durable_saved_definition", history, fingerprint)
+
+    def saved_inputs(self, history: HistoryTarget, fingerprint: str) -> dict[str, str] | None:
+        """The fingerprint of each root input, by name, of the run of ``history`` whose inputs
+        have the whole fingerprint ``fingerprint``, as a plugin kept them
+        (``durable_saved_inputs``; the run log); None as for :meth:`saved_definition`."""
+        return self._saved("durable_saved_inputs", history, fingerprint)
+
+    def _saved(self, hook_name: str, history: HistoryTarget, fingerprint: str) -> Any:
+        try:
+            found = getattr(self.hook, hook_name)(history=history, fingerprint=fingerprint)
+        except Exception:
+            log.warning("the %s hook raised; the saved parts are not known", hook_name)
+            log.debug("the %s hook raised", hook_name, exc_info=True)
+            return None
+        if not isinstance(found, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in found.items()
+        ):
+            return None
+        return found
+
+    # --- the command line --------------------------------------------------------------------
+
+    def add_commands(self, cli: click.Group) -> None:
+        """Let every plugin add its click commands to ``cli`` (``durable_register_commands``)."""
+        self.hook.durable_register_commands(cli=cli)
+
+    # --- plugins registered in process ------------------------------------------------------
+
+    def register_hooks(self, module: object, name: str) -> bool:
+        """Register ``module`` as the plugin ``name`` when it implements Durable hooks (a
+        graph's module defining ``durable_register_codecs`` beside the graph).
+
+        Returns:
+            True when the module is registered under ``name`` (now or earlier), False when it
+            implements no hook.
+
+        Raises:
+            PluginError: the module implements a hook Durable does not define, or with
+                arguments the hook does not offer, or ``name`` is taken by another plugin.
+        """
+        if self.get_plugin(name) is module:
+            return True
+        marker = f"{self.project_name}_impl"
+        if not any(hasattr(getattr(module, attr, None), marker) for attr in dir(module)):
+            return False
+        try:
+            self.register(module, name=name)
+            self.check_pending()
+        except (pluggy.PluginValidationError, ValueError) as exc:
+            raise PluginError(str(exc)) from exc
+        return True
+
+    # --- what is installed -------------------------------------------------------------------
+
     def describe(self) -> list[PluginInfo]:
         """One :class:`PluginInfo` per registered plugin and per plugin that failed to load."""
-        from durable_core.codecs import Codecs
-
         infos: dict[str, PluginInfo] = {}
         stores = self.stores()
         executors = self.executors()
@@ -436,8 +422,6 @@ def make_plugin_manager(
     Raises:
         PluginError: a plugin implements a hook that does not exist (``check_pending``).
     """
-    from durable_core import builtins
-
     if autoload is None:
         autoload = not _env_flag("DURABLE_DISABLE_PLUGIN_AUTOLOAD")
     if block is None:
@@ -493,3 +477,23 @@ def _load_entry_points(pm: DurablePluginManager) -> None:
                     f"distribution, or block it with DURABLE_BLOCK_PLUGINS={ep.name}"
                 )
                 pm.load_errors[ep.name].__cause__ = exc
+
+
+_default_lock = threading.Lock()
+_default: list[DurablePluginManager] = []  # the one default manager, once built
+
+
+def default_plugins() -> DurablePluginManager:
+    """The process-wide plugin manager, for library callers that hand none in.
+
+    Built once, on first use, by :func:`make_plugin_manager` (so the environment variables are
+    read then), and the same manager after that. The ``durable`` command does not use it: it
+    builds one manager per invocation.
+
+    Raises:
+        PluginError: as :func:`make_plugin_manager` (and again on the next call).
+    """
+    with _default_lock:
+        if not _default:
+            _default.append(make_plugin_manager())
+        return _default[0]
