@@ -34,7 +34,7 @@ from durable_core.errors import CodecError, ConfigError, GraphError
 from durable_core.executors import Executor
 from durable_core.graph import CancelToken, Graph, Key
 from durable_core.graph.remote import dump_bodies
-from durable_core.plugins import make_plugin_manager
+from durable_core.plugins import default_plugins
 from durable_core.records import ValueRecord, ValueState
 
 __all__ = [
@@ -208,7 +208,7 @@ def _served_by_plugins(types: list[Any], hints: PluginHints) -> dict[str, str]:
     if hints.codecs_from_plugins:
         return {}
     try:
-        pm = hints.plugins if hints.plugins is not None else make_plugin_manager()
+        pm = hints.plugins if hints.plugins is not None else default_plugins()
         available = Codecs.from_plugins(pm)
     except Exception:  # only a hint: never hide the real error behind a plugin's
         log.debug("codec plugins could not be loaded for a hint", exc_info=True)

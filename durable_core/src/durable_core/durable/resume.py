@@ -37,9 +37,10 @@ from durable_core.errors import (
 )
 from durable_core.graph import Graph
 from durable_core.graph.checkpoint import NodeOutputs
+from durable_core.history import HistoryTarget
 from durable_core.integrity import validate_record
+from durable_core.plugins import DurablePluginManager, default_plugins
 from durable_core.records import RECORD_FORMAT, RunRecord
-from durable_core.runlog import saved_inputs
 from durable_core.store import Store
 
 __all__ = ["ResumePlan", "changed_inputs", "check_record", "plan_resume", "repair_streams"]
@@ -81,6 +82,7 @@ def plan_resume(
     codecs: Codecs,
     store: Store,
     started: Graph | None,
+    plugins: DurablePluginManager | None = None,
 ) -> ResumePlan:
     """Check ``record`` against ``request`` and work out what the resume starts from.
 
@@ -94,7 +96,7 @@ def plan_resume(
             state in the record breaks a rule or no longer decodes.
     """
     graph = request.graph
-    restored, given = check_record(request, record, codecs, store, started)
+    restored, given = check_record(request, record, codecs, store, started, plugins)
     streams = plan_streams(graph, record, codecs)
     failures = propagate_failures(record)
     managed = adopt_managed(graph, record, codecs, failures.propagated)
@@ -128,6 +130,7 @@ def check_record(
     codecs: Codecs,
     store: Store,
     started: Graph | None,
+    plugins: DurablePluginManager | None = None,
 ) -> tuple[dict[tuple[str, str], NodeOutputs], InputFingerprints]:
     """Check the loaded record against what resume was given (R-REC-1, R-REC-3).
 
@@ -138,6 +141,8 @@ def check_record(
         store: the run's store (its history names what changed in a refused resume).
         started: the graph this process last ran the run with, or None (it explains a
             definition change without a run log).
+        plugins: the plugin manager asked for the parts of the run's saved definition and
+            inputs (the run log keeps them); None: the process-wide one.
 
     Returns:
         The decoded outputs of the confirmed nodes by ``(scope_id, node_id)``, and the
@@ -172,7 +177,7 @@ def check_record(
         )
     definition = graph.fingerprint()
     if record.definition != definition:
-        raise definition_mismatch(graph, record, started, store=store)
+        raise definition_mismatch(graph, record, started, store=store, plugins=plugins)
     try:
         accepted = input_parts(graph, codecs, inputs, input_identity)
     except CodecError as exc:
@@ -190,7 +195,7 @@ def check_record(
                 "its absolute path: resume such a run from its original folder, or fork it "
                 "there."
             )
-        changed = changed_inputs(store, record, accepted)
+        changed = changed_inputs(store, record, accepted, plugins)
         if changed:
             names = ", ".join(repr(name) for name in changed)
             what = f"input {names} differs" if len(changed) == 1 else f"inputs {names} differ"
@@ -211,12 +216,19 @@ def check_record(
     return decode_confirmed(graph, record, codecs), matched[0]
 
 
-def changed_inputs(store: Any, record: RunRecord, given: Iterable[InputFingerprints]) -> list[str]:
+def changed_inputs(
+    store: Any,
+    record: RunRecord,
+    given: Iterable[InputFingerprints],
+    plugins: DurablePluginManager | None = None,
+) -> list[str]:
     """The names of the root inputs that differ from those ``record``'s run started with,
     judged by the per-input fingerprints its history keeps (the run log's ``inputs`` entry);
     empty when the history has none for the record's inputs. With several ways to count the
     given inputs (``input_identity``), the one with the fewest differences."""
-    saved = saved_inputs(store, record.run_id, record.inputs, record.root_scope)
+    manager = plugins if plugins is not None else default_plugins()
+    target = HistoryTarget(store, record.run_id, record.root_scope)
+    saved = manager.saved_inputs(target, record.inputs)
     if saved is None:
         return []
     best: list[str] | None = None

@@ -54,8 +54,6 @@ from durable_core.graph import (
 )
 from durable_core.graph import Observer as GraphObserver
 from durable_core.graph.definition import count_nodes
-from durable_core.history import HistoryTarget
-from durable_core.plugins import each_implementation
 from durable_core.records import RECORD_FORMAT, RunRecord, ScopeRecord
 from durable_core.store import Store
 
@@ -192,8 +190,7 @@ class Runtime:
         self.activity = RunActivity()
         self._graph_observers = tuple(graph_observers)
         self._hints = PluginHints(plugins, codecs is None and plugins is not None)
-        # the one place recovery events reach plugins (see _RecoveryHooks)
-        self._hooks = _RecoveryHooks(plugins) if plugins is not None else None
+        self._plugins = plugins  # recovery events reach plugins through it alone (_emit)
         self.executor, self._owns_executor = resolve_executor(executor, plugins)
         self._ran = RecentGraphs()  # explains a definition change without a run log
 
@@ -478,7 +475,9 @@ class Runtime:
                 plan = ResumePlan.fresh(given)
             else:
                 record = await asyncio.to_thread(session.load)
-                plan = plan_resume(request, record, self.codecs, self.store, self._ran.get(run_id))
+                plan = plan_resume(
+                    request, record, self.codecs, self.store, self._ran.get(run_id), self._plugins
+                )
                 ledger = Ledger(session, record)
                 plan = await repair_streams(ledger, plan)
             self._ran.remember(run_id, graph)
@@ -697,7 +696,10 @@ class Runtime:
     def _listening(self) -> bool:
         """Whether any observer or ``durable_recovery_event`` implementation receives events
         (read as a run starts: without one, a resume builds no event per restored node)."""
-        return bool(self._observers) or (self._hooks is not None and self._hooks.listening())
+        plugins = self._plugins
+        return bool(self._observers) or (
+            plugins is not None and plugins.listens_to_recovery_events()
+        )
 
     def _history(self, record: RunRecord) -> history.HistoryTarget:
         """Where the history of ``record``'s run goes: this runtime's store, that run."""
@@ -709,49 +711,8 @@ class Runtime:
                 observer(event)
             except Exception:
                 log.exception("recovery event observer %r raised; the run goes on", observer)
-        if self._hooks is not None:
-            self._hooks.emit_recovery_event(event, target)
-
-
-class _RecoveryHooks:
-    """The ``durable_recovery_event`` implementations of a plugin manager, each called on its
-    own: the one place the durable layer dispatches recovery events to plugins.
-
-    An implementation that raises is logged and the others still get the event. The callers
-    are built again only when the implementations changed (events come several times per
-    node). A typed plugin-manager method with the same two names can stand in for it.
-    """
-
-    def __init__(self, plugins: Any) -> None:
-        self._plugins = plugins
-        self._hooked: tuple[Any, ...] = ()
-        self._calls: list[tuple[str, Callable[..., Any]]] = []
-
-    def _current(self) -> list[tuple[str, Callable[..., Any]]]:
-        impls = tuple(self._plugins.hook.durable_recovery_event.get_hookimpls())
-        if impls != self._hooked:
-            self._hooked = impls
-            self._calls = (
-                each_implementation(self._plugins, "durable_recovery_event", reverse=True)
-                if impls
-                else []
-            )
-        return self._calls
-
-    def listening(self) -> bool:
-        """Whether any implementation receives the events."""
-        return bool(self._current())
-
-    def emit_recovery_event(self, event: RecoveryEvent, history: HistoryTarget | None) -> None:
-        """Call every implementation with ``event`` and the run's ``history`` target."""
-        for plugin_name, call in self._current():
-            try:
-                call(event=event, history=history)
-            except Exception:
-                log.exception(
-                    "the durable_recovery_event hook of plugin %r raised; the run goes on",
-                    plugin_name,
-                )
+        if self._plugins is not None:
+            self._plugins.emit_recovery_event(event, target)
 
 
 async def _release(session: Any, ledger: Ledger | None) -> None:
