@@ -25,10 +25,10 @@ from durable_core import (
     ValueRecord,
     ValueState,
     record_from_json,
-    recordjson,
 )
+from durable_core.records import fields
 
-INT_MAX, UINT64_MAX = recordjson.INT_MAX, recordjson.UINT64_MAX
+INT_MAX, UINT64_MAX = fields.INT_MAX, fields.UINT64_MAX
 
 FIXTURES = Path(__file__).parent / "fixtures"
 FORMAT2 = FIXTURES / "record_format2.json"

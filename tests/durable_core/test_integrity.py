@@ -50,7 +50,7 @@ from durable_core import (
     copy_record,
     validate_record,
 )
-from durable_core import _recordpath as paths
+from durable_core.records import path as paths
 
 NEW = "00112233445566778899aabbccddeeff"  # an id the fixture does not use
 OTHER = "ffeeddccbbaa99887766554433221100"

@@ -28,9 +28,9 @@ from durable_core import (
     Runtime,
     ValueState,
     copy_record,
-    integrity,
     validate_record,
 )
+from durable_core.records import integrity
 
 
 def _plain_record() -> tuple[RunRecord, dict[str, Any]]:
@@ -107,6 +107,21 @@ def _damage(record: RunRecord, changes: list[tuple[int, Any, int]]) -> None:
             ids = _ids(record)
             replacement = ids[id_index % len(ids)]
         setattr(target, name, replacement)
+
+
+# covers: R-NODE-1
+@pytest.mark.parametrize("node_id", ["double", "both"])  # one output, and two
+@pytest.mark.parametrize("reason", [ValueState.SKIPPED, "skipped"])
+def test_a_reason_that_equals_skipped_is_checked_as_skipped(node_id: str, reason: Any):
+    # Not NodeReason.SKIPPED itself, but equal to it: it is written as "skipped", so the node is
+    # skipped as a whole and its ready outputs break the rule on both passes.
+    record = copy_record(PLAIN)
+    (node,) = [n for s in record.scopes.values() for n in s.nodes.values() if n.node_id == node_id]
+    node.reason = reason
+    for definition in (None, PLAIN_DEFINITION):
+        outcome = _outcome(record, definition, quick=True)
+        assert outcome == _outcome(record, definition, quick=False)
+        assert outcome is not None and outcome[1] == "R-NODE-1", outcome
 
 
 # covers: R-ATT-1, R-ATT-2, R-ATT-3, R-NODE-1, R-VAL-1, R-VAL-2, R-VAL-3

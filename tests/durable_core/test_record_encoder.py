@@ -18,8 +18,8 @@ from durable_core import (
     record_to_json,
 )
 from durable_core.durable.proposal import Proposal, adopt, rollback
-from durable_core.recorddelta import apply_delta
-from durable_core.recordjson import RecordEncoder
+from durable_core.records.delta import apply_delta
+from durable_core.records.encoder import RecordEncoder
 from durable_core.testing import sample_record
 
 

@@ -24,11 +24,11 @@ from durable_core import (
     ValueState,
     copy_record,
     record_to_json,
-    recordjson,
 )
 from durable_core.durable.proposal import Proposal, adopt
-from durable_core.recorddelta import apply_delta, canonical_json
-from durable_core.recordjson import RecordEncoder
+from durable_core.records import encoder, fastpath, fields
+from durable_core.records.delta import apply_delta, canonical_json
+from durable_core.records.encoder import RecordEncoder
 from durable_core.testing import sample_record
 
 
@@ -79,9 +79,9 @@ BAD = [
 
 def _general(cls: type, value: Any) -> str | None:
     """The writing pass and the C encoder; None when the pass refuses the value."""
-    writer = recordjson._CODECS[cls][1]
+    writer = fields._CODECS[cls][1]
     try:
-        return recordjson._DUMPS(writer(recordjson._Writer(False), value, None, None))
+        return encoder._DUMPS(writer(fields._Writer(False), value, None, None))
     except CorruptRecordError:
         return None
 
@@ -89,8 +89,8 @@ def _general(cls: type, value: Any) -> str | None:
 def _quick(cls: type, value: Any) -> str | None:
     """The generated text writer; None when it hands the value over."""
     try:
-        return recordjson._TEXT[cls](value)
-    except recordjson._Slow:
+        return fastpath._TEXT[cls](value)
+    except fastpath._Slow:
         return None
 
 
@@ -105,13 +105,13 @@ def test_every_record_object_is_written_as_the_writing_pass_writes_it(record: An
     for obj in _objects(record):
         cls = type(obj)
         assert _quick(cls, obj) == _general(cls, obj) is not None
-        for field in recordjson._SPECS[cls].fields:
+        for field in fields._SPECS[cls].fields:
             value = getattr(obj, field.attr)
             if value is None:
                 continue  # an optional field left out: the object's writer says so
-            text = recordjson._FIELD_TEXT[cls][field.attr](value)
-            assert text == recordjson._DUMPS(
-                field.write(recordjson._Writer(False), value, None, field.key)
+            text = fastpath._FIELD_TEXT[cls][field.attr](value)
+            assert text == encoder._DUMPS(
+                field.write(fields._Writer(False), value, None, field.key)
             )
     assert RecordEncoder().encode(record) == record_to_json(record)
 

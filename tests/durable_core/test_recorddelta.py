@@ -19,7 +19,7 @@ from durable_core import (
     copy_record,
     record_to_json,
 )
-from durable_core.recorddelta import (
+from durable_core.records.delta import (
     Delta,
     apply_delta,
     canonical_json,

@@ -15,8 +15,9 @@ from durable_core import (
     AttemptState,
     RunRecord,
     copy_record,
-    recordjson,
 )
+from durable_core.durable import ledger
+from durable_core.records import fields
 
 
 def assert_independent(original: RunRecord, copied: RunRecord) -> None:
@@ -70,7 +71,7 @@ def test_every_field_of_every_class_is_copied():
     # would come back as its default and break equality.
     record = non_default(RunRecord)
     assert {type(item) for item in walk_mutable(record) if attrs.has(type(item))} == set(
-        recordjson._CODECS
+        fields._CODECS
     )
     copied = copy_record(record)
     assert copied == record
@@ -90,4 +91,4 @@ def test_changing_the_copy_leaves_the_original_alone():
 
 # covers: R-RT-1
 def test_the_ledger_finds_the_copy_where_it_looks():
-    assert recordjson.copy_record is copy_record
+    assert ledger.copy_record is copy_record

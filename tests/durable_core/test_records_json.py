@@ -34,11 +34,11 @@ from durable_core import (
     ValueState,
     record_from_json,
     record_to_json,
-    recordjson,
 )
-from durable_core import _recordpath as paths
+from durable_core.records import fields
+from durable_core.records import path as paths
 
-INT_MAX, UINT64_MAX, json_name = recordjson.INT_MAX, recordjson.UINT64_MAX, recordjson.json_name
+INT_MAX, UINT64_MAX, json_name = fields.INT_MAX, fields.UINT64_MAX, fields.json_name
 
 # The seed's field names (seed 000 "数据模型"), spelled exactly as there, per object kind.
 SEED_NAMES = {

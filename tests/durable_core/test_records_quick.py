@@ -11,15 +11,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from record_samples import load_format2, records, walk_mutable
 
-from durable_core import CorruptRecordError, recordjson
-from durable_core.recordjson import check_shape
+from durable_core import CorruptRecordError
+from durable_core.records import fastpath, fields, jsonio
+from durable_core.records.jsonio import check_shape
 
 BAD = [None, -1, 2**63, 2**64, 1.0, True, "\ud800", "x", b"x", [], {}, object()]
 
 
 def exact(record: Any) -> bool:
     try:
-        recordjson._WRITE_RUN(recordjson._Writer(surrogates=True), record, None, None)
+        fields._WRITE_RUN(fields._Writer(surrogates=True), record, None, None)
     except CorruptRecordError:
         return False
     return True
@@ -29,12 +30,12 @@ def exact(record: Any) -> bool:
 @given(records, st.data())
 def test_the_quick_check_accepts_only_what_the_writer_accepts(record: Any, data: Any) -> None:
     # covers: R-REC-4
-    assert recordjson._SHAPE_OK(record)  # every valid record of exact types takes the quick path
+    assert fastpath._SHAPE_OK(record)  # every valid record of exact types takes the quick path
     objects = [o for o in walk_mutable(record) if attrs.has(type(o))]
     target = data.draw(st.sampled_from(objects))
     field = data.draw(st.sampled_from(attrs.fields(type(target))))
     object.__setattr__(target, field.name, data.draw(st.sampled_from(BAD)))
-    if recordjson._SHAPE_OK(record):
+    if fastpath._SHAPE_OK(record):
         assert exact(record)
     if exact(record):
         check_shape(record)
@@ -50,7 +51,7 @@ def test_a_subclass_of_str_takes_the_exact_path_and_passes() -> None:
 
     record = load_format2()
     record.run_id = Name(record.run_id)
-    assert not recordjson._SHAPE_OK(record)
+    assert not fastpath._SHAPE_OK(record)
     check_shape(record)  # the writer accepts any str
 
 
@@ -67,9 +68,9 @@ def test_a_lone_surrogate_in_a_map_key_is_refused_with_its_path() -> None:
 @given(records)
 def test_the_quick_reader_builds_what_the_exact_reader_builds(record: Any) -> None:
     # covers: R-REC-4
-    tree = json.loads(recordjson.record_to_json(record))
-    quick = recordjson._QUICK_READ(tree)
-    assert quick == recordjson._READ_RUN(recordjson._Reader(False, None), tree, None, None)
+    tree = json.loads(jsonio.record_to_json(record))
+    quick = fastpath._QUICK_READ(tree)
+    assert quick == fields._READ_RUN(fields._Reader(False, None), tree, None, None)
     assert quick == record
 
 
@@ -85,12 +86,12 @@ def test_the_quick_reader_builds_what_the_exact_reader_builds(record: Any) -> No
 )
 def test_what_the_quick_reader_refuses_the_exact_reader_names(change: Any) -> None:
     # covers: R-REC-4
-    tree = json.loads(recordjson.record_to_json(load_format2()))
+    tree = json.loads(jsonio.record_to_json(load_format2()))
     change(tree)
-    with pytest.raises(recordjson._Slow):
-        recordjson._QUICK_READ(tree)
+    with pytest.raises(fastpath._Slow):
+        fastpath._QUICK_READ(tree)
     with pytest.raises(CorruptRecordError) as caught:
-        recordjson.record_from_json(json.dumps(tree).encode())
+        jsonio.record_from_json(json.dumps(tree).encode())
     assert caught.value.path is not None
 
 
@@ -120,7 +121,7 @@ def _write(tree: Any, duplicate_at: int, counter: list[int], spaced: bool) -> st
 @given(records, st.integers(0, 10_000), st.booleans())
 def test_a_key_written_twice_in_any_object_is_refused(record: Any, position: int, spaced: bool):
     # covers: R-REC-4
-    tree = json.loads(recordjson.record_to_json(record))
+    tree = json.loads(jsonio.record_to_json(record))
     objects = [0]
     _write(tree, -1, objects, False)
     candidates = [i for i in range(objects[0])]
@@ -128,7 +129,7 @@ def test_a_key_written_twice_in_any_object_is_refused(record: Any, position: int
     if text == _write(tree, -1, [0], spaced):
         return  # that object is empty: nothing to write twice
     with pytest.raises(CorruptRecordError) as caught:
-        recordjson.record_from_json(text.encode())
+        jsonio.record_from_json(text.encode())
     assert caught.value.rule == "R-REC-4"
     assert "twice" in str(caught.value)
 
@@ -142,19 +143,19 @@ def test_strings_that_look_like_keys_are_read_exactly(name: str) -> None:
     record.version = name
     node = next(iter(record.scopes[record.root_scope].nodes.values()))
     node.outputs[0].name = name
-    data = recordjson.record_to_json(record)
-    assert recordjson.record_from_json(data) == record
-    assert recordjson.record_from_json(json.dumps(json.loads(data), indent=1).encode()) == record
+    data = jsonio.record_to_json(record)
+    assert jsonio.record_from_json(data) == record
+    assert jsonio.record_from_json(json.dumps(json.loads(data), indent=1).encode()) == record
 
 
 def test_a_duplicate_key_is_found_when_another_key_has_a_space_before_its_colon() -> None:
     # covers: R-REC-4
     # One key written twice adds a '":', a space before another key's colon hides one: the
     # count alone would match, so whitespace before a colon sends the text to the exact path.
-    data = recordjson.record_to_json(load_format2())
+    data = jsonio.record_to_json(load_format2())
     assert b'"Name":"rows"' in data and b'"RunID":' in data
     data = data.replace(b'"Name":"rows"', b'"Name":"rows","Name":"rows"', 1)
     data = data.replace(b'"RunID":', b'"RunID" :', 1)
     with pytest.raises(CorruptRecordError) as caught:
-        recordjson.record_from_json(data)
+        jsonio.record_from_json(data)
     assert "twice" in str(caught.value)

@@ -182,7 +182,7 @@ def check_record(record: RunRecord, run_id: str, graph: Any = None) -> None:
     """The integrity checks ``resume`` makes on a loaded record, for a read-only view.
 
     The record format must be one this version reads (R-REC-1), the record must name the run
-    it was loaded for, and :func:`~durable_core.integrity.validate_record` must pass: every
+    it was loaded for, and :func:`~durable_core.records.integrity.validate_record` must pass: every
     structural rule and every stored value's digest (R-VAL-3). When ``graph`` wrote the record
     (same definition fingerprint), its nodes and outputs are checked against the graph too.
     Decoding values with codecs is left to ``resume``: a view never needs the run's codecs.
@@ -195,7 +195,7 @@ def check_record(record: RunRecord, run_id: str, graph: Any = None) -> None:
     Raises:
         CorruptRecordError: the first problem, with its JSON path; the record is unchanged.
     """
-    from durable_core.integrity import validate_record
+    from durable_core.records.integrity import validate_record
 
     if not 1 <= record.format <= RECORD_FORMAT:
         raise CorruptRecordError(

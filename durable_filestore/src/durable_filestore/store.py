@@ -41,9 +41,9 @@ from typing import Any
 
 from durable_core.errors import CorruptRecordError, DurableError, NotFoundError
 from durable_core.history import check_entries, complete_lines
-from durable_core.recorddelta import apply_tree, canonical_json, load_tree, read_delta
-from durable_core.recordjson import record_from_json
 from durable_core.records import RunRecord
+from durable_core.records.delta import apply_tree, canonical_json, load_tree, read_delta
+from durable_core.records.jsonio import record_from_json
 from durable_core.store import (
     Acquiring,
     BaseStore,

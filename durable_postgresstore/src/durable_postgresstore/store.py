@@ -51,8 +51,8 @@ from durable_core.errors import (
     SessionClosedError,
 )
 from durable_core.history import check_entries
-from durable_core.recorddelta import apply_delta
 from durable_core.records import RunRecord
+from durable_core.records.delta import apply_delta
 from durable_core.store import (
     Acquiring,
     BaseStore,

@@ -34,7 +34,7 @@ from durable_core import (
     Runtime,
     record_to_json,
 )
-from durable_core.recorddelta import apply_delta, read_delta
+from durable_core.records.delta import apply_delta, read_delta
 
 
 def test_nodes_that_have_not_started_leave_nothing_in_the_record(tmp_path: Path) -> None:

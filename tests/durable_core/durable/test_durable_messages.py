@@ -39,7 +39,7 @@ from durable_core import (
     Runtime,
 )
 from durable_core.durable.messages import container_id
-from durable_core.recorddelta import read_delta
+from durable_core.records.delta import read_delta
 from durable_filestore import FileStore
 
 

@@ -21,7 +21,7 @@ from durable_core import (
     record_to_json,
 )
 from durable_core.durable.ledger import Committed, Ledger, begin_attempt, new_id
-from durable_core.recorddelta import apply_delta
+from durable_core.records.delta import apply_delta
 
 
 class _Session:

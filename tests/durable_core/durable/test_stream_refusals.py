@@ -39,7 +39,7 @@ from durable_core import (
     StreamTerminal,
 )
 from durable_core.durable.streams import Source
-from durable_core.recordjson import INT_MAX
+from durable_core.records.fields import INT_MAX
 
 KINDS = ["file", "sqlite"]
 

@@ -38,7 +38,6 @@ from durable_core.errors import (
     InputsMismatchError,
 )
 from durable_core.graph import CancelToken, Graph, Key
-from durable_core.integrity import validate_record
 from durable_core.records import (
     RECORD_FORMAT,
     AttemptRecord,
@@ -48,6 +47,7 @@ from durable_core.records import (
     ScopeRecord,
     ValueRecord,
 )
+from durable_core.records.integrity import validate_record
 
 __all__ = ["ForkPlan", "create_fork", "fork_run"]
 

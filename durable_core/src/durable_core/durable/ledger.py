@@ -4,7 +4,7 @@
 *mutation*: a function applied to a :class:`~durable_core.durable.proposal.Proposal`, the
 committed record's changes-to-be (never a copy of it). To save, the ledger writes the
 proposal's changes into the committed record (logging each step), encodes only what changed
-(:class:`~durable_core.recordjson.RecordEncoder`: the save's delta, and the complete bytes on
+(:class:`~durable_core.records.encoder.RecordEncoder`: the save's delta, and the complete bytes on
 demand) and hands them to ``Session.save`` as its ``encoded`` argument
 (:class:`~durable_core.store.EncodedRecord`; a store that does not take it gets the record
 alone). When the save fails, the logged steps are undone: the committed record is exactly as
@@ -32,7 +32,6 @@ from typing import Any, NamedTuple, NoReturn
 
 from durable_core.durable.proposal import Proposal, adopt, rollback
 from durable_core.errors import CheckpointError, ConflictError, DurableError
-from durable_core.recordjson import RecordEncoder
 from durable_core.records import (
     RECORD_FORMAT,
     AttemptRecord,
@@ -44,6 +43,7 @@ from durable_core.records import (
     ValueRecord,
     copy_record,
 )
+from durable_core.records.encoder import RecordEncoder
 from durable_core.store import MAX_REVISION, EncodedRecord, Session
 from durable_core.store.capabilities import Capability, capabilities
 

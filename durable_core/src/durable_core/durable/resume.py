@@ -38,9 +38,9 @@ from durable_core.errors import (
 from durable_core.graph import Graph
 from durable_core.graph.checkpoint import NodeOutputs
 from durable_core.history import HistoryTarget
-from durable_core.integrity import validate_record
 from durable_core.plugins import DurablePluginManager, default_plugins
 from durable_core.records import RECORD_FORMAT, RunRecord
+from durable_core.records.integrity import validate_record
 from durable_core.store import Store
 
 __all__ = ["ResumePlan", "changed_inputs", "check_record", "plan_resume", "repair_streams"]

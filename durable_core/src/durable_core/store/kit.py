@@ -54,9 +54,9 @@ from durable_core.errors import (
     NotFoundError,
     SessionClosedError,
 )
-from durable_core.recorddelta import read_delta
-from durable_core.recordjson import record_to_json
 from durable_core.records import RunRecord
+from durable_core.records.delta import read_delta
+from durable_core.records.jsonio import record_to_json
 from durable_core.store.capabilities import Capability
 from durable_core.store.checks import (
     decode_stored,
@@ -479,9 +479,9 @@ class BaseSession(abc.ABC):
         Only the delta's revisions are checked here, and cheaply: a canonical delta starts
         with ``{"Base":<expected>,"Revision":<expected + 1>,"Set":[`` (its keys are sorted), so
         that prefix decides without parsing the change; bytes that are not canonical are read
-        with :func:`durable_core.recorddelta.read_delta`. The change itself is the caller's,
+        with :func:`durable_core.records.delta.read_delta`. The change itself is the caller's,
         like ``encoded.data``; a store that keeps deltas applies them with
-        :func:`durable_core.recorddelta.apply_delta` when it reads.
+        :func:`durable_core.records.delta.apply_delta` when it reads.
         """
         delta = encoded.delta
         if delta is None or expected_revision == 0:

@@ -38,11 +38,11 @@ class EncodedRecord:
     """A record's encoding, handed to :meth:`Session.save` by a caller that already made it.
 
     ``data`` is the complete canonical JSON of the record being saved, byte for byte what
-    :func:`~durable_core.recordjson.record_to_json` returns for it. A store may write these bytes
-    instead of encoding the record again; a store that ignores them and encodes the record itself
-    is just as correct. ``delta``, when given, is the change against the record stored at the
+    :func:`~durable_core.records.jsonio.record_to_json` returns for it. A store may write these
+    bytes instead of encoding the record again; a store that ignores them and encodes the record
+    itself is just as correct. ``delta``, when given, is the change against the record stored at the
     save's ``expected_revision`` (canonical JSON: ``{"Base", "Revision", "Set", "Unset"}``; see
-    :mod:`durable_core.recorddelta`); a store may keep it instead of the complete record.
+    :mod:`durable_core.records.delta`); a store may keep it instead of the complete record.
 
     Args:
         data: the complete record's bytes, or a zero-argument callable returning them; the

@@ -16,8 +16,8 @@ import attrs
 import pytest
 
 from durable_core.errors import BusyError
-from durable_core.recordjson import record_to_json
 from durable_core.records import RunRecord
+from durable_core.records.jsonio import record_to_json
 from durable_core.store import EncodedRecord, Session, Store
 from durable_core.store.capabilities import Capability, capabilities
 from durable_core.testing.process import StoreProcess

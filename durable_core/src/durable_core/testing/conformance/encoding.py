@@ -12,8 +12,8 @@ from durable_core.errors import (
     CorruptRecordError,
     NotFoundError,
 )
-from durable_core.recordjson import record_to_json
 from durable_core.records import ScopeRecord
+from durable_core.records.jsonio import record_to_json
 from durable_core.store import Capability, EncodedRecord, Store, capabilities
 from durable_core.testing.conformance.base import (
     RawRecords,

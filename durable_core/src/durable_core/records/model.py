@@ -1,18 +1,19 @@
 """The persistent run record: plain data, no behaviour (seed 000 "数据模型"; SPEC R and S).
 
 Every class here is an attrs class holding only serializable data. Attribute names are the seed's
-field names in Python spelling; the JSON layout (``recordjson``) spells them exactly as the seed
-does (``RunID``, ``NodeID``, ``TypeID`` …). Maps are keyed by strings.
+field names in Python spelling; the JSON layout (:mod:`durable_core.records.fields`) spells them
+exactly as the seed does (``RunID``, ``NodeID``, ``TypeID`` …). Maps are keyed by strings.
 
 Identity conventions (R-REC-3): ``RunRecord.root_scope`` and every attempt id are 16 random bytes
 in lowercase hex (32 characters). A child scope's id is the id of its parent node's deepest
 current attempt (R-SCOPE-2), so ``RunRecord.scopes`` is keyed by scope id and
 ``RunRecord.attempts`` by attempt id.
 
-The JSON layout is :mod:`durable_core.recordjson`, the structural rules are
-:mod:`durable_core.integrity`, and :func:`copy_record` (below) is a fast deep copy (the runtime
-copies the first record of a run with it; later changes are proposals over the committed record,
-see :mod:`durable_core.durable.proposal`). See ``docs/data-model.md``.
+The JSON layout is :mod:`durable_core.records.fields` (read and written by
+:mod:`durable_core.records.jsonio`), the structural rules are
+:mod:`durable_core.records.integrity`, and :func:`copy_record` (below) is a fast deep copy (the
+runtime copies the first record of a run with it; later changes are proposals over the committed
+record, see :mod:`durable_core.durable.proposal`). See ``docs/data-model.md``.
 """
 
 from __future__ import annotations
