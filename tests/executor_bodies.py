@@ -13,7 +13,7 @@ import threading
 import time
 import uuid
 
-from durable_core import Graph, Key, Retry
+from durable_core import Graph, Key, Retry, SkipNode
 
 DIR = Key("dir", str)
 A = Key("a", int)
@@ -56,6 +56,13 @@ class Unpicklable(Exception):
 
     def __init__(self, code: int, detail: str) -> None:
         super().__init__(f"code {code}: {detail}")
+
+
+def skip_when_positive(n: int) -> int:
+    """Skips its node (raises SkipNode in the worker) for a positive ``n``."""
+    if n > 0:
+        raise SkipNode("nothing to do")
+    return n
 
 
 def raise_audit(n: int) -> int:

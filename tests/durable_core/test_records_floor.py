@@ -55,6 +55,7 @@ def test_the_wing_has_its_modules():
         "encoder",
         "delta",
         "integrity",
+        "check",
     }
 
 

@@ -40,7 +40,6 @@ from collections.abc import Sequence
 from typing import Any
 
 from durable_core.errors import CorruptRecordError, DurableError, NotFoundError
-from durable_core.history import check_entries, complete_lines
 from durable_core.records import RunRecord
 from durable_core.records.delta import apply_tree, canonical_json, load_tree, read_delta
 from durable_core.records.jsonio import record_from_json
@@ -59,6 +58,7 @@ from durable_core.store import (
     validate_run_id,
 )
 from durable_core.store.deltas import FOLD_RATIO  # the kit's one fold policy; named here too
+from durable_core.store.history import check_entries, complete_lines
 from durable_core.store.local import watch_marker_file, write_marker_file
 from durable_core.store.locks import RunLock, make_private_directory, run_key
 

@@ -50,7 +50,6 @@ from durable_core.errors import (
     NotFoundError,
     SessionClosedError,
 )
-from durable_core.history import check_entries
 from durable_core.records import RunRecord
 from durable_core.records.delta import apply_delta
 from durable_core.store import (
@@ -70,6 +69,7 @@ from durable_core.store import (
     validate_run_id,
 )
 from durable_core.store.deltas import FOLD_RATIO  # noqa: F401 (the kit's one fold policy)
+from durable_core.store.history import check_entries
 from durable_postgresstore import sql
 from durable_postgresstore._connections import (
     Closed,

@@ -62,7 +62,6 @@ from durable_core.errors import (
     DurableError,
     NotFoundError,
 )
-from durable_core.history import check_entries
 from durable_core.records import RunRecord
 from durable_core.records.delta import apply_delta
 from durable_core.store import (
@@ -82,6 +81,7 @@ from durable_core.store import (
     validate_timeout,
 )
 from durable_core.store.deltas import FOLD_RATIO  # the kit's one fold policy; named here too
+from durable_core.store.history import check_entries
 from durable_core.store.local import watch_marker_file, write_marker_file
 from durable_core.store.locks import RunLock, acquire_run_lock, make_private_directory, run_key
 from durable_sqlitestore import schema

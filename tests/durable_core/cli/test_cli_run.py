@@ -124,6 +124,17 @@ def test_run_of_an_existing_run_is_a_conflict(runner, project):
     assert json.loads(other.stdout)["run_id"] == "calc-2"
 
 
+def test_a_conflict_on_another_store_names_that_store_in_both_commands(runner, project):
+    tmp_path, module = project
+    path = config(tmp_path, module)
+    other = tmp_path / "elsewhere"
+    assert runner.invoke(cli, ["run", path, "--store", str(other)]).exit_code == 0
+    result = runner.invoke(cli, ["run", path, "--store", str(other)])
+    assert result.exit_code == ExitCode.CONFLICT
+    assert f"durable resume {path} --store {other}'" in result.stderr
+    assert f"durable run {path} --run-id NEW-ID --store {other}'" in result.stderr
+
+
 def test_resume_of_a_missing_run_is_not_found(runner, project):
     tmp_path, module = project
     result = runner.invoke(cli, ["resume", config(tmp_path, module)])

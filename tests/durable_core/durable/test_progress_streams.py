@@ -11,7 +11,7 @@ from durable_scenarios import open_store
 def test_the_progress_counts_stream_elements_and_processor_messages(kind, tmp_path):
     # covers: S-1, S-8
     from durable_core import Graph, Key, Runtime
-    from durable_core.progress import ProgressCounter, describe
+    from durable_core.cli.progress import ProgressCounter, describe
 
     numbers = Key("numbers", int, stream=True, capacity=8)
     evens = Key("evens", int, stream=True, capacity=8)

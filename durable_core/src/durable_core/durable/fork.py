@@ -47,6 +47,7 @@ from durable_core.records import (
     ScopeRecord,
     ValueRecord,
 )
+from durable_core.records.check import check_record
 from durable_core.records.integrity import validate_record
 
 __all__ = ["ForkPlan", "create_fork", "fork_run"]
@@ -244,8 +245,6 @@ def fork_run(
 
 
 def _check_source(record: RunRecord, run_id: str) -> None:
-    from durable_core.runinfo import check_record
-
     try:
         check_record(record, run_id)
     except CorruptRecordError as exc:

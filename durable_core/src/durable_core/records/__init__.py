@@ -10,6 +10,8 @@
 - :mod:`.encoder`: :class:`~.encoder.RecordEncoder`, successive versions of one record;
 - :mod:`.delta`: the change of one save against the stored record;
 - :mod:`.integrity`: :func:`~.integrity.validate_record`, the structural rules.
+- :mod:`.check`: :func:`~.check.check_record`, the checks on a loaded record that ``resume``,
+  ``fork`` and the operator views share (its format and run id, then the structural rules).
 
 The wing sits on the ground floor: it imports only :mod:`durable_core.errors` and the small
 helpers beside it, never the store, the graph or the plugins.

@@ -7,12 +7,12 @@ from collections.abc import Sequence
 from typing import Any
 
 from durable_core.errors import NotFoundError
-from durable_core.history import check_entries
 from durable_core.records import RunRecord
 from durable_core.records.delta import apply_delta
 from durable_core.records.jsonio import record_from_json
 from durable_core.store.capabilities import Capability
 from durable_core.store.checks import check_options, summary_of
+from durable_core.store.history import check_entries
 from durable_core.store.kit import Acquiring, BaseSession, BaseStore
 from durable_core.store.protocol import EncodedRecord, RunSummary, sort_summaries
 

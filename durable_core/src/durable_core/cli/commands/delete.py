@@ -46,7 +46,7 @@ def delete_command(
         store_words,
     )
     from durable_core.errors import BusyError, NotFoundError
-    from durable_core.maintenance import delete_run, each
+    from durable_core.ops.maintenance import delete_run, each
 
     pm = plugin_manager()
     store_config, config, run_ids = split_store_args(args, store_url, pm)

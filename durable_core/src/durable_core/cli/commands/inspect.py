@@ -60,7 +60,7 @@ def inspect_command(
         store_words,
     )
     from durable_core.errors import CorruptRecordError
-    from durable_core.runinfo import check_record, describe_record
+    from durable_core.ops.runinfo import check_record, describe_record
 
     args = with_run_id(args, run_id_option)
     pm = plugin_manager()
@@ -91,13 +91,13 @@ def inspect_command(
         except Exception:  # the history is extra information: never fail inspect on it
             entries = []
         times = run_times(store, run_id, entries=entries)
-        info = describe_record(record, graph, explain_mismatch=True, store=store)
+        info = describe_record(record, graph, explain_mismatch=True, store=store, plugins=pm)
     finally:
         store.close()
     failures = _last_failures(entries, info)
     import time
 
-    from durable_core.nodeview import NodeState, describe_nodes
+    from durable_core.ops.nodeview import NodeState, describe_nodes
 
     nodes = describe_nodes(
         record,
@@ -209,7 +209,7 @@ def run_times(
     """
     import datetime
 
-    from durable_core.maintenance import stored_times
+    from durable_core.ops.maintenance import stored_times
     from durable_core.plugins.runlog import log_times
 
     times = log_times(store, run_id, root_scope, entries=entries)
@@ -307,7 +307,7 @@ def _change_lines(changes: dict[str, Any] | None) -> list[str]:
 
 
 def print_info(info: Any, store: str) -> None:
-    """The text form of :class:`~durable_core.runinfo.RunInfo`."""
+    """The text form of :class:`~durable_core.ops.runinfo.RunInfo`."""
 
     def row(label: str, value: object) -> None:
         click.echo(f"{label:<11}{value}")

@@ -77,7 +77,7 @@ def list_command(
         store_target,
     )
     from durable_core.errors import ConfigError
-    from durable_core.maintenance import parse_age
+    from durable_core.ops.maintenance import parse_age
     from durable_core.store import Capability, capabilities
 
     newer_than = time.time() - parse_age(since, "--since") if since is not None else None
@@ -223,7 +223,7 @@ def list_row(store: Any, summary: Any, graph: Any) -> dict[str, Any]:
         CorruptRecordError,
         NotFoundError,
     )
-    from durable_core.runinfo import RunStatus, check_record, describe_record
+    from durable_core.ops.runinfo import RunStatus, check_record, describe_record
 
     row: dict[str, Any] = {
         "run_id": summary.run_id,

@@ -31,8 +31,8 @@ def migrate_command(
     from durable_core.cli.targets import require_existing_store
     from durable_core.config import parse_store_url
     from durable_core.errors import ConfigError, DurableError
-    from durable_core.maintenance import each, migrate_run
-    from durable_core.runinfo import check_record
+    from durable_core.ops.maintenance import each, migrate_run
+    from durable_core.ops.runinfo import check_record
     from durable_core.store import Capability, capabilities
 
     pm = plugin_manager()

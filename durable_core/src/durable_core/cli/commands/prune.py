@@ -54,7 +54,7 @@ def prune_command(
         store_words,
     )
     from durable_core.errors import BusyError, ConfigError, NotFoundError
-    from durable_core.maintenance import delete_run, parse_age
+    from durable_core.ops.maintenance import delete_run, parse_age
     from durable_core.store import Capability, capabilities
 
     if not finished:

@@ -35,8 +35,8 @@ def show_command(
         store_words,
     )
     from durable_core.errors import NotFoundError
-    from durable_core.outputs import decode_output, node_outputs
-    from durable_core.runinfo import check_record
+    from durable_core.ops.outputs import decode_output, node_outputs
+    from durable_core.ops.runinfo import check_record
 
     pm = plugin_manager()
     store_config, config, rest = split_store_args(args, store_url, pm)

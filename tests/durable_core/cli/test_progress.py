@@ -7,8 +7,8 @@ import sys
 import threading
 import time
 
+from durable_core.cli.progress import ProgressCounter, StatusLine, describe
 from durable_core.durable.events import EventKind, RecoveryEvent
-from durable_core.progress import ProgressCounter, StatusLine, describe
 
 
 class FakeClock:
