@@ -7,13 +7,12 @@ import json
 import subprocess
 import sys
 
-import executor_bodies as eb
-
 import durable_core
 from durable_core.executors import ProcessExecutor
 from durable_core.graph import Graph, Key, SkipNode, execute
 from durable_core.graph.context import SkipNode as context_skip
 from durable_core.outcomes import SkipNode as ground_skip
+from tests import executor_bodies as eb
 
 N = Key("n", int)
 OUT = Key("out", int)

@@ -4,7 +4,8 @@ long stream job does not look stuck."""
 from __future__ import annotations
 
 import pytest
-from durable_scenarios import open_store
+
+from tests.durable_core.durable.scenarios import open_store
 
 
 @pytest.mark.parametrize("kind", ["file", "sqlite"])
