@@ -43,7 +43,7 @@ from durable_core.errors import (
     NodeFailedError,
     NotFoundError,
 )
-from durable_core.executors import Executor, resolve_executor
+from durable_core.executors import Executor
 from durable_core.graph import (
     CancelToken,
     Graph,
@@ -54,6 +54,7 @@ from durable_core.graph import (
 )
 from durable_core.graph import Observer as GraphObserver
 from durable_core.graph.definition import count_nodes
+from durable_core.plugins.manager import default_plugins
 from durable_core.records import RECORD_FORMAT, RunRecord, ScopeRecord
 from durable_core.store import Store
 
@@ -191,7 +192,11 @@ class Runtime:
         self._graph_observers = tuple(graph_observers)
         self._hints = PluginHints(plugins, codecs is None and plugins is not None)
         self._plugins = plugins  # recovery events reach plugins through it alone (_emit)
-        self.executor, self._owns_executor = resolve_executor(executor, plugins)
+        if executor is None or isinstance(executor, Executor):
+            self.executor, self._owns_executor = executor, False
+        else:  # a registered name: built with default options, owned and closed by this runtime
+            manager = plugins if plugins is not None else default_plugins()
+            self.executor, self._owns_executor = manager.executor(executor)
         self._ran = RecentGraphs()  # explains a definition change without a run log
 
     # -- public API ------------------------------------------------------------------------
