@@ -5,7 +5,9 @@ rules, which are read as one piece."""
 from __future__ import annotations
 
 import ast
+import importlib
 import pathlib
+import typing
 
 import pytest
 
@@ -57,3 +59,31 @@ def test_a_module_opens_with_its_job(path: pathlib.Path) -> None:
     )
     doc = first.value.value
     assert isinstance(doc, str) and doc.strip(), f"{name_of(path)} has an empty docstring"
+
+
+# A module split along a seam imports the names it gave away back, so no importer changes: every
+# public name the new module defines, and the private ones other modules import from the old path.
+SPLITS = [
+    ("durable_core.graph.definition", "durable_core.graph.nodes", ()),
+    ("durable_core.graph.definition", "durable_core.graph.plan", ("_Plan",)),
+    ("durable_core.graph.processor", "durable_core.graph.messages", ()),
+    ("durable_core.graph.streams", "durable_core.graph.streamstate", ("_NOTHING",)),
+    ("durable_core.codecs.registry", "durable_core.codecs.values", ()),
+]
+
+
+@pytest.mark.parametrize(("old", "new", "private"), SPLITS, ids=lambda x: str(x).rsplit(".")[-1])
+def test_a_split_module_keeps_its_names(old: str, new: str, private: tuple[str, ...]) -> None:
+    before, after = importlib.import_module(old), importlib.import_module(new)
+    names = [
+        name
+        for name, value in vars(after).items()
+        if getattr(value, "__module__", None) == new
+        and not name.startswith("_")
+        and not isinstance(value, typing.TypeVar)
+    ]
+    assert names or private, f"{new} defines nothing"
+    for name in [*names, *private]:
+        assert getattr(before, name, None) is getattr(after, name), f"{old} lost {name} to {new}"
+    assert set(getattr(after, "__all__", ())) <= set(names)
+    assert set(before.__all__) <= set(vars(before))
