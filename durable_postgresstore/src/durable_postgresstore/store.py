@@ -71,6 +71,7 @@ from durable_postgresstore._connections import (
 )
 from durable_postgresstore._dsn import Dsn
 from durable_postgresstore.errors import PostgresStoreError
+from durable_postgresstore.inbox import PostgresInbox
 from durable_postgresstore.keys import advisory_key, history_key
 from durable_postgresstore.schema import SCHEMA, ensure_schema
 
@@ -155,7 +156,7 @@ def _fold(record: bytes, deltas: list[tuple[int, bytes]], location: str) -> byte
         ) from exc
 
 
-class PostgresStore(BaseStore):
+class PostgresStore(PostgresInbox, BaseStore):
     """A :class:`~durable_core.store.Store` in a shared PostgreSQL database (B-PG-1…3).
 
     Several processes and hosts may use the same database: each run is owned by at most one

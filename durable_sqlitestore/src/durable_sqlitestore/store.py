@@ -82,6 +82,7 @@ from durable_core.store import (
 )
 from durable_core.store.locks import RunLock, acquire_run_lock, make_private_directory
 from durable_sqlitestore import schema
+from durable_sqlitestore.inbox import SQLiteInbox, forget_inbox
 from durable_sqlitestore.schema import DELTAS_TABLE, HISTORY_TABLE, RUNS_TABLE
 
 __all__ = [
@@ -116,7 +117,7 @@ _O_BINARY = getattr(os, "O_BINARY", 0)
 _O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 
 
-class SQLiteStore(BaseStore):
+class SQLiteStore(SQLiteInbox, BaseStore):
     """Runs saved in one dedicated local SQLite database (B-SQL-1, B-SQL-2; seed 001 §1).
 
     Construction creates the parent directories (0700), the database file (0600) and
@@ -423,6 +424,7 @@ class SQLiteStore(BaseStore):
             raise
 
     def _close_medium(self, deadline: float | None) -> None:
+        self._close_inbox()
         with self._lock:
             self._connection.close()
         with self._history_lock:
@@ -496,8 +498,9 @@ class SQLiteSession(BaseSession):
                     f"DELETE FROM {_TABLE} WHERE run_id = ?", (self._run_id,)
                 ).rowcount
                 connection.execute(f"DELETE FROM {_DELTAS} WHERE run_id = ?", (self._run_id,))
-                if deleted == 1:  # the run's history goes with it
+                if deleted == 1:  # the run's history and inbox go with it
                     connection.execute(f"DELETE FROM {_HISTORY} WHERE run_id = ?", (self._run_id,))
+                    forget_inbox(connection, self._run_id)
                 connection.execute("COMMIT")
                 self._chain = None
             except sqlite3.Error as exc:

@@ -25,6 +25,7 @@ from durable_core.errors import (
 from durable_core.recordjson import record_to_json
 from durable_core.records import RunRecord, ScopeRecord
 from durable_core.store import MAX_REVISION, EncodedRecord, RunLister, Session, Store
+from durable_core.testing.conformance_inbox import InboxConformance
 from durable_core.testing.process import StoreProcess
 from durable_core.testing.records import record_delta, sample_record
 
@@ -153,7 +154,7 @@ def _timed_busy(acquire: Callable[[], Any]) -> float:
     return time.monotonic() - started
 
 
-class StoreConformance:
+class StoreConformance(InboxConformance):
     """Subclass this (as ``Test…``) and define the fixture ``durable_store_factory``.
 
     The fixture returns either a :class:`StoreSpec` or a bare zero-argument callable (then
