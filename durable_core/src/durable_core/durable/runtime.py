@@ -40,10 +40,12 @@ from durable_core.durable.definition_diff import (
 )
 from durable_core.durable.events import STOPPED, EventKind, InputFingerprints, RecoveryEvent
 from durable_core.durable.fingerprint import values_fingerprint
+from durable_core.durable.inbox import send as send_message
 from durable_core.durable.ledger import Ledger, new_id
 from durable_core.durable.messages_recovery import Adopted, adopt_managed
 from durable_core.durable.recovery import Failures, decode_confirmed, propagate_failures
 from durable_core.durable.streamrecovery import StreamPlan, plan_streams, repair
+from durable_core.durable.waiting import SUSPEND, RunServices, Waiting, suspending
 from durable_core.errors import (
     CheckpointError,
     CodecError,
@@ -88,7 +90,8 @@ class DurableResult:
 
     Attributes:
         run_id: the run.
-        status: ``"completed"``, ``"failed"`` or ``"canceled"``.
+        status: ``"completed"``, ``"failed"``, ``"canceled"``, or ``"waiting"`` (with
+            ``suspend=True``: the run stopped to wait for inbox messages or a timer, X-WAIT).
         error: the run's error when it failed (a ``NodeFailedError`` naming the node, the
             original exception as ``__cause__`` when it failed in this process), else None.
         revision: the record's revision when the run ended.
@@ -96,6 +99,7 @@ class DurableResult:
         restored: how many nodes were restored from the record instead of run (a count,
             Sub graphs' nodes included; the restored values are in ``result``).
         result: the engine's :class:`~durable_core.graph.RunResult` (values by key).
+        waiting: when ``status == "waiting"``: what the run waits for, and until when.
 
     Like the engine's ``RunResult``, it answers for the root graph's keys: ``result[KEY]``,
     ``KEY in result``, :meth:`get`, :meth:`skipped`, :meth:`pending` and :attr:`values`; a key
@@ -109,6 +113,7 @@ class DurableResult:
     saves: int
     restored: int
     result: RunResult = attrs.field(repr=False)
+    waiting: Waiting | None = None
 
     def __getitem__(self, key: Key[Any]) -> Any:
         """The ready value of ``key`` (see :meth:`RunResult.__getitem__`)."""
@@ -245,6 +250,8 @@ class Runtime:
 
     # -- public API ------------------------------------------------------------------------
 
+    send = staticmethod(send_message)
+
     def run(
         self,
         graph: Graph,
@@ -256,6 +263,7 @@ class Runtime:
         timeout: float | None = None,
         cancel: CancelToken | None = None,
         input_identity: Mapping[Key[Any], Any] | None = None,
+        suspend: bool = False,
     ) -> DurableResult:
         """Start a new run of ``graph`` and execute it (R-RT-3).
 
@@ -285,6 +293,10 @@ class Runtime:
                 returns ``status == "canceled"`` and the record stays resumable. Without one,
                 Ctrl-C raises ``KeyboardInterrupt`` once the running bodies have ended (a plain
                 body first finishes its current call); the record stays resumable as well.
+            suspend: when the run has nothing to do but wait for inbox messages or a timer,
+                end it with status ``"waiting"`` and a waiting note in the store, holding no
+                process and no lock (X-WAIT; see :mod:`durable_core.durable.waiting`); a post
+                to it or its deadline passing makes it due for ``resume``.
             input_identity: for some root input keys, a value of the key's type that stands
                 for the input in the record's input fingerprint instead of the value the graph
                 receives (see :meth:`input_fingerprints`). The run configuration uses it for
@@ -317,17 +329,21 @@ class Runtime:
                 alone.
             ValueError: ``timeout`` is negative or not a number.
         """
-        return asyncio.run(
-            self.run_async(
-                graph,
-                run_id=run_id,
-                version=version,
-                inputs=inputs,
-                max_running=max_running,
-                timeout=timeout,
-                cancel=cancel,
-                input_identity=input_identity,
-            )
+        options: dict[str, Any] = {
+            "run_id": run_id,
+            "version": version,
+            "inputs": inputs,
+            "max_running": max_running,
+            "timeout": timeout,
+            "cancel": cancel,
+            "input_identity": input_identity,
+        }
+        return suspending(
+            suspend,
+            self.store,
+            lambda again: asyncio.run(
+                (self.resume_async if again else self.run_async)(graph, **options)
+            ),
         )
 
     def resume(
@@ -341,6 +357,7 @@ class Runtime:
         timeout: float | None = None,
         cancel: CancelToken | None = None,
         input_identity: Mapping[Key[Any], Any] | None = None,
+        suspend: bool = False,
     ) -> DurableResult:
         """Continue an existing run of ``graph`` from its record.
 
@@ -377,17 +394,19 @@ class Runtime:
             CheckpointError: a save failed (the run stopped; resume again later).
             GraphError, ConfigError, ValueError: as :meth:`run`.
         """
-        return asyncio.run(
-            self.resume_async(
-                graph,
-                run_id=run_id,
-                version=version,
-                inputs=inputs,
-                max_running=max_running,
-                timeout=timeout,
-                cancel=cancel,
-                input_identity=input_identity,
-            )
+        options: dict[str, Any] = {
+            "run_id": run_id,
+            "version": version,
+            "inputs": inputs,
+            "max_running": max_running,
+            "timeout": timeout,
+            "cancel": cancel,
+            "input_identity": input_identity,
+        }
+        return suspending(
+            suspend,
+            self.store,
+            lambda again: asyncio.run(self.resume_async(graph, **options)),
         )
 
     def run_or_resume(
@@ -401,6 +420,7 @@ class Runtime:
         timeout: float | None = None,
         cancel: CancelToken | None = None,
         input_identity: Mapping[Key[Any], Any] | None = None,
+        suspend: bool = False,
     ) -> DurableResult:
         """Start ``run_id`` when it has no record, else continue it: one call for a scheduler.
 
@@ -417,17 +437,21 @@ class Runtime:
         Raises:
             As :meth:`run` when the run is new, as :meth:`resume` when it exists.
         """
-        return asyncio.run(
-            self.run_or_resume_async(
-                graph,
-                run_id=run_id,
-                version=version,
-                inputs=inputs,
-                max_running=max_running,
-                timeout=timeout,
-                cancel=cancel,
-                input_identity=input_identity,
-            )
+        options: dict[str, Any] = {
+            "run_id": run_id,
+            "version": version,
+            "inputs": inputs,
+            "max_running": max_running,
+            "timeout": timeout,
+            "cancel": cancel,
+            "input_identity": input_identity,
+        }
+        return suspending(
+            suspend,
+            self.store,
+            lambda again: asyncio.run(
+                (self.resume_async if again else self.run_or_resume_async)(graph, **options)
+            ),
         )
 
     async def run_or_resume_async(
@@ -963,17 +987,21 @@ class Runtime:
             listening=self._listening(),
             activity=self.activity,
         )
+        services = RunServices(
+            self.store, ledger.record.run_id, self.codecs, suspend=SUSPEND.get(), cancel=cancel
+        )
         options: dict[str, Any] = {
             "checkpointer": checkpointer,
-            "cancel": cancel,
-            "observers": self._graph_observers,
+            "cancel": services.cancel,
+            "observers": (*self._graph_observers, services.observer),
         }
         if max_running is not None:
             options["max_running"] = max_running
         try:
-            result = await execute_async(
-                graph, inputs=dict(inputs), executor=self.executor, **options
-            )
+            async with services:  # inboxes, timers and waiting (X-INBOX-2, X-WAIT)
+                result = await execute_async(
+                    graph, inputs=dict(inputs), executor=self.executor, **options
+                )
         finally:
             if self._owns_executor and self.executor is not None:
                 await asyncio.to_thread(self.executor.close)
@@ -1002,14 +1030,18 @@ class Runtime:
             # The run was stopped by the checkpointer itself (an output no codec encodes, a
             # record that disagrees with the graph): not a node failure, raise it.
             raise error
+        final = await services.status(
+            str(result.status), record, cancel is not None and cancel.canceled
+        )
         return DurableResult(
             run_id=record.run_id,
-            status=str(result.status),
+            status=final,
             error=error,
             revision=ledger.revision,
             saves=ledger.saves,
             restored=checkpointer.restored_count,
             result=result,
+            waiting=services.suspended if final == "waiting" else None,
         )
 
     def _event_hooks(self) -> list[tuple[str, Callable[..., Any]]]:
