@@ -150,8 +150,10 @@ def launch(
     fork_from: str | None = None,
     rerun: tuple[str, ...] = (),
     store_url: str | None = None,
+    suspend: bool = False,
 ) -> None:
-    """Run (or resume) the CONFIG's graph and report the result; exits 1 unless completed.
+    """Run (or resume) the CONFIG's graph and report the result; exits 1 unless completed
+    (or, with ``suspend``, waiting).
 
     Args:
         config_arg: the configuration file, as given.
@@ -163,6 +165,7 @@ def launch(
         max_running: ``--max-running``, overriding ``[runtime] max_running``.
         fork_from: (``fork``) the run to fork into the run id; ``rerun``: nodes to run again.
         store_url: ``--store URL``, replacing the config's ``[store]``.
+        suspend: ``--suspend``: a run with nothing to do but wait ends ``waiting`` (exit 0).
     """
     import pathlib
 
@@ -218,6 +221,8 @@ def launch(
                 "cancel": token,
                 "input_identity": config.input_identity(graph),
             }
+            if suspend:
+                options["suspend"] = True
             try:
                 try:
                     if fork_from is not None:
@@ -333,6 +338,10 @@ def launch(
             click.echo(f"run {config.run_id!r} completed in {snap.elapsed:.1f} s: {summary}")
             for name, value in _leaf_outputs(graph, result):
                 click.echo(f"  {name} = {_short(value)}")
+        elif status == "waiting":
+            from durable_core.durable.waiting import report_waiting
+
+            report_waiting(config_arg, config.run_id, result.waiting, summary)
         else:
             click.echo(f"run {config.run_id!r} {status} after {snap.elapsed:.1f} s: {summary}")
             if result.error is not None:
@@ -365,7 +374,7 @@ def launch(
                 if store_url is not None:
                     fork += f" --store {shlex.quote(redact(store_url))}"
                 click.echo(f"after a fix, continue its confirmed work with: {fork}", err=True)
-    if status != "completed":
+    if status not in ("completed", "waiting"):
         sys.exit(ExitCode.RUN_FAILED)
 
 

@@ -118,7 +118,7 @@ class Waiting:
         what = sorted({w for _, w, _ in self.waits if w != "timer"})
         parts = [f"messages on {', '.join(what)}"] if what else []
         if self.until is not None:
-            stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(self.until))
+            stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.until))
             parts.append(f"a timer until {stamp}")
         return " or ".join(parts) or "nothing known"
 
@@ -145,6 +145,41 @@ def is_due(store: Any, waiting: Waiting, now: float | None = None) -> bool:
         return True
     keys = {w for _, w, _ in waiting.waits if w != "timer"} | set(waiting.inboxes)
     return bool(keys) and pending_posts(store, waiting.run_id, waiting.inboxes, keys)
+
+
+def waiting_row(store: Any, run_id: str, row: dict[str, Any]) -> None:
+    """Mark a ``durable list`` row of a run at rest as ``waiting`` when it has a waiting note:
+    ``row["waiting"]`` gets ``until`` (seconds since the epoch, or None) and ``for`` (what it
+    waits for, in words)."""
+    if not isinstance(store, RunInbox):
+        return
+    try:
+        text = store.waiting_notes().get(run_id)
+        note = None if text is None else Waiting.from_json(text)
+    except Exception:  # extra information: never fail the listing on it
+        return
+    if note is not None:
+        row["status"] = WAITING
+        row["waiting"] = {"until": note.until, "for": note.describe()}
+
+
+def report_waiting(config_arg: str, run_id: str, waiting: Waiting | None, summary: str) -> None:
+    """The lines ``durable run --suspend`` prints for a run that ended waiting."""
+    import shlex
+
+    import click
+
+    what = waiting.describe() if waiting is not None else "messages or a timer"
+    click.echo(f"run {run_id!r} is waiting for {what}: {summary}")
+    inboxes = sorted({w for _, w, _ in waiting.waits if w != "timer"}) if waiting else []
+    if inboxes:
+        click.echo(
+            f"send it a message with: durable send {shlex.quote(config_arg)} "
+            f"{shlex.quote(run_id)} {shlex.quote(inboxes[0])} VALUE_JSON",
+            err=True,
+        )
+    if waiting is not None and waiting.until is not None:
+        click.echo("'durable recover' resumes it once its deadline has passed", err=True)
 
 
 def due_waiting_runs(store: Any, now: float | None = None) -> list[Waiting]:

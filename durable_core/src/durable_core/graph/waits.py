@@ -202,4 +202,5 @@ def add_timer(
         rc.set(provides, time.time() + float(wait))
 
     arm.__qualname__ = arm.__name__ = f"timer_{id}"
+    arm.durable_timer = provides.name  # type: ignore[attr-defined]  # what inspect shows
     return graph.add_node(id, arm, requires=needs, provides=(provides,))
