@@ -5,20 +5,21 @@ SHA-256 hex of the inbox key's name):
 
 - ``<key>.inbox/<inbox>/``: one inbox of the run;
   - ``name``: the inbox key's name (UTF-8);
-  - ``<sequence>.msg`` (20 decimal digits): one message, created with ``O_CREAT | O_EXCL`` and
-    synced before the directory is; its first line is a JSON header (idempotency key, post
-    time), the rest is the payload;
+  - ``<sequence>.msg`` (20 decimal digits): one message; its first line is a JSON header
+    (sequence, idempotency key, post time), the rest is the payload;
+  - ``idem-<sha256>``: a second name (a hard link) of the message posted with that
+    idempotency key; it stays when the message is dropped, so the key stays known;
   - ``last``: the last sequence posted (a hint; the messages on disk are the truth);
-  - ``idem-<sha256>``: the sequence of the message posted with that idempotency key;
   - ``post.lock``: posters take it (``filelock``) one at a time; the run's owner never does;
 - ``<key>.waiting``: the run's waiting note (replaced atomically).
 
 Posters never touch ``<key>.lock`` or the record. One poster at a time holds ``post.lock``: it
 finds the next sequence (the ``last`` hint, then the first ``<sequence>.msg`` that does not
-exist), creates the message file exclusively, syncs it and the directory, then writes the
-idempotency file. A poster killed between the two leaves only the newest message without its
-idempotency file; the next poster repairs that first, so a repeated idempotency key is always
-found. The newest message file is never dropped, so a sequence is never reused.
+exist), writes the message to a temp file created exclusively and syncs it, links it as
+``<sequence>.msg`` and ``idem-<sha256>``, and syncs the directory once. A poster killed between
+the two links leaves only the newest message without its second name; the next poster repairs
+that first, so a repeated idempotency key is always found. The newest message file is never
+dropped, so a sequence is never reused.
 """
 
 from __future__ import annotations
@@ -145,23 +146,34 @@ class FileInbox:
                 if known is not None:
                     return known
             sequence = last + 1
+            while os.path.lexists(os.path.join(folder, _message_name(sequence))):
+                sequence += 1  # a hint behind a crashed poster's message
             header = json.dumps(
-                {"idempotency_key": idempotency_key, "posted_at": time.time()},
+                {
+                    "idempotency_key": idempotency_key,
+                    "posted_at": time.time(),
+                    "sequence": sequence,
+                },
                 ensure_ascii=True,
             ).encode("ascii")
-            while True:
-                try:
-                    _write_new(
-                        os.path.join(folder, _message_name(sequence)), header + b"\n" + payload
-                    )
-                    break
-                except FileExistsError:  # a hint behind a crashed poster's message
-                    sequence += 1
-            _sync_directory(folder)
-            if idempotency_key is not None:
-                self._remember(folder, idempotency_key, sequence)
+            temp = os.path.join(folder, f"post-{secrets.randbelow(2**32)}.tmp")
+            _write_new(temp, header + b"\n" + payload)  # synced before any name points to it
+            try:
+                os.link(temp, os.path.join(folder, _message_name(sequence)))
+                if idempotency_key is not None:
+                    self._link_idempotency(folder, temp, idempotency_key)
+            finally:
+                os.unlink(temp)
+            _sync_directory(folder)  # both names at once
             _replace(os.path.join(folder, "last"), str(sequence).encode("ascii"), sync=False)
             return sequence
+
+    def _link_idempotency(self, folder: str, message: str, idempotency_key: str) -> None:
+        """Give the message file a second name, ``idem-<sha256>`` (replacing a stale one)."""
+        name = os.path.join(folder, "idem-" + _digest(idempotency_key))
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(name)
+        os.link(message, name)
 
     def _last(self, folder: str) -> int:
         try:
@@ -178,8 +190,13 @@ class FileInbox:
         return last
 
     def _repair(self, folder: str) -> int:
-        """The last sequence; the newest message gets its idempotency file if a crash left it
-        without one."""
+        """The last sequence; the newest message gets its idempotency name if a crash left it
+        without one, and temp files of killed posters go (under ``post.lock``)."""
+        with os.scandir(folder) as entries:
+            stale = [e.path for e in entries if e.name.endswith(".tmp")]
+        for path in stale:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
         last = self._last(folder)
         if last:
             newest = _read_message(os.path.join(folder, _message_name(last)), last)
@@ -188,23 +205,20 @@ class FileInbox:
                 and newest.idempotency_key is not None
                 and self._idempotent(folder, newest.idempotency_key) is None
             ):
-                self._remember(folder, newest.idempotency_key, last)
+                self._link_idempotency(
+                    folder, os.path.join(folder, _message_name(last)), newest.idempotency_key
+                )
+                _sync_directory(folder)
         return last
 
     def _idempotent(self, folder: str, idempotency_key: str) -> int | None:
+        """The sequence of the message posted with ``idempotency_key`` (its second name)."""
         try:
             with open(os.path.join(folder, "idem-" + _digest(idempotency_key)), "rb") as f:
-                return int(f.read())
-        except (FileNotFoundError, ValueError):
+                header = f.readline()
+            return int(json.loads(header)["sequence"])
+        except (FileNotFoundError, ValueError, KeyError):
             return None
-
-    def _remember(self, folder: str, idempotency_key: str, sequence: int) -> None:
-        _replace(
-            os.path.join(folder, "idem-" + _digest(idempotency_key)),
-            str(sequence).encode("ascii"),
-            sync=True,
-        )
-        _sync_directory(folder)
 
     def read_messages(
         self, run_id: str, key: str, after: int = 0, limit: int | None = None
