@@ -93,7 +93,7 @@ def _round(kind: str, where: str, make_store, number: int, tmp_path: pathlib.Pat
             process = _spawn(kind, where, run_id, out_dir, POSTS, 5 + number % 8, 0)
         else:  # killed inside a post: 1 … POSTS + 1
             process = _spawn(kind, where, run_id, out_dir, POSTS, 0, 1 + number % (POSTS + 1))
-        out, err = process.communicate(timeout=60)
+        _, err = process.communicate(timeout=60)
         assert process.returncode in (-signal.SIGKILL, 0), err
         # the poster does not know which posts arrived: it posts them all again
         sequences = [
