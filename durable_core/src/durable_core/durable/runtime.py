@@ -988,7 +988,7 @@ class Runtime:
             activity=self.activity,
         )
         services = RunServices(
-            self.store, ledger.record.run_id, self.codecs, suspend=SUSPEND.get(), cancel=cancel
+            self.store, ledger.record.run_id, self.codecs, graph, SUSPEND.get(), cancel
         )
         options: dict[str, Any] = {
             "checkpointer": checkpointer,

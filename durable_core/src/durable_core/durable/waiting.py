@@ -212,6 +212,17 @@ def suspending(suspend: bool, store: Any, call: Callable[[bool], Any]) -> Any:
         SUSPEND.reset(token)
 
 
+def can_wait(graph: Any) -> bool:
+    """Whether ``graph`` (or one of its Sub graphs) has an inbox key or a timer node."""
+    for sub in graph.graphs().values():
+        for node in sub.nodes.values():
+            if getattr(node.body, "durable_timer", None) is not None:
+                return True
+            if any(key.inbox for key in (*node.requires, *node.provides)):
+                return True
+    return False
+
+
 class _Watcher(Observer):
     """Tracks the running nodes of a run (graph observer events)."""
 
@@ -242,7 +253,7 @@ class RunServices:
         store: Any,
         run_id: str,
         codecs: Any,
-        *,
+        graph: Any,
         suspend: bool,
         cancel: CancelToken | None,
     ) -> None:
@@ -251,6 +262,8 @@ class RunServices:
         self.store = store
         self.run_id = run_id
         self.suspend = suspend and isinstance(store, RunInbox)
+        # only a graph with an inbox or a timer can have been waiting: no store call otherwise
+        self.may_wait = isinstance(store, RunInbox) and can_wait(graph)
         self.waits = RunWaits()
         self.feed = StoreInboxFeed(store, run_id, codecs)
         self.observer = _Watcher()
@@ -268,7 +281,7 @@ class RunServices:
 
     async def __aenter__(self) -> RunServices:
         self._tokens = [RUN_WAITS.set(self.waits), RUN_INBOX.set(self.feed)]
-        if isinstance(self.store, RunInbox):
+        if self.may_wait:  # the run is not waiting any more
             await asyncio.to_thread(self.store.set_waiting, self.run_id, None)
         if self.suspend:
             self._task = asyncio.ensure_future(self._watch())
@@ -293,11 +306,14 @@ class RunServices:
             waits = self.waits.snapshot()
             waiting_paths = {path for path, _, _ in waits}
             idle = bool(leaves) and leaves <= waiting_paths
-            if not idle or self.waits.changed != seen:
-                seen = self.waits.changed
-                settled_since = time.monotonic() if idle else None
+            if not idle:
+                settled_since = None
                 continue
-            if settled_since is not None and time.monotonic() - settled_since >= SETTLE:
+            if settled_since is None or self.waits.changed != seen:
+                seen = self.waits.changed  # idle from now on, unless something moves
+                settled_since = time.monotonic()
+                continue
+            if time.monotonic() - settled_since >= SETTLE:
                 deadlines = [u for _, _, u in waits if u is not None and math.isfinite(u)]
                 self.suspended = Waiting(
                     run_id=self.run_id,
