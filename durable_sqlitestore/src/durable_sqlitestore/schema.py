@@ -7,8 +7,8 @@ Schema v5 (``PRAGMA user_version = 5``) is ``durable_runs`` (:data:`RUNS_V3`), `
 (:data:`CREATE`). An older one is brought to v5 in place by :data:`MIGRATIONS`, an ordered list
 whose index is the version an entry upgrades to: ``MIGRATIONS[n]`` brings version ``n - 1`` to
 ``n``. Versions 0 and 1 have no entry: no database is ever upgraded to them (v1 was the first
-one written). :func:`upgrade` runs what a database needs, and the version stamp, in one transaction; :func:`check_existing` refuses
-a foreign database before anything touches it. Every object in ``sqlite_master`` must be exactly
+one written). :func:`upgrade` runs what a database needs, and the version stamp, in one
+transaction; :func:`check_existing` refuses a foreign database before anything touches it. Every object in ``sqlite_master`` must be exactly
 the statement of its version (:data:`OBJECTS`): the database is dedicated to Durable.
 """
 
