@@ -8,8 +8,8 @@ Schema v5 (``PRAGMA user_version = 5``) is ``durable_runs`` (:data:`RUNS_V3`), `
 whose index is the version an entry upgrades to: ``MIGRATIONS[n]`` brings version ``n - 1`` to
 ``n``. Versions 0 and 1 have no entry: no database is ever upgraded to them (v1 was the first
 one written). :func:`upgrade` runs what a database needs, and the version stamp, in one
-transaction; :func:`check_existing` refuses a foreign database before anything touches it. Every object in ``sqlite_master`` must be exactly
-the statement of its version (:data:`OBJECTS`): the database is dedicated to Durable.
+transaction; :func:`check_existing` refuses a foreign database before anything touches it.
+Every object in ``sqlite_master`` must be exactly the statement of its version (:data:`OBJECTS`): the database is dedicated to Durable.
 """
 
 from __future__ import annotations
