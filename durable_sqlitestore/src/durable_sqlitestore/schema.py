@@ -3,13 +3,13 @@
 Schema v5 (``PRAGMA user_version = 5``) is ``durable_runs`` (:data:`RUNS_V3`), ``durable_deltas``
 (:data:`DELTAS_V3`), ``durable_history`` with its index (:data:`HISTORY_V4`,
 :data:`HISTORY_INDEX_V4`) and the inbox tables (:data:`INBOX_V5`, :data:`INBOX_INDEX_V5`,
-:data:`INBOX_LAST_V5`, :data:`WAITING_V5`). A new database is made at v5 at once
-(:data:`CREATE`). An older one is brought to v5 in place by :data:`MIGRATIONS`, an ordered list
-whose index is the version an entry upgrades to: ``MIGRATIONS[n]`` brings version ``n - 1`` to
-``n``. Versions 0 and 1 have no entry: no database is ever upgraded to them (v1 was the first
-one written). :func:`upgrade` runs what a database needs, and the version stamp, in one
-transaction; :func:`check_existing` refuses a foreign database before anything touches it.
-Every object in ``sqlite_master`` must be exactly the statement of its version (:data:`OBJECTS`): the database is dedicated to Durable.
+:data:`INBOX_LAST_V5`, :data:`WAITING_V5`). A new database is made at v5 at once (:data:`CREATE`).
+An older one is brought to v5 in place by :data:`MIGRATIONS`, an ordered list whose index is the
+version an entry upgrades to: ``MIGRATIONS[n]`` brings version ``n - 1`` to ``n``. Versions 0 and 1
+have no entry: no database is ever upgraded to them (v1 was the first one written). :func:`upgrade`
+runs what a database needs, and the version stamp, in one transaction; :func:`check_existing`
+refuses a foreign database before anything touches it. Every object in ``sqlite_master`` must be
+exactly the statement of its version (:data:`OBJECTS`): the database is dedicated to Durable.
 """
 
 from __future__ import annotations
