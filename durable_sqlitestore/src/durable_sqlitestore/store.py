@@ -9,7 +9,8 @@ Files, all in the database's directory:
 - ``.durable-probe-*``: made and removed at construction, to check that the directory is
   writable (WAL needs that) before SQLite is asked.
 
-Schema v4 (``PRAGMA user_version = 4``) is three tables: ``durable_runs`` (:data:`RUNS_V3`: one
+Schema v5 (``PRAGMA user_version = 5``) is these tables, and the inbox tables of
+:mod:`durable_sqlitestore.inbox` (posted messages and waiting notes): ``durable_runs`` (:data:`RUNS_V3`: one
 row per run with a complete record, when the run was created and when it was last saved),
 ``durable_deltas`` (:data:`DELTAS_V3`: the deltas saved since that complete record, each with its
 save time) and ``durable_history`` (:data:`HISTORY_V4` and its index :data:`HISTORY_INDEX_V4`:
@@ -24,7 +25,7 @@ Older databases are upgraded in place, in one transaction, when a store opens th
 and the ordered upgrade steps are :mod:`durable_sqlitestore.schema`): v1 (one
 table) gets the deltas table, v2 (:data:`SCHEMA_V1` + :data:`DELTAS_V2`) gets the time columns
 (``ALTER TABLE … ADD COLUMN``, which is why they come last in the DDL), v3 gets the history
-table. Rows saved before the
+table, v4 the inbox tables. Rows saved before the
 upgrade have ``created_at`` NULL (unknown) and ``saved_at`` set to the last time the database
 file was written before the upgrade: a time no earlier than their real last save, so that
 ``durable prune --older-than`` never takes them for older than they are. The database is
