@@ -11,8 +11,8 @@ Files, all in the database's directory:
 
 Schema v5 (``PRAGMA user_version = 5``) is these tables, and the inbox tables of
 :mod:`durable_sqlitestore.inbox` (posted messages and waiting notes): ``durable_runs``
-(:data:`RUNS_V3`: one row per run with a complete record, when the run was created and when it was last saved),
-``durable_deltas`` (:data:`DELTAS_V3`: the deltas saved since that complete record, each with its
+(:data:`RUNS_V3`: one row per run with a complete record, when the run was created and when it
+was last saved), ``durable_deltas`` (:data:`DELTAS_V3`: the deltas saved since that complete record, each with its
 save time) and ``durable_history`` (:data:`HISTORY_V4` and its index :data:`HISTORY_INDEX_V4`:
 each run's history, one row per entry, keyed by run id and root scope; written off the save
 path by the history writer, removed with the run). Times are REAL seconds since the Unix
