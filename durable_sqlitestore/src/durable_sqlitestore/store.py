@@ -11,25 +11,24 @@ Files, all in the database's directory:
 
 Schema v5 (``PRAGMA user_version = 5``) is these tables, and the inbox tables of
 :mod:`durable_sqlitestore.inbox` (posted messages and waiting notes): ``durable_runs``
-(:data:`RUNS_V3`: one row per run with a complete record, when the run was created and when it
-was last saved), ``durable_deltas`` (:data:`DELTAS_V3`: the deltas saved since that complete record, each with its
-save time) and ``durable_history`` (:data:`HISTORY_V4` and its index :data:`HISTORY_INDEX_V4`:
-each run's history, one row per entry, keyed by run id and root scope; written off the save
-path by the history writer, removed with the run). Times are REAL seconds since the Unix
-epoch (UTC), taken from SQLite's own clock (:data:`NOW`) by the statement that writes the
-row: ``created_at`` by the run's first save,
-``saved_at`` by every save. A run's last save time is the newest of its row's ``saved_at`` and
-its deltas'. In the sqlite3 shell: ``datetime(saved_at, 'unixepoch')``.
+(:data:`RUNS_V3`: one row per run with a complete record, when the run was created and when it was
+last saved), ``durable_deltas`` (:data:`DELTAS_V3`: the deltas saved since that complete record,
+each with its save time) and ``durable_history`` (:data:`HISTORY_V4` and its index
+:data:`HISTORY_INDEX_V4`: each run's history, one row per entry, keyed by run id and root scope;
+written off the save path by the history writer, removed with the run). Times are REAL seconds since
+the Unix epoch (UTC), taken from SQLite's own clock (:data:`NOW`) by the statement that writes the
+row: ``created_at`` by the run's first save, ``saved_at`` by every save. A run's last save time is
+the newest of its row's ``saved_at`` and its deltas'. In the sqlite3 shell: ``datetime(saved_at,
+'unixepoch')``.
 
-Older databases are upgraded in place, in one transaction, when a store opens them (the DDL
-and the ordered upgrade steps are :mod:`durable_sqlitestore.schema`): v1 (one
-table) gets the deltas table, v2 (:data:`SCHEMA_V1` + :data:`DELTAS_V2`) gets the time columns
-(``ALTER TABLE … ADD COLUMN``, which is why they come last in the DDL), v3 gets the history
-table, v4 the inbox tables. Rows saved before the
-upgrade have ``created_at`` NULL (unknown) and ``saved_at`` set to the last time the database
-file was written before the upgrade: a time no earlier than their real last save, so that
-``durable prune --older-than`` never takes them for older than they are. The database is
-dedicated to Durable: any other table, column, index, view or trigger is refused.
+Older databases are upgraded in place, in one transaction, when a store opens them (the DDL and the
+ordered upgrade steps are :mod:`durable_sqlitestore.schema`): v1 (one table) gets the deltas table,
+v2 (:data:`SCHEMA_V1` + :data:`DELTAS_V2`) gets the time columns (``ALTER TABLE … ADD COLUMN``,
+which is why they come last in the DDL), v3 gets the history table, v4 the inbox tables. Rows saved
+before the upgrade have ``created_at`` NULL (unknown) and ``saved_at`` set to the last time the
+database file was written before the upgrade: a time no earlier than their real last save, so that
+``durable prune --older-than`` never takes them for older than they are. The database is dedicated
+to Durable: any other table, column, index, view or trigger is refused.
 
 A save writes only its delta (one short row) when it has one, in the same ``BEGIN IMMEDIATE``
 transaction as the revision compare-and-swap: one ``INSERT`` that adds the delta only when the
