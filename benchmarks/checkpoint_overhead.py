@@ -154,7 +154,7 @@ class Sizes:
         self.sizes: list[int] = []
 
     def acquire(self, run_id: str, timeout: float | None = None) -> Any:
-        from durable_core.recordjson import record_to_json
+        from durable_core.records.jsonio import record_to_json
 
         session = self.store.acquire(run_id, timeout)
         outer = self

@@ -31,7 +31,7 @@ from durable_core import Codecs, Key, NodeReason, RunRecord, ScopeRecord, record
 from durable_core.durable import ledger as L
 from durable_core.durable.checkpointer import encode_value_record
 from durable_core.durable.proposal import Proposal, adopt
-from durable_core.recordjson import RecordEncoder
+from durable_core.records.encoder import RecordEncoder
 
 
 def one_round(nodes: int) -> tuple[float, float, int]:

@@ -37,9 +37,10 @@ from typing import Any
 
 from _support import STORES, chain, make_store, median, node_gaps, postgres
 
-from durable_core import Graph, Key, Runtime, execute, recordjson
+from durable_core import Graph, Key, Runtime, execute
 from durable_core.durable import checkpointer as C
 from durable_core.durable import ledger as L
+from durable_core.records import encoder
 from durable_core.store import kit
 
 _clock = time.perf_counter
@@ -89,7 +90,7 @@ def _install() -> None:
     _timed(L.Ledger, "_save", "_save")
     _timed(L.Ledger, "_store", "Session.save")
     _timed(L, "adopt", "adopt")
-    _timed(recordjson.RecordEncoder, "encode_change", "encode delta")
+    _timed(encoder.RecordEncoder, "encode_change", "encode delta")
     _timed(C, "encode_value_record", "encode value")
     _timed(C.DurableCheckpointer, "_event", "events")
     _timed(C, "share_values", "share")

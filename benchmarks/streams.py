@@ -84,7 +84,7 @@ def measure(kind: str, elements: int, capacity: int, root: str, wait: bool) -> d
         assert result.status == "completed", result.error
         with store.acquire("bench") as session:
             record = session.load()
-        from durable_core.recordjson import record_to_json
+        from durable_core.records.jsonio import record_to_json
 
         size = len(record_to_json(record))
     finally:

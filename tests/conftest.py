@@ -162,10 +162,20 @@ def _free_port() -> int:
 
 
 class ThrowawayServer:
-    """A PostgreSQL cluster in a temporary directory, removed when stopped."""
+    """A PostgreSQL cluster in a temporary directory, removed when stopped.
 
-    def __init__(self, bindir: Path) -> None:
+    Args:
+        bindir: where ``initdb`` and ``pg_ctl`` are.
+        listen_addresses: the server's ``listen_addresses`` (they must exist when it starts).
+        hba: extra ``pg_hba.conf`` lines, e.g. ``host all all 10.0.0.0/24 scram-sha-256``.
+    """
+
+    def __init__(
+        self, bindir: Path, *, listen_addresses: str = "127.0.0.1", hba: tuple[str, ...] = ()
+    ) -> None:
         self.bindir = bindir
+        self.listen_addresses = listen_addresses
+        self.hba = hba
         self.user: tuple[int, int] | None = None  # (uid, gid) to run as, when we are root
         if os.geteuid() == 0:
             import pwd
@@ -236,13 +246,16 @@ class ThrowawayServer:
         with open(self.data / "postgresql.conf", "a") as conf:
             conf.write(
                 "\n# throwaway test server\n"
-                "listen_addresses = '127.0.0.1'\n"
+                f"listen_addresses = '{self.listen_addresses}'\n"
                 f"unix_socket_directories = '{self.sockets}'\n"
                 "fsync = off\n"
                 "synchronous_commit = off\n"
                 "full_page_writes = off\n"
                 "max_connections = 100\n"
             )
+        if self.hba:
+            with open(self.data / "pg_hba.conf", "a") as hba:
+                hba.write("\n" + "\n".join(self.hba) + "\n")
         last_error = ""
         for _ in range(3):
             self.port = _free_port()

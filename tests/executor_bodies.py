@@ -1,6 +1,7 @@
 """Function-form bodies the executor tests send to real worker processes.
 
-Workers import this module by name (they get the test process's ``sys.path``), so every body
+Workers import this module by name, ``tests.executor_bodies`` (they get the test process's
+``sys.path``, where pytest puts the repository root), so every body
 here is defined at module level. Bodies leave marker files to count how often they ran.
 """
 
@@ -13,7 +14,8 @@ import threading
 import time
 import uuid
 
-from durable_core import Graph, Key, Retry
+from durable_core import Graph, Key, Retry, SkipNode
+from tests import ROOT
 
 DIR = Key("dir", str)
 A = Key("a", int)
@@ -56,6 +58,13 @@ class Unpicklable(Exception):
 
     def __init__(self, code: int, detail: str) -> None:
         super().__init__(f"code {code}: {detail}")
+
+
+def skip_when_positive(n: int) -> int:
+    """Skips its node (raises SkipNode in the worker) for a positive ``n``."""
+    if n > 0:
+        raise SkipNode("nothing to do")
+    return n
 
 
 def raise_audit(n: int) -> int:
@@ -167,14 +176,9 @@ def kill_owner_then_resume(
 
     store_dir, mark_dir = tmp_path / "store", tmp_path / "marks"
     mark_dir.mkdir()
-    here = pathlib.Path(__file__).resolve().parent
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(here), os.environ.get("PYTHONPATH", "")]),
-    }
     owner = subprocess.Popen(
-        [sys.executable, str(here / "executor_owner.py"), str(store_dir), str(mark_dir), where],
-        env=env,
+        [sys.executable, "-m", "tests.executor_owner", str(store_dir), str(mark_dir), where],
+        cwd=ROOT,
     )
     try:
         wait_for(lambda: runs(str(mark_dir), "c") >= 1 or owner.poll() is not None)

@@ -1,12 +1,12 @@
-"""A run's owner in its own process, to be killed with SIGKILL: ``python executor_owner.py
-STORE_DIR MARK_DIR EXECUTOR`` (``process`` or a Dask scheduler address)."""
+"""A run's owner in its own process, to be killed with SIGKILL: ``python -m
+tests.executor_owner STORE_DIR MARK_DIR EXECUTOR`` from the repository root (``EXECUTOR`` is
+``process`` or a Dask scheduler address)."""
 
 import sys
 
-from executor_bodies import DIR, crash_graph
-
 from durable_core import ProcessExecutor, Runtime
 from durable_filestore import FileStore
+from tests.executor_bodies import DIR, crash_graph
 
 
 def main() -> None:

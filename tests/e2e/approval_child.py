@@ -14,6 +14,7 @@ post's transaction); 0 means never. Without a kill it prints the decision as JSO
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import pathlib
@@ -22,12 +23,12 @@ import sys
 import threading
 import time
 
+from durable_core import Codecs, NotFoundError, Runtime
+from durable_core.config import load_config
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "examples" / "approval"))
-
-import approval  # noqa: E402
-
-from durable_core import Codecs, NotFoundError, Runtime  # noqa: E402
+load_config(ROOT / "examples" / "approval" / "approval.toml").load_graph()  # puts it on the path
+approval = importlib.import_module("approval")
 
 
 def make_store(kind: str, where: str):

@@ -30,11 +30,9 @@ import uuid
 import pytest
 
 from durable_core import Runtime
+from tests.e2e import approval_child as child
 
 HERE = pathlib.Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-
-import approval_child as child  # noqa: E402
 
 ROUNDS = 15
 POSTS = 6

@@ -20,8 +20,8 @@ import time
 
 import pytest
 
-from durable_core.recordjson import record_from_json
 from durable_core.records import AttemptState, RunRecord
+from durable_core.records.jsonio import record_from_json
 
 EXAMPLE = pathlib.Path(__file__).resolve().parents[2] / "examples" / "stdlib_audit"
 RUN_ID = "stdlib-audit"

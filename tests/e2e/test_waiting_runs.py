@@ -16,12 +16,10 @@ import pytest
 
 from durable_core import Runtime
 from durable_core.durable.waiting import due_waiting_runs
+from tests.e2e import inbox_graphs as graphs
 
 HERE = pathlib.Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
-sys.path.insert(0, str(HERE))
-
-import inbox_graphs as graphs  # noqa: E402
 
 if os.name == "nt":  # pragma: no cover - SIGKILL is POSIX
     pytestmark = pytest.mark.skip("SIGKILL is POSIX")

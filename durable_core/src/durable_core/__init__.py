@@ -134,11 +134,16 @@ __all__ = [
 ]
 
 
+_LIGHT = {"hookimpl": "durable_core.plugins.hookspecs"}
+"""Names served by one small module instead of the whole API: every plugin module imports
+``hookimpl``, and loading a plugin must not load the library (the hook specs need pluggy only)."""
+
+
 def __getattr__(name: str) -> typing.Any:
     """Load the public API on first use of one of its names."""
     if name not in __all__:  # a submodule (``from durable_core import hookspecs``) or a typo
         raise AttributeError(f"module 'durable_core' has no attribute {name!r}")
-    _api = importlib.import_module("durable_core._api")
+    _api = importlib.import_module(_LIGHT.get(name, "durable_core._api"))
 
     try:
         value = getattr(_api, name)

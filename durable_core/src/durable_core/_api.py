@@ -84,10 +84,8 @@ from durable_core.graph import (
     execute,
     execute_async,
 )
-from durable_core.hookspecs import hookimpl
-from durable_core.integrity import GraphShapes, validate_record
-from durable_core.plugins import make_plugin_manager
-from durable_core.recordjson import record_from_json, record_to_json
+from durable_core.plugins.hookspecs import hookimpl
+from durable_core.plugins.manager import make_plugin_manager
 from durable_core.records import (
     RECORD_FORMAT,
     AttemptRecord,
@@ -106,6 +104,8 @@ from durable_core.records import (
     ValueState,
     copy_record,
 )
+from durable_core.records.integrity import GraphShapes, validate_record
+from durable_core.records.jsonio import record_from_json, record_to_json
 from durable_core.store import (
     MAX_REVISION,
     EncodedRecord,

@@ -1,9 +1,10 @@
 """A run's history, kept with the run in its store, written off the save path (X-HIST).
 
-A run's history is the list of its recovery events as JSON entries (what :mod:`durable_core.runlog`
-writes and ``durable log``/``inspect``/``list`` read). It belongs to the run in its store:
+A run's history is the list of its recovery events as JSON entries (what
+:mod:`durable_core.plugins.runlog` writes and ``durable log``/``inspect``/``list`` read). It
+belongs to the run in its store:
 
-- A store with the optional capability :class:`~durable_core.maintenance.RunHistory` keeps it
+- A store with the optional capability :class:`~durable_core.store.capabilities.RunHistory` keeps it
   beside the record (the file store a ``<key>.history`` file, SQLite and PostgreSQL a table,
   the memory store a list), so every host sharing the store sees the same history, and
   deleting the run removes it.
@@ -36,6 +37,9 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import attrs
+
+from durable_core.store.capabilities import Capability, capabilities
+from durable_core.store.history import check_entries, complete_lines
 
 __all__ = [
     "FLUSH_TIMEOUT",
@@ -96,22 +100,8 @@ def store_identity(store: Any) -> str:
     return text
 
 
-def check_entries(root_scope: str, entries: Sequence[str]) -> None:
-    """The checks every :class:`~durable_core.maintenance.RunHistory` makes before appending.
-
-    Raises:
-        ValueError: ``root_scope`` is empty or holds a tab or a line break, or an entry is not
-            a str or holds a line break.
-    """
-    if not isinstance(root_scope, str) or not root_scope or re.search(r"[\t\r\n]", root_scope):
-        raise ValueError(f"a history's root scope must be a non-empty line, got {root_scope!r}")
-    for entry in entries:
-        if not isinstance(entry, str) or "\n" in entry or "\r" in entry:
-            raise ValueError(f"a history entry must be one line of text, got {entry!r:.80}")
-
-
 class LocalHistory:
-    """The histories of a store without :class:`~durable_core.maintenance.RunHistory`: one
+    """The histories of a store without :class:`~durable_core.store.capabilities.RunHistory`: one
     JSON-lines file per run in :func:`log_directory`, named by a readable prefix of the run id
     and a digest of the store's identity, the run id and the run's root scope. Appends use
     ``O_APPEND`` (one ``write`` per call: concurrent appenders never interleave a line)."""
@@ -148,25 +138,11 @@ class LocalHistory:
         return complete_lines(data)
 
 
-def complete_lines(data: bytes, prefix: bytes = b"") -> list[str]:
-    """The whole lines of ``data`` (a torn last line is left out), each without its line break
-    and without ``prefix`` (lines that do not start with ``prefix`` are left out)."""
-    out = []
-    for raw in data[: data.rfind(b"\n") + 1].splitlines():
-        if prefix:
-            if not raw.startswith(prefix):
-                continue
-            raw = raw[len(prefix) :]
-        out.append(raw.decode("utf-8", "replace"))
-    return out
-
-
 def history_of(store: Any) -> Any:
     """Where the histories of ``store``'s runs are: the store itself when it has the
     capability, else its :class:`LocalHistory`."""
-    from durable_core.maintenance import RunHistory
 
-    if isinstance(store, RunHistory):
+    if Capability.RUN_HISTORY in capabilities(store):
         return store
     return LocalHistory(store_identity(store))
 
@@ -180,9 +156,8 @@ def root_scope_of(store: Any, run_id: str) -> str:
         BusyError: the run is owned and the store cannot be read without its session.
         CorruptRecordError: the record cannot be read.
     """
-    from durable_core.maintenance import RecordPeeker
 
-    if isinstance(store, RecordPeeker):
+    if Capability.PEEK in capabilities(store):
         return store.peek(run_id).root_scope
     with store.acquire(run_id) as session:
         return session.load().root_scope

@@ -137,9 +137,9 @@ class FileInbox:
         if not os.path.isdir(folder):
             make_private_directory(folder)
             _sync_directory(os.path.dirname(folder))
-            _replace(os.path.join(folder, "name"), key.encode("utf-8"), sync=True)
-            _sync_directory(folder)
         with filelock.FileLock(os.path.join(folder, "post.lock"), timeout=_POST_LOCK_TIMEOUT):
+            if not os.path.exists(os.path.join(folder, "name")):  # the inbox's first post
+                _replace(os.path.join(folder, "name"), key.encode("utf-8"), sync=True)
             last = self._repair(folder)
             if idempotency_key is not None:
                 known = self._idempotent(folder, idempotency_key)

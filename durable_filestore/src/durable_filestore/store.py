@@ -42,15 +42,15 @@ from collections.abc import Sequence
 from typing import Any
 
 from durable_core.errors import CorruptRecordError, DurableError, NotFoundError
-from durable_core.history import check_entries, complete_lines
-from durable_core.recorddelta import apply_tree, canonical_json, load_tree, read_delta
-from durable_core.recordjson import record_from_json
 from durable_core.records import RunRecord
+from durable_core.records.delta import apply_tree, canonical_json, load_tree, read_delta
+from durable_core.records.jsonio import record_from_json
 from durable_core.store import (
     Acquiring,
-    BaseSession,
     BaseStore,
+    Capability,
     EncodedRecord,
+    FoldingSession,
     RunSummary,
     check_options,
     check_path,
@@ -59,15 +59,15 @@ from durable_core.store import (
     summary_of,
     validate_run_id,
 )
+from durable_core.store.deltas import FOLD_RATIO  # the kit's one fold policy; named here too
+from durable_core.store.history import check_entries, complete_lines
+from durable_core.store.local import watch_marker_file, write_marker_file
 from durable_core.store.locks import RunLock, make_private_directory, run_key
 from durable_filestore.inbox import FileInbox
 
 __all__ = ["FOLD_RATIO", "FileSession", "FileStore", "file_store_factory"]
 
 logger = logging.getLogger("durable_filestore")
-
-FOLD_RATIO = 1.0
-"""The journal is folded into ``<key>.json`` once its bytes pass this share of the record's."""
 
 _ENTRY = struct.Struct(">II")  # length, CRC-32 of the delta bytes
 
@@ -277,6 +277,21 @@ class FileStore(FileInbox, BaseStore):
         OSError: the directory cannot be created.
     """
 
+    capabilities = frozenset(
+        {
+            Capability.LIST_RUNS,
+            Capability.PEEK,
+            Capability.SAVE_TIMES,
+            Capability.CANCEL_REQUESTS,
+            Capability.RUN_HISTORY,
+            Capability.INBOX,
+            Capability.DELETE,
+            Capability.RESTORE,
+            Capability.RESTORE_TIMES,
+        }
+    )
+    """What the store and its sessions can do beyond the contract (store.capabilities)."""
+
     def __init__(self, directory: str | os.PathLike[str]) -> None:
         raw = check_path(directory, "FileStore directory", "./checkpoints")
         super().__init__()
@@ -391,15 +406,11 @@ class FileStore(FileInbox, BaseStore):
     def request_cancel(self, run_id: str) -> None:
         """Ask the owner of ``run_id`` to stop: a ``<key>.cancel`` marker file beside the lock
         file, which the owner's watcher removes (CancelRequests)."""
-        from durable_core.maintenance import write_marker_file
-
         validate_run_id(run_id)
         write_marker_file(os.path.join(self._directory, run_key(run_id) + ".cancel"))
 
     def watch_cancel(self, run_id: str, on_request: Any) -> Any:
         """Watch for ``<key>.cancel`` while the run executes (CancelRequests)."""
-        from durable_core.maintenance import watch_marker_file
-
         return watch_marker_file(
             os.path.join(self._directory, run_key(run_id) + ".cancel"), on_request
         )
@@ -500,7 +511,7 @@ class FileStore(FileInbox, BaseStore):
             ) from exc
 
 
-class FileSession(BaseSession):
+class FileSession(FoldingSession):
     """Exclusive session of one run of a :class:`FileStore` (R-STORE-2…4, B-FILE-3, B-FILE-5).
 
     Created by :meth:`FileStore.acquire`; holds the run's OS lock until ``close``. ``load``
@@ -515,7 +526,7 @@ class FileSession(BaseSession):
     one complete record; a session that only loaded writes nothing when it closes.
     """
 
-    idle_saves = True
+    capabilities = FoldingSession.capabilities | {Capability.IDLE_SAVES}
     """A save never uses an event loop: the runtime may call it on its event loop's thread
     while no body runs (it then waits for the save anyway)."""
 
@@ -654,13 +665,15 @@ class FileSession(BaseSession):
             # (decoded: a corrupt one raises and stays) is at another revision.
             return False
         known = self._known if st is not None else None
-        delta = self._delta_of(encoded, expected_revision)
-        if (
-            delta is not None
-            and known is not None
-            and known.clean
-            and known.live_bytes + _ENTRY.size + len(delta) <= FOLD_RATIO * known.base_size
-        ):
+        usable = known is not None and known.clean
+        delta = self._delta_to_keep(
+            encoded,
+            expected_revision,
+            known.base_size if known is not None and usable else None,
+            known.live_bytes if known is not None else 0,
+            _ENTRY.size,
+        )
+        if delta is not None and known is not None:
             self._append(delta, record.revision, known)
         else:
             self._write_whole(encoded.data, record.revision)
@@ -719,32 +732,20 @@ class FileSession(BaseSession):
     def _stored_revision(self) -> int:
         return self._checked_revision()
 
-    def _release(self, deadline: float | None) -> None:
-        try:
-            self._fold_on_close()
-        except (OSError, DurableError) as exc:
-            # Nothing is lost: the journal stays, and the next session reads it (and folds it
-            # once that session saves).
-            logger.warning(
-                "folding the journal of run %r (%s) on close failed (%s: %s); it is kept and "
-                "read as it is",
-                self._run_id,
-                self._journal_path,
-                type(exc).__name__,
-                exc,
-            )
-        self._lock.release()
+    def _has_deltas(self) -> bool:
+        return _lstat(self._journal_path) is not None
 
-    def _fold_on_close(self) -> None:
-        if not self._wrote:
-            return  # this session saved nothing: it leaves every byte, and the save time, as is
-        if _lstat(self._journal_path) is None:
-            return
+    def _write_folded(self, data: bytes, head: int) -> bool:
+        # The session holds the run's OS lock: the stored head is the one it last wrote or read.
+        self._write_whole(data, head)
+        return True
+
+    def _stored_for_fold(self) -> tuple[bytes, int | None] | None:
         stored = _read_run(self._record_path, self._journal_path)
-        if stored is None:
-            return
-        record = decode_stored(self._run_id, stored.data, self._record_path)
-        self._write_whole(stored.data, record.revision)
+        return None if stored is None else (stored.data, None)
+
+    def _let_go(self, deadline: float | None) -> None:
+        self._lock.release()
 
     def _not_found(self) -> BaseException:
         return NotFoundError(

@@ -10,7 +10,8 @@ import typing
 from durable_core._lazy import bind_lazily
 
 if typing.TYPE_CHECKING:
-    from durable_postgresstore.errors import PostgresStoreError
+    from durable_postgresstore._keepalives import Keepalives
+    from durable_postgresstore.errors import ForeignWriteError, PostgresStoreError
     from durable_postgresstore.keys import advisory_key
     from durable_postgresstore.schema import SCHEMA, SCHEMA_VERSION
     from durable_postgresstore.store import (
@@ -29,6 +30,8 @@ _EXPORTS = {
     "DEFAULT_ACQUIRE_TIMEOUT": "durable_postgresstore.store",
     "DEFAULT_MAX_CONNECTIONS": "durable_postgresstore.store",
     "DEFAULT_OPERATION_TIMEOUT": "durable_postgresstore.store",
+    "ForeignWriteError": "durable_postgresstore.errors",
+    "Keepalives": "durable_postgresstore._keepalives",
     "SCHEMA": "durable_postgresstore.schema",
     "SCHEMA_VERSION": "durable_postgresstore.schema",
     "PostgresSession": "durable_postgresstore.store",
@@ -44,6 +47,8 @@ __all__ = [
     "DEFAULT_OPERATION_TIMEOUT",
     "SCHEMA",
     "SCHEMA_VERSION",
+    "ForeignWriteError",
+    "Keepalives",
     "PostgresSession",
     "PostgresStore",
     "PostgresStoreError",

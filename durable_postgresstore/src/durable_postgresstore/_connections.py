@@ -11,17 +11,21 @@ lock lives on it), a connection whose unlock failed must be destroyed, and every
   that arrives later joins the idle set);
 * every connection is wrapped in a :class:`Link` that another thread can :meth:`~Link.cut`:
   it shuts the socket down, so a blocked query fails at once. :class:`Watchdog` cuts links
-  whose operation passed its deadline.
+  whose operation passed its deadline;
+* :meth:`Link.gone` tells, without a round trip, that an idle connection was ended by the
+  server or by a TCP keepalive (X-HOST), so that a session fails closed before sending.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import heapq
 import itertools
 import logging
 import math
 import os
+import select
 import socket
 import threading
 import time
@@ -173,6 +177,36 @@ class Link:
             if self._sock is not None:
                 with contextlib.suppress(OSError):
                     self._sock.shutdown(socket.SHUT_RDWR)
+
+    def gone(self) -> str | None:
+        """Why an idle connection is known dead, from its socket alone (no round trip), or
+        ``None`` when nothing says so.
+
+        An idle connection outside a transaction receives nothing unprompted but the server's
+        farewell: a socket error (a TCP keepalive or user timeout gave up: the peer vanished),
+        an end of stream, or, on a connection without TLS, an error message (the server ended
+        the session). Notices and parameter reports are left for libpq.
+        """
+        sock = self._sock
+        if sock is None or self.closed or self.was_cut:
+            return None
+        try:
+            code = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+            if code:
+                return f"{errno.errorcode.get(code, code)}: {os.strerror(code)}"
+            readable, _, _ = select.select([sock], [], [], 0)
+            if not readable:
+                return None
+            head = sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT)
+        except BlockingIOError:
+            return None
+        except OSError as exc:
+            return f"{type(exc).__name__}: {exc.strerror or exc}"
+        if not head:
+            return "the server closed the connection"
+        if head == b"E" and not self.conn.pgconn.ssl_in_use:
+            return "the server ended the session"
+        return None
 
     def healthy(self) -> bool:
         """True when the connection is open, not cut, and idle outside any transaction."""

@@ -1,17 +1,21 @@
-"""The PostgreSQL store's own error: a database operation failed (B-PG-3).
+"""The PostgreSQL store's own errors: a database operation failed (B-PG-3), and a run's row was
+rewritten by someone other than the session that owns it (X-HOST).
 
 Every psycopg error crossing the store's public API is wrapped in :class:`PostgresStoreError`
 with the DSN's secrets removed from the message; the psycopg exception is not chained, because
 its text can quote pieces of the connection string. The SQLSTATE code is kept in
 :attr:`PostgresStoreError.sqlstate`. It is a :class:`~durable_core.errors.StoreError`, so
 code written for any store catches it as the medium's failure.
+
+:class:`ForeignWriteError` is a :class:`~durable_core.errors.ConflictError`: a save refused
+because the row changed under its owner, with nothing written.
 """
 
 from __future__ import annotations
 
-from durable_core.errors import StoreError
+from durable_core.errors import ConflictError, StoreError
 
-__all__ = ["PostgresStoreError"]
+__all__ = ["ForeignWriteError", "PostgresStoreError"]
 
 
 class PostgresStoreError(StoreError):
@@ -45,3 +49,28 @@ class PostgresStoreError(StoreError):
         super().__init__(message, uncertain=uncertain)
         self.sqlstate = sqlstate
         self.connection_lost = connection_lost
+
+
+class ForeignWriteError(ConflictError):
+    """A save was refused: the run's row was rewritten since this session last loaded or saved
+    it, by something other than this session (X-HOST).
+
+    The row still has the revision the session expects, but its row version (PostgreSQL's
+    ``xmin``) is not the one the session's last load or save left: an ``UPDATE`` made outside
+    Durable, a restore of the table, or a writer that bypassed the run's advisory lock. Nothing
+    was written; the row is as that other writer left it.
+
+    Attributes:
+        revision: the revision the session expected, still in the row's ``revision`` column.
+    """
+
+    def __init__(self, message: str, *, revision: int) -> None:
+        super().__init__(message)
+        self.revision = revision
+
+    def __reduce__(self) -> tuple[object, ...]:  # keep ``revision`` across processes (pickle)
+        return (_rebuild_foreign_write, (str(self), self.revision))
+
+
+def _rebuild_foreign_write(message: str, revision: int) -> ForeignWriteError:
+    return ForeignWriteError(message, revision=revision)

@@ -8,9 +8,16 @@ table are the factory's keyword arguments::
     dsn_env = "DURABLE_PG_DSN"      # or: dsn = "host=db.internal dbname=durable user=durable"
     acquire_timeout = 30.0
     max_connections = 10
+    keepalives_idle = 10            # TCP keepalives on both ends (seconds): a vanished host's
+    keepalives_interval = 5         # runs are free within about 25 s
+    keepalives_count = 3
+    tcp_user_timeout = 25
 
 ``dsn_env`` names an environment variable holding the DSN, so that no password sits in a
-configuration file. As a ``--store`` URL, ``postgres://…`` or ``postgresql://…`` is the DSN.
+configuration file. As a ``--store`` URL, ``postgres://…`` or ``postgresql://…`` is the DSN; its
+libpq parameters ``keepalives``, ``keepalives_idle``, ``keepalives_interval``,
+``keepalives_count`` and ``tcp_user_timeout`` (milliseconds, as in libpq) set the server's side
+too (``postgresql://db/durable?keepalives_idle=5``).
 """
 
 from __future__ import annotations
@@ -23,7 +30,18 @@ from durable_core.errors import ConfigError
 
 __all__ = ["create_store"]
 
-_OPTIONS = ("dsn", "dsn_env", "acquire_timeout", "max_connections", "operation_timeout")
+_OPTIONS = (
+    "dsn",
+    "dsn_env",
+    "acquire_timeout",
+    "max_connections",
+    "operation_timeout",
+    "keepalives",
+    "keepalives_idle",
+    "keepalives_interval",
+    "keepalives_count",
+    "tcp_user_timeout",
+)
 
 
 def create_store(**options: Any) -> Any:
@@ -32,7 +50,10 @@ def create_store(**options: Any) -> Any:
     Args:
         **options: exactly one of ``dsn`` (the connection string) or ``dsn_env`` (the name of an
             environment variable holding it), plus optionally ``acquire_timeout`` (seconds),
-            ``max_connections`` and ``operation_timeout`` (seconds).
+            ``max_connections``, ``operation_timeout`` (seconds), ``keepalives`` (bool),
+            ``keepalives_idle``, ``keepalives_interval`` (whole seconds), ``keepalives_count``
+            and ``tcp_user_timeout`` (seconds); see
+            :class:`~durable_postgresstore.PostgresStore`.
 
     Raises:
         ConfigError: an unknown option, both or neither of ``dsn``/``dsn_env``, an unset or

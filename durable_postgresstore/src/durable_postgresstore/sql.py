@@ -1,9 +1,10 @@
 """The SQL of :class:`~durable_postgresstore.store.PostgresStore`, as named constants (B-PG-1…3).
 
 Every statement a store or session sends besides the schema's own (which
-:mod:`durable_postgresstore.schema` holds): loads, saves (the revision compare-and-swap in one
-statement), deletes, the deltas and their fold, the runs' times and histories, the advisory
-locks and the stop requests. Parameters are psycopg placeholders (``%s``, and ``%b`` for bytes).
+:mod:`durable_postgresstore.schema` holds): loads, saves (the revision and row-version
+compare-and-swap in one statement), deletes, the deltas and their fold, the runs' times and
+histories, the advisory locks, the TCP keepalives and the stop requests. Parameters are
+psycopg placeholders (``%s``, and ``%b`` for bytes).
 """
 
 from __future__ import annotations
@@ -22,12 +23,14 @@ __all__ = [
     "HISTORY_LOCK",
     "HISTORY_READ",
     "INSERT",
+    "KEEPALIVES",
     "LIST",
     "LISTEN",
     "LOCK",
     "NOTIFY",
     "OWNER",
     "REVISION",
+    "ROW_VERSION",
     "SELECT",
     "SET_TIMES",
     "TIMES",
@@ -37,26 +40,40 @@ __all__ = [
 
 # Rows are found by run_key = sha256(run_id), which the table's CHECK keeps true. Bytes go as
 # binary parameters (%b): a record of megabytes is sent as it is, not as hex text.
-SELECT = f"SELECT revision, record FROM {SCHEMA}.runs WHERE run_key = %s"
+#
+# The row version: every statement that writes a row gives it a new ``xmin`` (the id of the
+# writing transaction), whoever wrote it and whatever column changed. A session remembers the
+# ``xmin`` of its last load or save, as text, and its saves match it besides the revision
+# (``coalesce``: ``NULL`` when the session knows none), so a row rewritten by anyone else since
+# (an ``UPDATE`` of the record that keeps the revision) is never overwritten. VACUUM's freezing
+# keeps ``xmin`` as it was; a row lock (``SELECT … FOR UPDATE``) does not change it.
+SELECT = f"SELECT revision, record, xmin::text FROM {SCHEMA}.runs WHERE run_key = %s"
 INSERT = (
     f"INSERT INTO {SCHEMA}.runs (run_id, revision, format, record, run_key, created_at, saved_at) "
-    "VALUES (%b, %s::numeric, %s, %b, %b, now(), now()) ON CONFLICT (run_key) DO NOTHING"
+    "VALUES (%b, %s::numeric, %s, %b, %b, now(), now()) ON CONFLICT (run_key) DO NOTHING "
+    "RETURNING xmin::text"
 )
-# A whole save: the complete record, and the deltas it makes obsolete gone, in one statement.
+# A whole save: the complete record, and the deltas it makes obsolete gone, in one statement;
+# the new row version back (no row: not written).
 UPDATE = (
     f"WITH cas AS (UPDATE {SCHEMA}.runs SET revision = %s::numeric, format = %s, record = %b, "
-    "saved_at = now() WHERE run_key = %b AND revision = %s::numeric RETURNING run_key), "
+    "saved_at = now() WHERE run_key = %b AND revision = %s::numeric "
+    "AND xmin = coalesce(%s::text::xid, xmin) RETURNING run_key, xmin::text AS version), "
     f"gone AS (DELETE FROM {SCHEMA}.deltas WHERE run_key IN (SELECT run_key FROM cas)) "
-    "SELECT count(*) FROM cas"
+    "SELECT version FROM cas"
 )
 # A delta save: the revision moves (the record's TOASTed bytes are not rewritten) and the
-# delta is added, in one statement.
+# delta is added, in one statement; the new row version back (no row: not written).
 APPEND = (
     f"WITH cas AS (UPDATE {SCHEMA}.runs SET revision = %s::numeric, saved_at = now() "
-    "WHERE run_key = %b AND revision = %s::numeric RETURNING run_key) "
-    f"INSERT INTO {SCHEMA}.deltas (run_key, base, delta) "
-    "SELECT run_key, %s::numeric, %b FROM cas"
+    "WHERE run_key = %b AND revision = %s::numeric AND xmin = coalesce(%s::text::xid, xmin) "
+    "RETURNING run_key, xmin::text AS version), "
+    f"added AS (INSERT INTO {SCHEMA}.deltas (run_key, base, delta) "
+    "SELECT run_key, %s::numeric, %b FROM cas) "
+    "SELECT version FROM cas"
 )
+# Why a save found no row to write: the stored revision and row version.
+ROW_VERSION = f"SELECT revision, xmin::text FROM {SCHEMA}.runs WHERE run_key = %s"
 # Deleting a run: its row, its deltas, its history and its inbox, in one statement.
 DELETE = (
     f"WITH gone AS (DELETE FROM {SCHEMA}.runs WHERE run_key = %s RETURNING run_key), "
@@ -85,10 +102,12 @@ LISTEN = f"LISTEN {CANCEL_CHANNEL}"
 DELTAS = f"SELECT base, delta FROM {SCHEMA}.deltas WHERE run_key = %s ORDER BY base"
 HAS_DELTAS = f"SELECT count(*) FROM {SCHEMA}.deltas WHERE run_key = %s"
 ALL_DELTAS = f"SELECT run_key, base, delta FROM {SCHEMA}.deltas ORDER BY run_key, base"
-# Fold on close: the complete record at the head revision; the deltas gone.
+# Fold on close: the complete record at the head revision, while the row still has the version
+# this session's last save left (NULL: no version known, the revision alone decides); the
+# deltas gone.
 FOLD = (
     f"WITH upd AS (UPDATE {SCHEMA}.runs SET record = %b WHERE run_key = %b "
-    "AND revision = %s::numeric RETURNING run_key), "
+    "AND revision = %s::numeric AND xmin = coalesce(%s::text::xid, xmin) RETURNING run_key), "
     f"gone AS (DELETE FROM {SCHEMA}.deltas WHERE run_key IN (SELECT run_key FROM upd)) "
     "SELECT count(*) FROM upd"
 )
@@ -96,7 +115,7 @@ REVISION = f"SELECT revision FROM {SCHEMA}.runs WHERE run_key = %s"
 TIMES = f"SELECT created_at, saved_at FROM {SCHEMA}.runs WHERE run_key = %s"
 SET_TIMES = (
     f"UPDATE {SCHEMA}.runs SET created_at = %s, saved_at = coalesce(%s, saved_at) "
-    "WHERE run_key = %s"
+    "WHERE run_key = %s RETURNING xmin::text"
 )
 LIST = f"SELECT run_id, revision, record, run_key FROM {SCHEMA}.runs"
 # The lock and, only when it was granted, the owner's name in application_name: one round trip.
@@ -110,6 +129,15 @@ UNLOCK = (
     "SELECT pg_catalog.pg_advisory_unlock(%s::bigint), "
     "pg_catalog.set_config('application_name', (SELECT reset_val FROM pg_catalog.pg_settings "
     "WHERE name = 'application_name'), false)"
+)
+# Server-side TCP keepalives of this connection (seconds; tcp_user_timeout in milliseconds):
+# the server drops the session of a client that vanished from the network, and its advisory
+# locks with it. Ignored on unix sockets.
+KEEPALIVES = (
+    "SELECT pg_catalog.set_config('tcp_keepalives_idle', %s, false), "
+    "pg_catalog.set_config('tcp_keepalives_interval', %s, false), "
+    "pg_catalog.set_config('tcp_keepalives_count', %s, false), "
+    "pg_catalog.set_config('tcp_user_timeout', %s, false)"
 )
 # The server session holding a run's advisory lock, in this database (see keys.py).
 OWNER = (

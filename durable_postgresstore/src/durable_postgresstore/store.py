@@ -18,7 +18,15 @@ Seed 001 (the ``postgresstore`` paragraph); SPEC B-PG-1…3, R-STORE-1…5.
   only read writes nothing, not even a fold of deltas a crash left). The same statement sets
   ``saved_at`` (and the first save ``created_at``) to the server's ``now()``.
 * **Failing closed**: a session whose connection is lost never reconnects; its ``load``/``save``
-  raise :class:`~durable_postgresstore.errors.PostgresStoreError` (``connection_lost``).
+  raise :class:`~durable_postgresstore.errors.PostgresStoreError` (``connection_lost``). Before
+  each operation the session looks at its socket (no round trip): one that the server or a TCP
+  keepalive ended fails at once, with nothing sent.
+* **Hosts that vanish** (X-HOST): every connection sets TCP keepalives on both ends (see
+  :mod:`durable_postgresstore._keepalives`), so the server ends a vanished owner's session and
+  frees its runs within about 25 s by default.
+* **Foreign writes** (X-HOST): a session remembers its row's version (``xmin``) from its last
+  load or save, and its saves match it: a row rewritten since by anyone else is never
+  overwritten (:class:`~durable_postgresstore.errors.ForeignWriteError`).
 * **Secrets** (B-PG-3): the DSN is never logged; error messages are scrubbed of its password.
 """
 
@@ -42,14 +50,14 @@ from durable_core.errors import (
     NotFoundError,
     SessionClosedError,
 )
-from durable_core.history import check_entries
-from durable_core.recorddelta import apply_delta
 from durable_core.records import RunRecord
+from durable_core.records.delta import apply_delta
 from durable_core.store import (
     Acquiring,
-    BaseSession,
     BaseStore,
+    Capability,
     EncodedRecord,
+    FoldingSession,
     RunOwner,
     RunSummary,
     current_owner,
@@ -60,6 +68,8 @@ from durable_core.store import (
     summary_of,
     validate_run_id,
 )
+from durable_core.store.deltas import FOLD_RATIO  # noqa: F401 (the kit's one fold policy)
+from durable_core.store.history import check_entries
 from durable_postgresstore import sql
 from durable_postgresstore._connections import (
     Closed,
@@ -70,7 +80,8 @@ from durable_postgresstore._connections import (
     connect_timeout_for,
 )
 from durable_postgresstore._dsn import Dsn
-from durable_postgresstore.errors import PostgresStoreError
+from durable_postgresstore._keepalives import Keepalives, keepalives_from
+from durable_postgresstore.errors import ForeignWriteError, PostgresStoreError
 from durable_postgresstore.inbox import PostgresInbox
 from durable_postgresstore.keys import advisory_key, history_key
 from durable_postgresstore.schema import SCHEMA, ensure_schema
@@ -96,9 +107,6 @@ DEFAULT_MAX_CONNECTIONS = 10
 
 DEFAULT_OPERATION_TIMEOUT = 60.0
 """Seconds one load, save or listing may take on the network before its connection is cut."""
-
-FOLD_RATIO = 1.0
-"""Deltas are folded into the complete record once their bytes pass this share of its size."""
 
 CLOSE_TIMEOUT = 5.0
 """Seconds ``PostgresStore.close`` waits at most for unlocking and closing (B-PG-2)."""
@@ -179,15 +187,43 @@ class PostgresStore(PostgresInbox, BaseStore):
             past it the connection is cut (so a session loses its run, see
             :class:`PostgresSession`). ``None``: no limit.
         application_name: shown in ``pg_stat_activity`` unless the DSN sets its own.
+        keepalives: ``False`` sets no TCP keepalives (the operating system's defaults, about
+            two hours, then decide when a vanished host's runs are free). ``None``: on, unless
+            the DSN says ``keepalives=0``.
+        keepalives_idle: seconds (>= 1, whole) a connection may be silent before the first
+            keepalive probe, on the server and the client; default 10.
+        keepalives_interval: seconds (>= 1, whole) between unanswered probes; default 5.
+        keepalives_count: unanswered probes (>= 1) after which the peer is gone; default 3.
+        tcp_user_timeout: seconds (>= 0) sent data may stay unacknowledged before the
+            connection is dropped; ``0`` leaves the system default; default 25.
+            For each of these four, ``None`` takes the DSN's libpq parameter of the same name
+            when it has one (its ``tcp_user_timeout`` is in milliseconds), else the default.
 
     Raises:
-        ConfigError: ``dsn`` is not a valid connection string.
+        ConfigError: ``dsn`` is not a valid connection string, or a keepalive option (given or
+            in the DSN) has the wrong type or range.
         TypeError, ValueError: a numeric argument has the wrong type or range.
         AcquireTimeoutError: the database could not be reached within ``acquire_timeout``.
         PostgresStoreError: connecting or creating the schema failed (wrong password, no
             privilege …); the message names host, port, database and user, never the password.
         SchemaError: ``pulse_durable`` exists but is not exactly Durable's schema.
     """
+
+    capabilities = frozenset(
+        {
+            Capability.LIST_RUNS,
+            Capability.PEEK,
+            Capability.SAVE_TIMES,
+            Capability.CREATE_TIMES,
+            Capability.CANCEL_REQUESTS,
+            Capability.RUN_HISTORY,
+            Capability.INBOX,
+            Capability.DELETE,
+            Capability.RESTORE,
+            Capability.RESTORE_TIMES,
+        }
+    )
+    """What the store and its sessions can do beyond the contract (store.capabilities)."""
 
     def __init__(
         self,
@@ -197,8 +233,25 @@ class PostgresStore(PostgresInbox, BaseStore):
         max_connections: int = DEFAULT_MAX_CONNECTIONS,
         operation_timeout: float | None = DEFAULT_OPERATION_TIMEOUT,
         application_name: str = "durable",
+        keepalives: bool | None = None,
+        keepalives_idle: float | None = None,
+        keepalives_interval: float | None = None,
+        keepalives_count: int | None = None,
+        tcp_user_timeout: float | None = None,
     ) -> None:
         self._dsn = Dsn(dsn)
+        given = {
+            name: value
+            for name, value in (
+                ("keepalives", keepalives),
+                ("idle", keepalives_idle),
+                ("interval", keepalives_interval),
+                ("count", keepalives_count),
+                ("user_timeout", tcp_user_timeout),
+            )
+            if value is not None
+        }
+        self._keepalives = keepalives_from(self._dsn.get, **given)
         self._acquire_timeout = _positive_seconds("acquire_timeout", acquire_timeout)
         self._operation_timeout = _positive_seconds(
             "operation_timeout", operation_timeout, allow_none=True
@@ -240,6 +293,11 @@ class PostgresStore(PostgresInbox, BaseStore):
     def max_connections(self) -> int:
         """The most connections this store opens at once."""
         return self._max_connections
+
+    @property
+    def keepalives(self) -> Keepalives | None:
+        """The TCP keepalives every connection sets on both ends; ``None`` when off (X-HOST)."""
+        return self._keepalives
 
     def acquire(self, run_id: str, timeout: float | None = None) -> PostgresSession:
         """Take exclusive ownership of ``run_id`` and return its session (R-STORE-1, B-PG-1).
@@ -505,7 +563,17 @@ class PostgresStore(PostgresInbox, BaseStore):
             options["connect_timeout"] = connect_timeout_for(self.acquire_timeout)
         if self._dsn.get("application_name") is None and self._application_name:
             options["application_name"] = self._application_name
-        return psycopg.Connection.connect(self._dsn.conninfo, **options)
+        keepalives = self._keepalives
+        if keepalives is not None:
+            options.update(keepalives.libpq())
+        conn = psycopg.Connection.connect(self._dsn.conninfo, **options)
+        if keepalives is not None:
+            try:
+                conn.execute(sql.KEEPALIVES, keepalives.server())
+            except BaseException:
+                conn.close()
+                raise
+        return conn
 
     def _location(self, run_id: str) -> str:
         return f"{SCHEMA}.runs row of run {run_id!r} ({self._dsn.describe()})"
@@ -751,7 +819,7 @@ class PostgresStore(PostgresInbox, BaseStore):
             self._connections.discard(link)
 
 
-class PostgresSession(BaseSession):
+class PostgresSession(FoldingSession):
     """Exclusive ownership of one run, holding its advisory lock (R-STORE-2…4, B-PG-1).
 
     Created by :meth:`PostgresStore.acquire`. The session keeps one connection, on which the
@@ -764,7 +832,9 @@ class PostgresSession(BaseSession):
     is known or the deltas have outgrown the record); ``close`` folds the deltas when this
     session saved, so that the run rests as one complete record (a session that only loaded
     writes nothing). A failed statement may still have been committed (R-RT-2):
-    load again.
+    load again. Every save also matches the row version (``xmin``) the session's last load or
+    save of that revision left, so a row rewritten since by anything else is never overwritten:
+    :class:`~durable_postgresstore.errors.ForeignWriteError` (X-HOST).
 
     When the connection is lost (server restart, ``pg_terminate_backend``, network failure, an
     operation past ``operation_timeout``), the server has released the lock: the failing call
@@ -773,7 +843,7 @@ class PostgresSession(BaseSession):
     session never reconnects; acquire the run again (another owner may have taken it).
     """
 
-    idle_saves = True
+    capabilities = FoldingSession.capabilities | {Capability.IDLE_SAVES}
     """A save never uses an event loop: the runtime may call it on its event loop's thread
     while no body runs (it then waits for the save anyway)."""
 
@@ -789,6 +859,11 @@ class PostgresSession(BaseSession):
         # this session, or None when it does not know what is stored.
         self._chain: tuple[int, int, int] | None = None
         self._read_chain: tuple[int, int, int] | None = None
+        # (revision, row version: xmin as text) after this session's last load or save, or
+        # None when it knows none: a save from that revision writes only while the row still
+        # has that version (X-HOST).
+        self._version: tuple[int, str] | None = None
+        self._read_version: tuple[int, str] | None = None
         self._cursor: psycopg.Cursor[Any] | None = None
 
     def __repr__(self) -> str:
@@ -830,17 +905,17 @@ class PostgresSession(BaseSession):
         """
         with self._mutex:
             self._check_open()
-            changed = self._execute(
+            row = self._execute(
                 "setting the times of",
-                lambda conn: (
-                    conn.execute(
-                        sql.SET_TIMES, [_timestamp(created_at), _timestamp(saved_at), self._row_key]
-                    ).rowcount
-                ),
+                lambda conn: conn.execute(
+                    sql.SET_TIMES, [_timestamp(created_at), _timestamp(saved_at), self._row_key]
+                ).fetchone(),
                 writes=True,
             )
-            if changed != 1:
+            if row is None:
                 raise self._not_found()
+            if self._version is not None:  # this session's own write
+                self._version = (self._version[0], row[0])
 
     # -- the medium (called with the session's mutex held) ------------------------------------
 
@@ -865,6 +940,7 @@ class PostgresSession(BaseSession):
 
         row, deltas = self._execute("loading", read)
         self._read_chain = None
+        self._read_version = None
         if row is None:
             if deltas:
                 raise _deltas_without_record(self._location, deltas)
@@ -872,10 +948,12 @@ class PostgresSession(BaseSession):
         record = bytes(row[1])
         chain = [(int(base), bytes(delta)) for base, delta in deltas]
         self._read_chain = (len(record), len(chain), sum(len(d) for _, d in chain))
+        self._read_version = (int(row[0]), row[2])
         return _fold(record, chain, self._location), int(row[0])
 
     def _decoded(self, revision: int) -> None:
         self._chain = self._read_chain
+        self._version = self._read_version
 
     def _stored_revision(self) -> int:
         row = self._execute(
@@ -887,69 +965,86 @@ class PostgresSession(BaseSession):
         revision = record.revision
         fmt = record.format
         chain = self._chain
-        delta = self._delta_of(encoded, expected_revision)
-        if delta is not None and (chain is None or chain[2] + len(delta) > FOLD_RATIO * chain[0]):
-            delta = None  # unknown, or the deltas outgrew the record: write it whole
+        # Unknown what is stored, or the deltas outgrew the record: write it whole.
+        delta = self._delta_to_keep(
+            encoded,
+            expected_revision,
+            None if chain is None else chain[0],
+            0 if chain is None else chain[2],
+        )
         data = encoded.data if delta is None else b""
 
-        def cas(conn: psycopg.Connection[Any]) -> bool:
-            # The session's own cursor: one object less to make per save.
+        # The row version this save expects: the one this session's last load or save of
+        # that revision left (none known: the stored revision decides alone).
+        known = self._version
+        version = known[1] if known is not None and known[0] == expected_revision else None
+
+        def cas(conn: psycopg.Connection[Any]) -> str | None:
+            # The session's own cursor: one object less to make per save. Returns the row's
+            # new version, or None when nothing was written.
             cur = self._cursor
             if cur is None or cur.connection is not conn:
                 cur = self._cursor = conn.cursor()
             if expected_revision == 0:
                 cur.execute(sql.INSERT, [self._row_id, revision, fmt, data, self._row_key])
-                return cur.rowcount == 1
-            if delta is not None:
+            elif delta is not None:
                 cur.execute(
                     sql.APPEND,
-                    [revision, self._row_key, expected_revision, expected_revision, delta],
+                    [revision, self._row_key, expected_revision, version, expected_revision, delta],
                 )
-                return cur.rowcount == 1
-            row = cur.execute(
-                sql.UPDATE, [revision, fmt, data, self._row_key, expected_revision]
-            ).fetchone()
-            return bool(row and row[0] == 1)
+            else:
+                cur.execute(
+                    sql.UPDATE, [revision, fmt, data, self._row_key, expected_revision, version]
+                )
+            row = cur.fetchone()
+            return None if row is None else row[0]
 
         self._chain = None  # unknown until the statement is known to have committed
         written = self._execute("saving", cas, writes=True)
-        if written:
+        if written is not None:
+            self._version = (revision, written)
             if delta is None:
                 self._chain = (len(data), 0, 0)
             elif chain is not None:
                 self._chain = (chain[0], chain[1] + 1, chain[2] + len(delta))
-        else:
-            self._chain = chain
-        return written
+            return True
+        self._chain = chain
+        if version is not None:
+            self._refuse_foreign_write(expected_revision, version)
+        return False
 
-    def _fold_on_close(self) -> None:
-        """Fold the run's deltas into its complete record, so that the run is at rest; only
-        when this session saved (a look leaves every byte as it found it)."""
-        if not self._wrote or self._chain is None or self._chain[1] == 0:
+    def _refuse_foreign_write(self, expected_revision: int, version: str) -> None:
+        """After a save that wrote nothing: raise :class:`ForeignWriteError` when the row still
+        has the expected revision but not the version this session left (X-HOST); return when
+        the revision moved or the row is gone (an ordinary conflict)."""
+        row = self._execute(
+            "saving", lambda conn: conn.execute(sql.ROW_VERSION, [self._row_key]).fetchone()
+        )
+        if row is None or int(row[0]) != expected_revision or row[1] == version:
             return
-        # The usual case: this session wrote the deltas, and its last save's complete bytes
-        # are what they fold into. Writing them costs one copy of the record, where folding
-        # what is stored reads it, parses it into a tree and decodes the result once more.
-        # The statement writes them only while the stored head is that save's revision.
-        head = self._verified
-        data = self._saved_bytes(head)
-        if data is not None:
-            self._execute(
-                "folding",
-                lambda conn: conn.execute(sql.FOLD, [data, self._row_key, head]).fetchone(),
-                writes=True,
-            )
-            return
-        stored = self._read()
-        if stored is None:
-            return
-        data, head = stored
-        decode_stored(self._run_id, data, self._location, head)
-        self._execute(
+        raise ForeignWriteError(
+            f"run {self._run_id!r}: its row in {self._location} was rewritten by something "
+            f"other than this session since it loaded or saved revision {expected_revision} "
+            "(the revision is unchanged, the row version is not: an UPDATE made outside "
+            "Durable, a restore of the table, or a writer that bypassed the run's lock). "
+            "Nothing was written, and the row is as that writer left it. Close this session, "
+            "find out who changed the row, and load the run again before deciding anything",
+            revision=expected_revision,
+        )
+
+    def _has_deltas(self) -> bool:
+        return self._chain is not None and self._chain[1] > 0
+
+    def _write_folded(self, data: bytes, head: int) -> bool:
+        # The statement writes ``data`` only while the stored head is ``head`` and, when this
+        # session's last save was that head, the row still has the version it left (X-HOST).
+        version = self._version[1] if self._version and self._version[0] == head else None
+        row = self._execute(
             "folding",
-            lambda conn: conn.execute(sql.FOLD, [data, self._row_key, head]).fetchone(),
+            lambda conn: conn.execute(sql.FOLD, [data, self._row_key, head, version]).fetchone(),
             writes=True,
         )
+        return bool(row and row[0] == 1)
 
     def _not_found(self) -> BaseException:
         return NotFoundError(
@@ -958,17 +1053,10 @@ class PostgresSession(BaseSession):
             "record never means the run finished"
         )
 
-    def _release(self, deadline: float | None) -> None:
-        if not self._lost:
-            try:
-                self._fold_on_close()
-            except (PostgresStoreError, CorruptRecordError) as exc:
-                # Nothing is lost: the deltas stay and the next session reads (and folds) them.
-                logger.warning(
-                    "folding the saved deltas of run %r on close failed (%s); they are kept",
-                    self._run_id,
-                    type(exc).__name__,
-                )
+    def _may_fold(self) -> bool:
+        return not self._lost
+
+    def _let_go(self, deadline: float | None) -> None:
         if self._lost:
             return  # the link was discarded; the server released the lock with it
         if deadline is None:
@@ -986,6 +1074,21 @@ class PostgresSession(BaseSession):
         a connection lost while it ran leaves its effect unknown (``uncertain``)."""
         link = self._link
         store = self._pg
+        gone = link.gone()
+        if gone is not None:
+            # Found before sending anything: the server (or the network) ended the session, and
+            # its advisory lock with it. Nothing of this call was written.
+            self._lost = True
+            store._connections.discard(link)
+            store._forget(self)
+            raise PostgresStoreError(
+                f"{doing} run {self._run_id!r} was not attempted: the session's PostgreSQL "
+                f"connection ({store._dsn.describe()}) is gone ({gone}). The server released "
+                "the run's lock with it, so another owner may have taken the run; nothing of "
+                "this call was sent. This session never reconnects: close it and acquire the "
+                "run again",
+                connection_lost=True,
+            )
         result, error, fired = store._guarded(link, store._operation_timeout, fn)
         lost = fired or not link.healthy()
         if lost:

@@ -53,7 +53,7 @@ import sqlite3
 import stat
 import tempfile
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from durable_core.errors import (
@@ -62,15 +62,15 @@ from durable_core.errors import (
     DurableError,
     NotFoundError,
 )
-from durable_core.history import check_entries
-from durable_core.recorddelta import apply_delta
 from durable_core.records import RunRecord
+from durable_core.records.delta import apply_delta
 from durable_core.store import (
     MAX_REVISION,
     Acquiring,
-    BaseSession,
     BaseStore,
+    Capability,
     EncodedRecord,
+    FoldingSession,
     RunSummary,
     check_options,
     check_path,
@@ -80,7 +80,10 @@ from durable_core.store import (
     validate_run_id,
     validate_timeout,
 )
-from durable_core.store.locks import RunLock, acquire_run_lock, make_private_directory
+from durable_core.store.deltas import FOLD_RATIO  # the kit's one fold policy; named here too
+from durable_core.store.history import check_entries
+from durable_core.store.local import watch_marker_file, write_marker_file
+from durable_core.store.locks import RunLock, acquire_run_lock, make_private_directory, run_key
 from durable_sqlitestore import schema
 from durable_sqlitestore.inbox import SQLiteInbox, forget_inbox
 from durable_sqlitestore.schema import DELTAS_TABLE, HISTORY_TABLE, RUNS_TABLE
@@ -100,8 +103,6 @@ NOW = "((julianday('now') - 2440587.5) * 86400.0)"
 """SQLite's clock as seconds since the Unix epoch (UTC, millisecond resolution), evaluated by the
 statement that saves. (``unixepoch('subsec')`` needs SQLite 3.42; this works on any SQLite.)"""
 
-FOLD_RATIO = 1.0
-"""Deltas are folded into the complete record once their bytes pass this share of its size."""
 
 _TABLE = RUNS_TABLE
 _DELTAS = DELTAS_TABLE
@@ -150,6 +151,22 @@ class SQLiteStore(SQLiteInbox, BaseStore):
             or the file is not a regular file.
         OSError / sqlite3.Error: the database cannot be created or opened.
     """
+
+    capabilities = frozenset(
+        {
+            Capability.LIST_RUNS,
+            Capability.PEEK,
+            Capability.SAVE_TIMES,
+            Capability.CREATE_TIMES,
+            Capability.CANCEL_REQUESTS,
+            Capability.RUN_HISTORY,
+            Capability.INBOX,
+            Capability.DELETE,
+            Capability.RESTORE,
+            Capability.RESTORE_TIMES,
+        }
+    )
+    """What the store and its sessions can do beyond the contract (store.capabilities)."""
 
     def __init__(self, path: str | os.PathLike[str], timeout: float | None = None) -> None:
         self._path = _database_path(path)
@@ -339,17 +356,11 @@ class SQLiteStore(SQLiteInbox, BaseStore):
     def request_cancel(self, run_id: str) -> None:
         """Ask the owner of ``run_id`` to stop: a ``.runlocks/<key>.cancel`` marker file,
         which the owner's watcher removes (CancelRequests)."""
-        from durable_core.maintenance import write_marker_file
-        from durable_core.store.locks import run_key
-
         validate_run_id(run_id)
         write_marker_file(os.path.join(self._runlocks, run_key(run_id) + ".cancel"))
 
     def watch_cancel(self, run_id: str, on_request: Any) -> Any:
         """Watch for ``.runlocks/<key>.cancel`` while the run executes (CancelRequests)."""
-        from durable_core.maintenance import watch_marker_file
-        from durable_core.store.locks import run_key
-
         make_private_directory(self._runlocks)
         return watch_marker_file(
             os.path.join(self._runlocks, run_key(run_id) + ".cancel"), on_request
@@ -449,7 +460,7 @@ class SQLiteStore(SQLiteInbox, BaseStore):
         return connection
 
 
-class SQLiteSession(BaseSession):
+class SQLiteSession(FoldingSession):
     """Exclusive session of one run of an :class:`SQLiteStore` (R-STORE-2…4, B-SQL-2).
 
     Holds the run's OS lock and its own connection until ``close``. A save is one short
@@ -462,9 +473,11 @@ class SQLiteSession(BaseSession):
     R-RT-2): the ``DurableError``'s message says which.
     """
 
-    idle_saves = True
+    capabilities = FoldingSession.capabilities | {Capability.IDLE_SAVES}
     """A save never uses an event loop: the runtime may call it on its event loop's thread
     while no body runs (it then waits for the save anyway)."""
+
+    fold_errors = (sqlite3.Error, DurableError, OSError)
 
     def __init__(
         self, store: SQLiteStore, run_id: str, lock: RunLock, connection: sqlite3.Connection
@@ -591,16 +604,14 @@ class SQLiteSession(BaseSession):
         return max([_revision(row[0], self._location), *(b + 1 for b in bases)])
 
     def _write(self, record: RunRecord, expected_revision: int, encoded: EncodedRecord) -> bool:
-        delta = self._delta_of(encoded, expected_revision)
         chain = self._chain
-        if (
-            delta is not None
-            and chain is not None
-            and chain[3] + len(delta) > FOLD_RATIO * chain[1]
-        ):
-            delta = None  # the deltas outgrew the complete record: fold them with this save
-        if chain is None:
-            delta = None  # what is stored is not known here: write the complete record
+        # Unknown what is stored, or the deltas outgrew the record: write it whole.
+        delta = self._delta_to_keep(
+            encoded,
+            expected_revision,
+            None if chain is None else chain[1],
+            0 if chain is None else chain[3],
+        )
         data = encoded.data if delta is None else b""
         connection = self._connection
         try:
@@ -713,33 +724,16 @@ class SQLiteSession(BaseSession):
             return revision == 0 and row is None
         return bool(row[0] == str(revision))
 
-    def _fold_on_close(self) -> None:
-        """Fold the stored deltas into the complete record, so that the run is at rest; only
-        when this session saved (a look leaves every byte as it found it)."""
+    def _has_deltas(self) -> bool:
         chain = self._chain
-        if not self._wrote or chain is None or chain[2] == 0:
-            return
-        head = chain[0] + chain[2]
+        return chain is not None and chain[2] > 0
+
+    @contextlib.contextmanager
+    def _folding(self) -> Iterator[None]:
         connection = self._connection
         connection.execute("BEGIN IMMEDIATE")
         try:
-            # The usual case: this session wrote the deltas, and its last save's complete
-            # bytes are what they fold into. Writing them costs one copy of the record, where
-            # folding what is stored parses it into a tree and decodes the result once more.
-            data = self._saved_bytes(head)
-            if data is not None and self._head_is(head):
-                connection.execute(_FOLD_ROW, (str(head), data, self._run_id))
-                connection.execute(f"DELETE FROM {_DELTAS} WHERE run_id = ?", (self._run_id,))
-                connection.execute("COMMIT")
-                return
-            del data
-            row, deltas = self._rows()
-            if row is not None and deltas:
-                data, head, _ = _fold(row[0], row[1], deltas, self._location)
-                del row, deltas  # the stored bytes are not needed now: a lower peak
-                decode_stored(self._run_id, data, self._location, head)
-                connection.execute(_FOLD_ROW, (str(head), data, self._run_id))
-                connection.execute(f"DELETE FROM {_DELTAS} WHERE run_id = ?", (self._run_id,))
+            yield
             connection.execute("COMMIT")
         except BaseException:
             with contextlib.suppress(sqlite3.Error):
@@ -747,20 +741,15 @@ class SQLiteSession(BaseSession):
                     connection.execute("ROLLBACK")
             raise
 
-    def _release(self, deadline: float | None) -> None:
+    def _write_folded(self, data: bytes, head: int) -> bool:
+        if not self._head_is(head):
+            return False
+        self._connection.execute(_FOLD_ROW, (str(head), data, self._run_id))
+        self._connection.execute(f"DELETE FROM {_DELTAS} WHERE run_id = ?", (self._run_id,))
+        return True
+
+    def _let_go(self, deadline: float | None) -> None:
         try:
-            try:
-                self._fold_on_close()
-            except (sqlite3.Error, DurableError) as exc:
-                # Nothing is lost: the deltas stay and the next session reads (and folds) them.
-                logger.warning(
-                    "folding the saved deltas of run %r in %s on close failed (%s: %s); they "
-                    "are kept and read as they are",
-                    self._run_id,
-                    self._path,
-                    type(exc).__name__,
-                    exc,
-                )
             self._connection.close()
         finally:
             self._lock.release()

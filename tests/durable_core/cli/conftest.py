@@ -19,10 +19,10 @@ from typing import Any
 
 import attrs
 import pytest
-from cli_stores_support import postgres_url
 from click.testing import CliRunner, Result
 
 from durable_core.cli import cli
+from tests.durable_core.cli.stores_support import postgres_url
 
 _counter = itertools.count()
 

@@ -2,7 +2,7 @@
 
 Usage::
 
-    python interrupt_child.py MODE STORE_KIND STORE_LOCATION CALL_LOG
+    python -m tests.durable_core.durable.interrupt_child MODE STORE_KIND STORE_LOCATION CALL_LOG
 
 ``MODE`` is ``plain`` (no cancel token: Ctrl-C raises ``KeyboardInterrupt``) or ``token`` (a
 SIGINT handler cancels a ``CancelToken``). Prints one JSON line describing how the call ended.
@@ -12,17 +12,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import signal
 import sys
 import time
 from typing import Any
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-from durable_scenarios import CallLog, open_store
-
 from durable_core import CancelToken, Graph, Key, Runtime
+from tests.durable_core.durable.scenarios import CallLog, open_store
 
 SEED, A, B, C = Key("seed", int), Key("a", int), Key("b", int), Key("c", int)
 

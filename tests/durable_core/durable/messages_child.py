@@ -2,7 +2,7 @@
 
 Usage::
 
-    python messages_child.py MODE STORE_DIR LOG
+    python -m tests.durable_core.durable.messages_child MODE STORE_DIR LOG
 
 ``MODE`` is ``run`` or ``resume``; the store is a file store in ``STORE_DIR``. A resumable
 producer sends 1…10; the processor ``sum`` (``Retry(3)`` per message) writes ``m<n> <try>`` to

@@ -42,7 +42,7 @@ from durable_core import (
     ValueRecord,
     copy_record,
 )
-from durable_core.recordjson import record_to_json
+from durable_core.records.jsonio import record_to_json
 from durable_core.testing import record_delta
 from durable_filestore import FileStore
 from durable_sqlitestore import SQLiteStore

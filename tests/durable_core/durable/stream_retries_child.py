@@ -3,7 +3,7 @@ one of them durably until it kills itself.
 
 Usage (the killed-process tests)::
 
-    python stream_retries_child.py MODE STORE_KIND STORE_LOCATION KILL_AT
+    python -m tests.durable_core.durable.stream_retries_child MODE STORE_KIND STORE_LOCATION KILL_AT
 
 ``MODE`` is ``run`` or ``resume``. The graph is :func:`sub_graph`: a Sub ``part`` with
 ``Retry(2)`` whose child ``sum`` reads the root stream; its first try raises after the first
@@ -21,11 +21,8 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-from durable_scenarios import open_store
-
 from durable_core import CancelToken, Graph, In, Key, Out, Retry, Runtime
+from tests.durable_core.durable.scenarios import open_store
 
 NUMBERS = Key("numbers", int, stream=True, capacity=16)
 TOTAL = Key("total", int)

@@ -2,7 +2,8 @@
 
 Usage::
 
-    python streams_child.py MODE STORE_KIND STORE_LOCATION LOG_DIR ELEMENTS
+    python -m tests.durable_core.durable.streams_child \
+        MODE STORE_KIND STORE_LOCATION LOG_DIR ELEMENTS
 
 ``MODE`` is ``run`` or ``resume``. A resumable producer sends ``ELEMENTS`` integers (element
 ``i`` has sequence ``i + 1`` and position ``i + 1``); the group ``every`` acks each delivery as
@@ -21,11 +22,8 @@ import random
 import sys
 from pathlib import Path
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-from durable_scenarios import open_store
-
 from durable_core import Graph, Key, Runtime
+from tests.durable_core.durable.scenarios import open_store
 
 COUNT = Key("count", int)
 EVENTS = Key("events", int, stream=True, capacity=64)

@@ -7,9 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from durable_scenarios import load, open_store
 
 from durable_core import CancelToken, Graph, Key, Retry, Runtime, Timeout
+from tests.durable_core.durable.scenarios import load, open_store
 
 SEED = Key("seed", int)
 SLOW = Key("slow", int)

@@ -14,13 +14,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from durable_scenarios import open_store, stored_bytes
 
 from durable_core import DefinitionMismatchError, Graph, In, Key, Out, Retry, Timeout
 from durable_core.durable import Runtime, create_fork
 from durable_core.durable.definition_diff import LIST_LIMIT, definition_parts
 from durable_core.plugins import make_plugin_manager
 from durable_core.runlog import read_log, saved_definition
+from tests.durable_core.durable.scenarios import open_store, stored_bytes
 
 N, A, B, C, X, Y, SUB_OUT = (Key(name, int) for name in ("n", "a", "b", "c", "x", "y", "sub_out"))
 

@@ -7,10 +7,10 @@ import inspect
 from pathlib import Path
 
 import pytest
-from durable_scenarios import open_store, stored_bytes
 
 from durable_core import EventKind, Graph, In, Key, Out, RecoveryEvent, Retry, Runtime
 from durable_core.durable.failures import MAX_TRACEBACK_CHARS, failure_of
+from tests.durable_core.durable.scenarios import open_store, stored_bytes
 
 TEXT = Key("text", str)
 LENGTH = Key("length", int)

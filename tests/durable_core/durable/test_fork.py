@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from durable_scenarios import CallLog, load, open_store
 
 from durable_core import Codecs, ConfigError, Graph, Key, Runtime
 from durable_core.durable import create_fork, fork_run
+from tests.durable_core.durable.scenarios import CallLog, load, open_store
 
 N = Key("n", int)
 A = Key("a", int)

@@ -4,14 +4,15 @@ long stream job does not look stuck."""
 from __future__ import annotations
 
 import pytest
-from durable_scenarios import open_store
+
+from tests.durable_core.durable.scenarios import open_store
 
 
 @pytest.mark.parametrize("kind", ["file", "sqlite"])
 def test_the_progress_counts_stream_elements_and_processor_messages(kind, tmp_path):
     # covers: S-1, S-8
     from durable_core import Graph, Key, Runtime
-    from durable_core.progress import ProgressCounter, describe
+    from durable_core.cli.progress import ProgressCounter, describe
 
     numbers = Key("numbers", int, stream=True, capacity=8)
     evens = Key("evens", int, stream=True, capacity=8)

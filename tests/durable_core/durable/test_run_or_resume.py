@@ -4,7 +4,6 @@ scheduler. Real file stores; bodies log their calls to a side file."""
 from __future__ import annotations
 
 import pytest
-from durable_scenarios import CallLog, open_store
 
 from durable_core import (
     CancelToken,
@@ -15,6 +14,7 @@ from durable_core import (
     NodeFailedError,
     Runtime,
 )
+from tests.durable_core.durable.scenarios import CallLog, open_store
 
 N = Key("n", int)
 DOUBLE = Key("double", int)

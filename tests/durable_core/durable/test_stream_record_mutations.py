@@ -28,9 +28,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import stream_mutations as sm
 from hypothesis import assume, event, given, settings
 from hypothesis import strategies as st
+
+from tests.durable_core.durable import stream_mutations as sm
 
 KINDS = ("file", "sqlite")
 

@@ -20,7 +20,6 @@ from typing import Any
 
 import attrs
 import pytest
-from durable_scenarios import FailingStore, SaveFailure, load, open_store
 
 from durable_core import (
     AttemptState,
@@ -39,7 +38,8 @@ from durable_core import (
     StreamTerminal,
 )
 from durable_core.durable.streams import Source
-from durable_core.recordjson import INT_MAX
+from durable_core.records.fields import INT_MAX
+from tests.durable_core.durable.scenarios import FailingStore, SaveFailure, load, open_store
 
 KINDS = ["file", "sqlite"]
 

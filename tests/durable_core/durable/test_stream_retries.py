@@ -17,8 +17,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from durable_scenarios import load, open_store
-from stream_retries_child import (
+
+from durable_core import AttemptState, CancelToken, Graph, In, Key, Out, Retry, Runtime
+from durable_core.durable.streams import KEPT_PREFIX, KEPT_SIZE, WRITER_GROUP, Source, kept_history
+from durable_core.records import RunRecord, StreamRecord
+from tests import ROOT
+from tests.durable_core.durable.scenarios import load, open_store
+from tests.durable_core.durable.stream_retries_child import (
     CHILD_IN,
     CHILD_TOTAL,
     COUNT,
@@ -33,11 +38,7 @@ from stream_retries_child import (
     summing_child,
 )
 
-from durable_core import AttemptState, CancelToken, Graph, In, Key, Out, Retry, Runtime
-from durable_core.durable.streams import KEPT_PREFIX, KEPT_SIZE, WRITER_GROUP, Source, kept_history
-from durable_core.records import RunRecord, StreamRecord
-
-CHILD = Path(__file__).with_name("stream_retries_child.py")
+CHILD = "tests.durable_core.durable.stream_retries_child"
 STORES = ["file", "sqlite"]
 
 
@@ -123,7 +124,8 @@ def test_a_retried_sub_killed_in_its_second_try_resumes_with_the_whole_stream(
     location = tmp_path / "store"
     location.mkdir()
     killed = subprocess.run(
-        [sys.executable, str(CHILD), "run", kind, str(location), "10"],
+        [sys.executable, "-m", CHILD, "run", kind, str(location), "10"],
+        cwd=ROOT,
         capture_output=True,
         text=True,
         timeout=120,
@@ -133,7 +135,8 @@ def test_a_retried_sub_killed_in_its_second_try_resumes_with_the_whole_stream(
     group = entries(record)["part/sum"]
     assert group.acked_through == 0  # a value reader acks with its confirmation only
     resumed = subprocess.run(
-        [sys.executable, str(CHILD), "resume", kind, str(location), "0"],
+        [sys.executable, "-m", CHILD, "resume", kind, str(location), "0"],
+        cwd=ROOT,
         capture_output=True,
         text=True,
         timeout=120,

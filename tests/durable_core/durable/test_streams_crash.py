@@ -28,12 +28,13 @@ from collections import defaultdict
 from pathlib import Path
 
 import pytest
-from durable_scenarios import open_store
 
 from durable_core import NotFoundError, RunRecord
 from durable_core.durable.streams import WRITER_GROUP
+from tests import ROOT
+from tests.durable_core.durable.scenarios import open_store
 
-CHILD = Path(__file__).with_name("streams_child.py")
+CHILD = "tests.durable_core.durable.streams_child"
 ELEMENTS = 10_000
 KILLS = 25
 
@@ -132,7 +133,8 @@ def killed_run(kind: str, root: Path, rng: random.Random, budget: int) -> tuple[
         generation = entries(before).get(WRITER_GROUP)
         delivered = lines(logs / "every.log")  # by earlier processes, all ended
         proc = subprocess.Popen(
-            [sys.executable, str(CHILD), mode, kind, str(location), str(logs), str(ELEMENTS)],
+            [sys.executable, "-m", CHILD, mode, kind, str(location), str(logs), str(ELEMENTS)],
+            cwd=ROOT,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,

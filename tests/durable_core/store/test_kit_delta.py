@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from durable_core import EncodedRecord, MemoryStore, record_to_json
-from durable_core.recorddelta import encode_delta
+from durable_core.records.delta import encode_delta
 from durable_core.store.kit import BaseSession
 from durable_core.testing import sample_record
 

@@ -16,10 +16,10 @@ from pathlib import Path
 
 import filelock
 import pytest
-from bounded import returns_within
 
 from durable_core import AcquireTimeoutError, BusyError, DurableError
 from durable_filestore import RunLock, acquire_run_lock, make_private_directory, run_key
+from tests.bounded import returns_within
 
 
 def test_second_lock_of_the_same_file_is_busy_at_once(tmp_path: Path) -> None:

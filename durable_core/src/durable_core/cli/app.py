@@ -46,7 +46,7 @@ class DurableGroup(click.Group):
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         command = super().get_command(ctx, cmd_name)
         if command is None:
-            add_plugin_commands(self)
+            add_plugin_commands(self, ctx)
             command = super().get_command(ctx, cmd_name)
         return command
 
@@ -110,20 +110,20 @@ for _command in BUILTIN_COMMANDS:
     cli.add_command(_command)
 
 
-def add_plugin_commands(group: click.Group) -> None:
+def add_plugin_commands(group: click.Group, ctx: click.Context | None = None) -> None:
     """Load the plugins and let each add its commands (``durable_register_commands``).
 
     A plugin manager that cannot be built (a broken plugin) adds nothing: the command is then
     reported unknown, and ``durable plugins`` shows the plugin's error.
     """
+    from durable_core.cli.context import plugin_manager
     from durable_core.errors import DurableError
-    from durable_core.plugins import make_plugin_manager
 
     try:
-        pm = make_plugin_manager()
+        pm = plugin_manager(ctx)
     except DurableError:
         return
-    pm.hook.durable_register_commands(cli=group)
+    pm.add_commands(group)
 
 
 def main(argv: list[str] | None = None) -> None:

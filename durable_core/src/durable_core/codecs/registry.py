@@ -37,10 +37,10 @@ from durable_core.codecs.resolver import (
     serves_as_class,
 )
 from durable_core.codecs.scalars import default_json_codecs
-from durable_core.errors import CodecError, ConflictError, CorruptRecordError, PluginError
+from durable_core.errors import CodecError, ConflictError, CorruptRecordError
 
 if TYPE_CHECKING:
-    import pluggy
+    pass
 
 __all__ = ["Codec", "Codecs", "EncodedValue", "digest_of", "register_builtin_codecs"]
 
@@ -148,15 +148,14 @@ class Codecs:
         return codecs
 
     @classmethod
-    def from_plugins(cls, pm: pluggy.PluginManager | None = None) -> Codecs:
-        """A registry filled through the ``durable_register_codecs`` hook of every plugin.
-
-        The core's built-in plugin (``memory``) registers the built-in JSON codecs first; then
-        every other plugin, in the order the plugin manager loaded them.
+    def from_plugins(cls, pm: Any = None) -> Codecs:
+        """A registry filled through the ``durable_register_codecs`` hook of every plugin:
+        the same as ``pm.codecs()`` (:meth:`DurablePluginManager.codecs
+        <durable_core.plugins.manager.DurablePluginManager.codecs>`), which fills it.
 
         Args:
-            pm: the plugin manager; ``None`` builds one with
-                :func:`~durable_core.plugins.make_plugin_manager`.
+            pm: the plugin manager; ``None``: the process-wide one,
+                :func:`~durable_core.plugins.default_plugins`.
 
         Returns:
             A new registry.
@@ -167,25 +166,12 @@ class Codecs:
             CodecError: a plugin registers something that is not a valid codec.
             PluginError: a plugin's hook raised another error.
         """
-        from durable_core.plugins import each_implementation, make_plugin_manager
-
         if pm is None:
-            pm = make_plugin_manager()
-        codecs = cls()
-        # Registration order (built-ins first), so the first registration of a type is kept.
-        for plugin_name, call in each_implementation(pm, "durable_register_codecs"):
-            try:
-                call(codecs=codecs)
-            except (ConflictError, CodecError) as exc:
-                raise type(exc)(
-                    f"while plugin {plugin_name!r} registered its codecs: {exc}"
-                ) from exc
-            except Exception as exc:
-                raise PluginError(
-                    f"plugin {plugin_name!r} failed while registering its codecs: "
-                    f"{type(exc).__name__}: {exc}; fix or reinstall it, or block it with "
-                    f"DURABLE_BLOCK_PLUGINS={plugin_name}"
-                ) from exc
+            # The plugin wing sits above the codecs: this documented shortcut alone reaches up.
+            from durable_core.plugins.manager import default_plugins
+
+            pm = default_plugins()
+        codecs: Codecs = pm.codecs()
         return codecs
 
     # --- registration ------------------------------------------------------------------------

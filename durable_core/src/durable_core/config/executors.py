@@ -9,10 +9,10 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from durable_core.errors import ConfigError, PluginError
+from durable_core.plugins.manager import DurablePluginManager, default_plugins
 
 if TYPE_CHECKING:
     from durable_core.executors import Executor
-    from durable_core.plugins import DurablePluginManager
 
 __all__ = ["ExecutorConfig"]
 
@@ -42,7 +42,8 @@ class ExecutorConfig:
         """Build the executor through its registered factory (no worker starts yet).
 
         Args:
-            pm: the plugin manager to look the executor up in; ``None`` builds one.
+            pm: the plugin manager to look the executor up in; ``None``: the process-wide one
+                (:func:`~durable_core.plugins.default_plugins`).
 
         Returns:
             The executor (call ``close()`` when done).
@@ -53,9 +54,7 @@ class ExecutorConfig:
             ConfigError: the factory does not accept these options or rejects a value.
         """
         if pm is None:
-            from durable_core.plugins import make_plugin_manager
-
-            pm = make_plugin_manager()
+            pm = default_plugins()
         try:
             factory = pm.executor_factory(self.backend)
         except PluginError as exc:

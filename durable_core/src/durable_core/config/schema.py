@@ -216,27 +216,17 @@ class RunConfig:
             PluginError: the module implements a hook Durable does not define, or with
                 arguments the hook does not offer.
         """
-        import pluggy
-
         module_name = self.graph.partition(":")[0]
         module = sys.modules.get(module_name)
         if module is None:
             return False
-        name = f"graph:{module_name}"
-        if pm.get_plugin(name) is module:
-            return True
-        marker = f"{pm.project_name}_impl"
-        if not any(hasattr(getattr(module, attr, None), marker) for attr in dir(module)):
-            return False
         try:
-            pm.register(module, name=name)
-            pm.check_pending()
-        except (pluggy.PluginValidationError, ValueError) as exc:
+            return pm.register_hooks(module, f"graph:{module_name}")
+        except PluginError as exc:
             raise PluginError(
                 f"{self.path}: the graph's module {module_name!r} implements a Durable hook "
                 f"wrongly: {exc}; see docs/plugins.md for the hooks and their arguments"
             ) from exc
-        return True
 
     def make_codecs(self, pm: DurablePluginManager) -> Any:
         """The codec registry for the run: built-ins, every loaded plugin's codecs, and a JSON
@@ -248,12 +238,11 @@ class RunConfig:
             ConfigError: a ``[codecs] json`` reference does not import, is not a class, or is
                 a class that cannot be stored as JSON (not an attrs class, dataclass or enum).
         """
-        from durable_core.codecs import Codecs
         from durable_core.config.loading import import_reference
         from durable_core.errors import CodecError
 
         self.check_codec_plugins(pm)
-        codecs = Codecs.from_plugins(pm)
+        codecs = pm.codecs()
         origin = f"{self.path}: [codecs] json"
         for reference in self.json_classes:
             target = import_reference(reference, self.base_dir, origin=origin)

@@ -13,7 +13,6 @@ import inspect
 import os
 import pathlib
 import re
-import typing
 import urllib.parse
 from collections.abc import Mapping
 from typing import Any
@@ -23,9 +22,9 @@ import platformdirs
 
 from durable_core.config._text import redact, resolve_path
 from durable_core.errors import ConfigError, DurableError, PluginError
-
-if typing.TYPE_CHECKING:
-    from durable_core.plugins import DurablePluginManager
+from durable_core.plugins.builtins import memory_url_options
+from durable_core.plugins.manager import DurablePluginManager, default_plugins
+from durable_core.plugins.registries import KNOWN_STORE_SCHEMES
 
 __all__ = [
     "HOME_ENV",
@@ -120,7 +119,8 @@ class StoreConfig:
         """Build the store through the backend's registered factory.
 
         Args:
-            pm: the plugin manager to look the backend up in; ``None`` builds one.
+            pm: the plugin manager to look the backend up in; ``None``: the process-wide one
+                (:func:`~durable_core.plugins.default_plugins`).
 
         Returns:
             The store (call ``close()`` when done).
@@ -134,9 +134,7 @@ class StoreConfig:
             DurableError / OSError: the backend could not open its storage.
         """
         if pm is None:
-            from durable_core.plugins import make_plugin_manager
-
-            pm = make_plugin_manager()
+            pm = default_plugins()
         try:
             factory = pm.store_factory(self.backend)
         except PluginError as exc:
@@ -218,7 +216,8 @@ def parse_store_url(
     Args:
         url: the URL.
         base_dir: the folder relative paths resolve against (default: the current directory).
-        pm: the plugin manager whose stores claim the schemes; ``None`` builds one.
+        pm: the plugin manager whose stores claim the schemes; ``None``: the process-wide one
+                (:func:`~durable_core.plugins.default_plugins`).
 
     Raises:
         ConfigError: no installed store claims the URL's scheme (the message lists the known
@@ -238,9 +237,7 @@ def parse_store_url(
         return StoreConfig("file", {"directory": url}, base_dir=base, origin=origin)
     scheme = scheme.lower()
     if pm is None:
-        from durable_core.plugins import make_plugin_manager
-
-        pm = make_plugin_manager()
+        pm = default_plugins()
     registry = pm.stores()
     found = registry.for_scheme(scheme)
     if found is None:
@@ -264,8 +261,6 @@ def parse_store_url(
 
 def _unknown_scheme(scheme: str, schemes: list[str], pm: DurablePluginManager) -> str:
     """What to say about a URL scheme no installed store claims."""
-    from durable_core.plugins import KNOWN_STORE_SCHEMES
-
     known = ", ".join(f"{s}:" for s in schemes) or "none"
     text = f"unknown store URL scheme {scheme!r}: no installed store claims it (known: {known}"
     text += (
@@ -303,14 +298,3 @@ def url_path(url: str) -> str:
     if not path:
         raise ConfigError("the URL has no path")
     return path
-
-
-def memory_url_options(url: str) -> dict[str, Any]:
-    """The memory store's options for ``memory:`` (none).
-
-    Raises:
-        ConfigError: the URL gives a location (a memory store has none).
-    """
-    if url.partition(":")[2].strip("/"):
-        raise ConfigError("a memory store takes no location; write 'memory:'")
-    return {}

@@ -1,6 +1,6 @@
 """What a durable run's streams and processors have done so far, counted as it happens.
 
-Nodes are counted from recovery events (:mod:`durable_core.progress`); a stream's elements and
+Nodes are counted from recovery events (:mod:`durable_core.cli.progress`); a stream's elements and
 a processor's messages produce no event each (that would cost a call per element), so the
 durable layer adds them to a :class:`RunActivity` instead: one integer increment per element
 sent and per message committed. The ``durable`` command's progress line reads it, so a long

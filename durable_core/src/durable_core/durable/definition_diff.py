@@ -4,7 +4,9 @@ The record keeps one fingerprint of the whole definition (``Definition``, R-REC-
 does not change, so it cannot say *what* changed. The parts' fingerprints are kept outside the
 record instead: :class:`DefinitionFingerprints` rides on the ``run_started`` and ``run_resumed``
 recovery events, the run log plugin writes them to the run's log (a ``definition`` line, see
-:mod:`durable_core.runlog`), and the runtime remembers the graphs it ran.
+:mod:`durable_core.plugins.runlog`) and gives them back on the ``durable_saved_definition``
+hook (asked through the plugin manager: this module never reads a plugin's files), and the
+runtime remembers the graphs it ran.
 
 On a mismatch, :func:`definition_mismatch` compares the saved parts (when the run log or the
 runtime still has them) with the current graph's and names the nodes added, removed and changed,
@@ -36,6 +38,8 @@ from typing import Any
 
 from durable_core.errors import DefinitionMismatchError
 from durable_core.graph import Graph
+from durable_core.history import HistoryTarget
+from durable_core.plugins.manager import DurablePluginManager, default_plugins
 from durable_core.records import AttemptState, RunRecord
 
 __all__ = [
@@ -265,31 +269,42 @@ def _describe(changes: Mapping[str, tuple[str, ...]], from_record: bool = False)
 
 
 def _saved_parts(
-    record: RunRecord, known: Iterable[Graph], store: Any = None
+    record: RunRecord,
+    known: Iterable[Graph],
+    store: Any = None,
+    plugins: DurablePluginManager | None = None,
 ) -> dict[str, str] | None:
     for graph in known:
         if graph.fingerprint() == record.definition:
             return definition_parts(graph)
     if store is None:
         return None
-    from durable_core.runlog import saved_definition
-
-    return saved_definition(store, record.run_id, record.definition, record.root_scope)
+    manager = plugins if plugins is not None else default_plugins()
+    target = HistoryTarget(store, record.run_id, record.root_scope)
+    return manager.saved_definition(target, record.definition)
 
 
 def mismatch_changes(
-    graph: Graph, record: RunRecord, known: Iterable[Graph] = (), store: Any = None
+    graph: Graph,
+    record: RunRecord,
+    known: Iterable[Graph] = (),
+    store: Any = None,
+    plugins: DurablePluginManager | None = None,
 ) -> tuple[dict[str, tuple[str, ...]], bool]:
     """What changed between the definition ``record`` was started with and ``graph``.
 
     The saved definition's parts are looked up first among ``known`` (graphs the runtime ran
-    this run with), then in the run's log in ``store`` (the history of that very run, keyed
-    by its root scope); each must have the record's whole fingerprint.
+    this run with), then through the ``durable_saved_definition`` hook for the history of that
+    very run in ``store`` (the run log keeps them); each must have the record's whole
+    fingerprint.
 
     Args:
         graph: the current graph.
         record: the run's record (never changed).
         known: graphs that ran this run earlier in this process, if any.
+        store: the run's store; None: the hook is not asked.
+        plugins: the plugin manager to ask; None: the process-wide one
+            (:func:`~durable_core.plugins.default_plugins`).
 
     Returns:
         ``(changes, complete)``: ``changes`` maps ``"added"``, ``"removed"``, ``"changed"``
@@ -299,7 +314,7 @@ def mismatch_changes(
         only the record could be compared (nodes it holds that the graph no longer has,
         confirmed nodes whose outputs changed, renamed graphs).
     """
-    saved = _saved_parts(record, known, store)
+    saved = _saved_parts(record, known, store, plugins)
     if saved is None:
         return _from_record(record, graph), False
     now = definition_parts(graph)
@@ -325,7 +340,11 @@ def describe_changes(changes: Mapping[str, tuple[str, ...]], complete: bool) -> 
 
 
 def definition_mismatch(
-    graph: Graph, record: RunRecord, known: Iterable[Graph] = (), store: Any = None
+    graph: Graph,
+    record: RunRecord,
+    known: Iterable[Graph] = (),
+    store: Any = None,
+    plugins: DurablePluginManager | None = None,
 ) -> DefinitionMismatchError:
     """The error for a record whose ``Definition`` is not ``graph``'s fingerprint.
 
@@ -347,7 +366,7 @@ def definition_mismatch(
         f"run {run_id!r} was started with another definition of graph {graph.name!r} "
         f"(stored fingerprint {record.definition[:12]}…, current {current[:12]}…)"
     )
-    changes, complete = mismatch_changes(graph, record, known, store)
+    changes, complete = mismatch_changes(graph, record, known, store, plugins)
     lines = describe_changes(changes, complete)
     if complete:
         what = (

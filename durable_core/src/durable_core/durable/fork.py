@@ -36,7 +36,6 @@ from durable_core.errors import (
     InputsMismatchError,
 )
 from durable_core.graph import CancelToken, Graph, Key
-from durable_core.integrity import validate_record
 from durable_core.records import (
     RECORD_FORMAT,
     AttemptRecord,
@@ -46,6 +45,8 @@ from durable_core.records import (
     ScopeRecord,
     ValueRecord,
 )
+from durable_core.records.check import check_record
+from durable_core.records.integrity import validate_record
 
 __all__ = ["ForkPlan", "create_fork", "fork_run"]
 
@@ -243,8 +244,6 @@ def fork_run(
 
 
 def _check_source(record: RunRecord, run_id: str) -> None:
-    from durable_core.runinfo import check_record
-
     try:
         check_record(record, run_id)
     except CorruptRecordError as exc:

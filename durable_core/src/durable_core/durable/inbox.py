@@ -28,6 +28,7 @@ from durable_core.codecs import Codecs
 from durable_core.codecs.registry import digest_of
 from durable_core.errors import CodecError, ConfigError, CorruptRecordError, GraphError
 from durable_core.graph.inbox import INTAKE_PREFIX
+from durable_core.store.capabilities import Capability, capabilities
 from durable_core.store.inbox import RunInbox
 
 if TYPE_CHECKING:
@@ -41,6 +42,7 @@ __all__ = [
     "StoreInboxFeed",
     "decode_message",
     "encode_message",
+    "has_inbox",
     "inbox_cursors",
     "inbox_keys",
     "require_inbox",
@@ -54,18 +56,23 @@ MAX_POLL = 0.25
 """The longest pause between two looks at an inbox while nothing is posted."""
 
 
+def has_inbox(store: Any) -> bool:
+    """Whether ``store`` declares ``Capability.INBOX`` (it keeps runs' inboxes)."""
+    return Capability.INBOX in capabilities(store)
+
+
 def require_inbox(store: Any, what: str = "post to a run") -> RunInbox:
     """``store`` as a :class:`RunInbox`.
 
     Raises:
         ConfigError: the store keeps no inboxes.
     """
-    if not isinstance(store, RunInbox):
+    if not has_inbox(store):
         raise ConfigError(
             f"cannot {what}: {type(store).__name__} keeps no inboxes; use the file, SQLite, "
             "PostgreSQL or memory store (see docs/storage.md, 'Optional capabilities')"
         )
-    return store
+    return store  # type: ignore[no-any-return]
 
 
 def _check_inbox_key(key: Any) -> None:

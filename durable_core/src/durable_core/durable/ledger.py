@@ -4,7 +4,7 @@
 *mutation*: a function applied to a :class:`~durable_core.durable.proposal.Proposal`, the
 committed record's changes-to-be (never a copy of it). To save, the ledger writes the
 proposal's changes into the committed record (logging each step), encodes only what changed
-(:class:`~durable_core.recordjson.RecordEncoder`: the save's delta, and the complete bytes on
+(:class:`~durable_core.records.encoder.RecordEncoder`: the save's delta, and the complete bytes on
 demand) and hands them to ``Session.save`` as its ``encoded`` argument
 (:class:`~durable_core.store.EncodedRecord`; a store that does not take it gets the record
 alone). When the save fails, the logged steps are undone: the committed record is exactly as
@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import inspect
 import queue
 import secrets
 import threading
@@ -33,7 +32,6 @@ from typing import Any, NamedTuple, NoReturn
 
 from durable_core.durable.proposal import Proposal, adopt, rollback
 from durable_core.errors import CheckpointError, ConflictError, DurableError
-from durable_core.recordjson import RecordEncoder
 from durable_core.records import (
     RECORD_FORMAT,
     AttemptRecord,
@@ -45,7 +43,9 @@ from durable_core.records import (
     ValueRecord,
     copy_record,
 )
+from durable_core.records.encoder import RecordEncoder
 from durable_core.store import MAX_REVISION, EncodedRecord, Session
+from durable_core.store.capabilities import Capability, capabilities
 
 __all__ = [
     "Committed",
@@ -64,18 +64,6 @@ Mutation = Callable[["Proposal"], Any]
 def new_id() -> str:
     """A fresh identity: 16 random bytes as 32 lowercase hex characters (R-REC-3)."""
     return secrets.token_hex(16)
-
-
-def _accepts_encoded(session: Session) -> bool:
-    """Whether ``session.save`` takes the ``encoded`` argument (a store written before it was
-    added takes only the record and the expected revision, and encodes the record itself)."""
-    try:
-        parameters = inspect.signature(session.save).parameters
-    except (TypeError, ValueError):
-        return False
-    return "encoded" in parameters or any(
-        p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()
-    )
 
 
 class Committed(NamedTuple):
@@ -171,9 +159,11 @@ class Ledger:
         self._deferred: list[Mutation] = []
         self._deferred_lock = threading.Lock()
         self._encoder = RecordEncoder()
-        self._pass_encoded = _accepts_encoded(session)
-        self._inline = getattr(session, "quick_saves", False) is True
-        self._idle_saves = getattr(session, "idle_saves", False) is True
+        # How the session lets its saves be called: declared on its class (store.capabilities).
+        declared = capabilities(session)
+        self._pass_encoded = Capability.ENCODED_SAVES in declared
+        self._inline = Capability.QUICK_SAVES in declared
+        self._idle_saves = Capability.IDLE_SAVES in declared
         self._idle: Callable[[], bool] | None = None
         self._saver = _SaveThread()
         self.saves = 0
@@ -282,7 +272,7 @@ class Ledger:
     def save_when(self, idle: Callable[[], bool]) -> None:
         """Let :meth:`commit_async` save on the event loop while ``idle()`` is true.
 
-        Only for a session that says its saves may run there (``idle_saves = True``: its
+        Only for a session that says its saves may run there (``Capability.IDLE_SAVES``: its
         ``save`` never uses an event loop); otherwise this does nothing. ``idle`` is asked on
         the event loop before each save; it should be true only when nothing else could use
         the loop during the save (no body running), since the loop waits for the save.
@@ -294,8 +284,8 @@ class Ledger:
         """Commit ``mutation`` from the event loop, sharing a save with concurrent commits.
 
         The save runs in the ledger's save thread, or on the event loop itself (which spares
-        two thread hops) when the session says its saves are quick (``quick_saves = True``),
-        or when it allows it (``idle_saves = True``) and no body runs (:meth:`save_when`);
+        two thread hops) when the session says its saves are quick (``Capability.QUICK_SAVES``),
+        or when it allows it (``Capability.IDLE_SAVES``) and no body runs (:meth:`save_when`);
         its outcome is handed to every caller of its batch by the caller that started the
         batch (a save on the loop, made once that caller's turn is over) or by a callback of
         the event loop (a save in the save thread), never by a background task: canceling a
@@ -364,7 +354,7 @@ class Ledger:
         batch, self._pending = self._pending, []
         mutations = [mutation for mutation, _ in batch]
         if self._inline or (self._idle is not None and self._idle()):
-            # The store's saves never block for long (quick_saves), or nothing else could use
+            # The store's saves never block for long (QUICK_SAVES), or nothing else could use
             # the loop meanwhile (no body runs): save right here, which spares two thread hops
             # per save.
             try:

@@ -36,7 +36,8 @@ Messages under a failed attempt or ancestor keep only the structural checks: a l
 or a later generation of the input, never makes history corrupt.
 
 The ownership rules themselves (every confirmed message attempt has its container and every
-container a confirmed message) are checked by :func:`~durable_core.integrity.validate_record`.
+container a confirmed message) are checked by
+:func:`~durable_core.records.integrity.validate_record`.
 """
 
 from __future__ import annotations
@@ -46,12 +47,12 @@ from typing import Any
 
 import attrs
 
-from durable_core._recordpath import corrupt, path_of
 from durable_core.codecs import Codecs
 from durable_core.errors import CodecError, CorruptRecordError
 from durable_core.graph import Graph
 from durable_core.graph.checkpoint import Values
 from durable_core.records import AttemptState, ManagedRecord, RunRecord, ValueRecord, ValueState
+from durable_core.records.path import corrupt, path_of
 
 __all__ = ["Adopted", "adopt_managed"]
 

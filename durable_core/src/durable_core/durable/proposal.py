@@ -19,7 +19,6 @@ from typing import Any
 
 import attrs
 
-from durable_core.recorddelta import GONE, ObjectChange, Partial
 from durable_core.records import (
     RECORD_FORMAT,
     AttemptRecord,
@@ -27,6 +26,7 @@ from durable_core.records import (
     ScopeRecord,
     StreamRecord,
 )
+from durable_core.records.delta import GONE, ObjectChange, Partial
 
 __all__ = ["Overlay", "Proposal", "adopt", "rollback"]
 

@@ -71,9 +71,9 @@ from durable_core.graph import Observer as GraphObserver
 from durable_core.graph.checkpoint import NodeOutputs
 from durable_core.graph.definition import count_nodes
 from durable_core.graph.remote import dump_bodies
-from durable_core.integrity import validate_record
 from durable_core.plugins import each_implementation
 from durable_core.records import RECORD_FORMAT, RunRecord, ScopeRecord, ValueRecord, ValueState
+from durable_core.records.integrity import validate_record
 from durable_core.store import Store
 
 __all__ = ["DurableResult", "Observer", "Runtime", "count_nodes"]

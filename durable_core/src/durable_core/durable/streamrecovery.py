@@ -70,7 +70,6 @@ from durable_core.errors import (
 )
 from durable_core.graph import Graph, In, Out
 from durable_core.graph.streams import StreamState
-from durable_core.recordjson import INT_MAX
 from durable_core.records import (
     AttemptState,
     RunRecord,
@@ -78,6 +77,7 @@ from durable_core.records import (
     StreamTerminal,
     ValueRecord,
 )
+from durable_core.records.fields import INT_MAX
 
 __all__ = ["StreamPlan", "plan_streams", "repair"]
 

@@ -34,12 +34,11 @@ from typing import Any
 
 import attrs
 
-from durable_core.durable.inbox import inbox_cursors, pending_posts
+from durable_core.durable.inbox import has_inbox, inbox_cursors, pending_posts
 from durable_core.graph import CancelToken
 from durable_core.graph.inbox import RUN_INBOX
 from durable_core.graph.observer import NodeEvent, Observer
 from durable_core.graph.waits import RUN_WAITS, RunWaits
-from durable_core.store.inbox import RunInbox
 
 __all__ = [
     "SETTLE",
@@ -125,7 +124,7 @@ class Waiting:
 
 def read_waiting(store: Any) -> dict[str, Waiting]:
     """Every waiting note of ``store`` (empty for a store without inboxes), by run id."""
-    if not isinstance(store, RunInbox):
+    if not has_inbox(store):
         return {}
     found = {}
     for run_id, text in store.waiting_notes().items():
@@ -151,7 +150,7 @@ def waiting_row(store: Any, run_id: str, row: dict[str, Any]) -> None:
     """Mark a ``durable list`` row of a run at rest as ``waiting`` when it has a waiting note:
     ``row["waiting"]`` gets ``until`` (seconds since the epoch, or None) and ``for`` (what it
     waits for, in words)."""
-    if not isinstance(store, RunInbox):
+    if not has_inbox(store):
         return
     try:
         text = store.waiting_notes().get(run_id)
@@ -261,9 +260,9 @@ class RunServices:
 
         self.store = store
         self.run_id = run_id
-        self.suspend = suspend and isinstance(store, RunInbox)
+        self.suspend = suspend and has_inbox(store)
         # only a graph with an inbox or a timer can have been waiting: no store call otherwise
-        self.may_wait = isinstance(store, RunInbox) and can_wait(graph)
+        self.may_wait = has_inbox(store) and can_wait(graph)
         self.waits = RunWaits()
         self.feed = StoreInboxFeed(store, run_id, codecs)
         self.observer = _Watcher()

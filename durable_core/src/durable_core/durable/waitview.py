@@ -12,9 +12,8 @@ import json
 import time
 from typing import Any
 
-from durable_core.durable.inbox import inbox_cursors
+from durable_core.durable.inbox import has_inbox, inbox_cursors
 from durable_core.durable.waiting import read_waiting
-from durable_core.store.inbox import RunInbox
 
 __all__ = ["describe_waits", "print_waits"]
 
@@ -34,7 +33,7 @@ def describe_waits(store: Any, record: Any, graph: Any = None) -> dict[str, Any]
     """
     cursors = inbox_cursors(record)
     inboxes = []
-    if isinstance(store, RunInbox):
+    if has_inbox(store):
         for key in sorted(set(store.inbox_keys(record.run_id)) | set(cursors)):
             taken = cursors.get(key, 0)
             posts = store.read_messages(record.run_id, key, after=taken)

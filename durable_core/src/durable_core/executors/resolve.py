@@ -1,10 +1,10 @@
-"""Turn what a caller passes as ``executor=`` into an executor instance."""
+"""Turn what a caller passes as ``executor=`` into an executor instance (through a plugin
+manager's :meth:`~durable_core.plugins.manager.DurablePluginManager.executor`)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from durable_core.errors import ConfigError
 from durable_core.executors.base import Executor
 
 __all__ = ["resolve_executor"]
@@ -13,11 +13,14 @@ __all__ = ["resolve_executor"]
 def resolve_executor(executor: Executor | str | None, plugins: Any = None) -> tuple[Any, bool]:
     """An executor instance for ``executor``, and whether the caller owns it (must close it).
 
+    The same as ``plugins.executor(executor)``; an :class:`Executor` or None needs no manager.
+
     Args:
         executor: an :class:`Executor` (returned as is, not owned), a registered name (built
             with default options through the ``durable_register_executors`` hook, owned), or
             None (None: the run's worker threads).
-        plugins: the plugin manager to look a name up in; None builds one.
+        plugins: the plugin manager to look a name up in; None: the process-wide one
+            (:func:`~durable_core.plugins.default_plugins`).
 
     Raises:
         PluginError: no installed plugin registers the name (the message lists those that do).
@@ -25,13 +28,11 @@ def resolve_executor(executor: Executor | str | None, plugins: Any = None) -> tu
     """
     if executor is None or isinstance(executor, Executor):
         return executor, False
-    if isinstance(executor, str):
-        if plugins is None:
-            from durable_core.plugins import make_plugin_manager
+    if plugins is None:
+        # The plugin wing sits above the executors: only a caller that hands in no manager
+        # (Runtime(executor="name") without plugins) reaches up for the shared one.
+        from durable_core.plugins.manager import default_plugins
 
-            plugins = make_plugin_manager()
-        return plugins.executor_factory(executor)(), True
-    raise ConfigError(
-        f"executor must be an Executor instance, a registered executor name such as "
-        f"'process', or None, got {executor!r}"
-    )
+        plugins = default_plugins()
+    resolved: tuple[Any, bool] = plugins.executor(executor)
+    return resolved

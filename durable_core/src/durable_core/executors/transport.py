@@ -24,6 +24,7 @@ import attrs
 
 from durable_core._words import a
 from durable_core.errors import NotPicklableError, RemoteBodyError
+from durable_core.outcomes import SkipNode
 
 __all__ = ["NODE_SKIPPED", "RemoteCall", "dump_body", "dump_inputs", "load_result", "run_call"]
 
@@ -140,8 +141,6 @@ def run_call(call: RemoteCall) -> bytes:
                 f"node {call.path!r}: input number {index + 1} cannot be loaded in the worker "
                 f"({_problem(exc)}); its class must be importable there"
             ) from None
-    from durable_core.graph.context import SkipNode  # the graph package imports this module
-
     try:
         returned = body(*args)
     except SkipNode:

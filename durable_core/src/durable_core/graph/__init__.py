@@ -15,7 +15,7 @@ from durable_core.graph.checkpoint import (
     Scope,
     Values,
 )
-from durable_core.graph.context import RunContext, SkipNode
+from durable_core.graph.context import RunContext
 from durable_core.graph.definition import FINGERPRINT_FORMAT, Graph, In, Node, Out
 from durable_core.graph.engine import DEFAULT_MAX_RUNNING, execute, execute_async
 from durable_core.graph.function import SKIP
@@ -40,6 +40,7 @@ from durable_core.graph.streams import (
     StreamState,
     StreamWriter,
 )
+from durable_core.outcomes import SkipNode
 
 __all__ = [
     "DEFAULT_MAX_RUNNING",

@@ -16,6 +16,11 @@ Cancellation is cooperative. An ``async def`` body is canceled at its next ``awa
 body runs in a worker thread and cannot be interrupted: it should look at :attr:`canceled` (or
 call :meth:`raise_if_canceled`) in long loops. Stream operations of a canceled plain body raise
 ``asyncio.CancelledError``.
+
+The context sees the scheduler only through the protocols :class:`BodyRun`, :class:`BodyScope`
+and :class:`RunCalls` (the engine's private run classes implement them), so the engine imports
+this module and never the other way round. :class:`SkipNode` lives on the ground floor
+(``durable_core.outcomes``) and is re-exported here.
 """
 
 from __future__ import annotations
@@ -23,10 +28,11 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 from collections.abc import Awaitable, Coroutine
-from typing import TYPE_CHECKING, Any, NoReturn, TypeVar, overload
+from typing import TYPE_CHECKING, Any, NoReturn, Protocol, TypeVar, overload
 
 from durable_core.errors import SlotError, UndeclaredKeyError
 from durable_core.graph.checkpoint import read_slot
+from durable_core.graph.signals import Abortable
 from durable_core.graph.streams import (
     BlockingStreamReader,
     BlockingStreamWriter,
@@ -34,13 +40,14 @@ from durable_core.graph.streams import (
     StreamReader,
     StreamWriter,
 )
+from durable_core.outcomes import SkipNode
 
 if TYPE_CHECKING:
-    from durable_core.graph.checkpoint import Attempt, Values
-    from durable_core.graph.engine import _NodeRun
+    from durable_core.graph.checkpoint import Attempt, Checkpointer, Values
+    from durable_core.graph.definition import Graph, Node
     from durable_core.graph.keys import Key
 
-__all__ = ["RunContext", "SkipNode"]
+__all__ = ["BodyRun", "BodyScope", "RunCalls", "RunContext", "ScopePlan", "SkipNode"]
 
 T = TypeVar("T")
 D = TypeVar("D")
@@ -48,13 +55,72 @@ D = TypeVar("D")
 _MISSING: Any = object()
 
 
-class SkipNode(BaseException):
-    """Raise in a body to skip the whole node: every provided key becomes skipped (G-4).
+# -- what a context sees of the engine ---------------------------------------------------------
+#
+# A context, the stream ends it hands out and a processor node's loop see one node's run through
+# these protocols; the scheduler's private classes implement them (``_Run``, ``_ScopeRun``,
+# ``_NodeRun`` in ``engine.py``), so this module never imports the scheduler.
 
-    A skip is never a failure: Retry does not retry it, and the run can complete. It derives
-    from ``BaseException`` (like ``asyncio.CancelledError``) so that ``except Exception`` in a
-    body does not swallow it.
-    """
+
+class RunCalls(Abortable, Protocol):
+    """The run's checkpointer calls, as a body's context and its stream ends make them."""
+
+    loop: asyncio.AbstractEventLoop
+    """The run's event loop (a plain body's worker thread hands coroutines to it)."""
+    cp: Checkpointer
+    """The run's checkpointer (the no-op one when none was given)."""
+    noop: bool
+    """True for the no-op checkpointer: there is nothing to call."""
+
+    async def _call(self, coroutine: Coroutine[Any, Any, T], nr: Any = None) -> T:
+        """Await a checkpointer call; a failure stops the run (``RunAborted``)."""
+        ...
+
+    def _expect(self, value: Any, kind: type, method: str) -> Any:
+        """``value`` when it is a ``kind``; else stop the run (``RunAborted``)."""
+        ...
+
+
+class ScopePlan(Protocol):
+    """The frozen plan of the graph a scope runs: each node's declared keys, by node index."""
+
+    graph: Graph
+    req_maps: list[dict[str, Key[Any]]]
+    prov_maps: list[dict[str, Key[Any]]]
+
+
+class BodyScope(Protocol):
+    """One graph run in one scope, as a body's context sees it: what has arrived so far."""
+
+    plan: ScopePlan
+    ready: dict[str, Any]
+    """Published values and streams, by key name."""
+    skipped: set[str]
+    """Skipped key names."""
+    run: RunCalls
+
+
+class BodyRun(Protocol):
+    """One node's execution in one scope, as its context sees it."""
+
+    node: Node
+    path: str
+    """The node's path from the root graph (``"report/count"``)."""
+    index: int
+    """The node's index in its scope's plan."""
+    scope: BodyScope
+    attempt: Attempt | None
+    """The node's root attempt, once begun."""
+    streams: dict[str, Stream[Any]]
+    """The streams the node opened, by key name."""
+
+    async def open_stream(self, key: Key[Any]) -> Stream[Any]:
+        """Open (publish) the stream of a provided key, once; later calls return it."""
+        ...
+
+    async def idle(self, waiting: Awaitable[None]) -> None:
+        """Await ``waiting`` without holding a ``max_running`` slot."""
+        ...
 
 
 class RunContext:
@@ -88,7 +154,7 @@ class RunContext:
     )
 
     def __init__(
-        self, node_run: _NodeRun, attempt: Attempt, blocking: bool, staged: Values | None
+        self, node_run: BodyRun, attempt: Attempt, blocking: bool, staged: Values | None
     ) -> None:
         self._node_run = node_run
         self.attempt = attempt

@@ -36,15 +36,17 @@ from durable_core.graph.aspects import Aspect
 from durable_core.graph.bodythreads import BodyThreads
 from durable_core.graph.cancel import CancelToken
 from durable_core.graph.checkpoint import Attempt, Checkpointer, NodeOutputs, Scope, Values
-from durable_core.graph.context import RunContext, SkipNode
+from durable_core.graph.context import RunContext
 from durable_core.graph.definition import Graph, In, Node, Out, _Plan
 from durable_core.graph.function import call_args, function_outputs
-from durable_core.graph.guard import CheckpointCalls, RunAborted, settle
+from durable_core.graph.guard import CheckpointCalls
 from durable_core.graph.keys import Key
 from durable_core.graph.observer import GraphEvent, NodeEvent, Observer
 from durable_core.graph.remote import RemoteBodies, dump_bodies, travels
 from durable_core.graph.results import RunResult, RunStatus
+from durable_core.graph.signals import RunAborted, settle
 from durable_core.graph.streams import Stream
+from durable_core.outcomes import SkipNode
 from durable_core.records import NodeReason
 
 __all__ = ["DEFAULT_MAX_RUNNING", "execute", "execute_async"]

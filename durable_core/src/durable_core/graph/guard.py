@@ -1,7 +1,8 @@
 """The checkpointer-call guard: every call the scheduler makes into the checkpoint seam (G-12).
 
 A checkpointer call that raises stops the whole run: the guard records the error, stops making
-calls, and the scheduler unwinds with :class:`RunAborted` (never treated as a node failure). The
+calls, and the scheduler unwinds with :class:`~durable_core.graph.signals.RunAborted` (never
+treated as a node failure; it and ``settle`` live in ``signals.py`` and are re-exported here). The
 engine never cancels a call in progress (see :meth:`CheckpointCalls._call`). With the no-op
 :class:`~durable_core.graph.checkpoint.Checkpointer` the guard answers itself and awaits nothing.
 
@@ -22,21 +23,11 @@ from durable_core.graph.checkpoint import Attempt, Checkpointer, NodeOutputs, Sc
 from durable_core.graph.definition import Graph, Node
 from durable_core.graph.keys import Key
 from durable_core.graph.results import RunStatus
+from durable_core.graph.signals import RunAborted, direct_call, settle
 from durable_core.graph.streams import Stream
 from durable_core.records import NodeReason
 
 __all__ = ["CheckpointCalls", "NodeCall", "RunAborted", "settle"]
-
-
-class RunAborted(BaseException):
-    """A checkpointer call failed: unwind without treating anything as a node failure."""
-
-
-async def settle(future: asyncio.Future[Any]) -> None:
-    """Wait until ``future`` is done, whatever cancellations arrive meanwhile."""
-    while not future.done():
-        with contextlib.suppress(BaseException):
-            await asyncio.shield(future)
 
 
 class NodeCall(Protocol):
@@ -78,22 +69,19 @@ class CheckpointCalls:
         cancellation of a node inside such a call until it returns: no task is needed. Calls
         inside the chain (a Timeout may cancel them) run in a shielded task.
         """
-        if self.aborted:
-            coroutine.close()
-            raise RunAborted
         if nr is not None:
             nr.in_call = True
             try:
-                result = await coroutine
-            except Exception as error:
-                self.abort(error)
-                raise RunAborted from error
+                result = await direct_call(self, coroutine)
             finally:
                 nr.in_call = False
             if nr.cancel_pending:  # the node was canceled during the call
                 nr.cancel_pending = False
                 raise asyncio.CancelledError()
             return result
+        if self.aborted:
+            coroutine.close()
+            raise RunAborted
         future = asyncio.ensure_future(coroutine)
         try:
             return await asyncio.shield(future)

@@ -50,6 +50,7 @@ from durable_core.errors import (
 from durable_core.graph.aspects import Retry
 from durable_core.graph.checkpoint import Values
 from durable_core.graph.keys import Key, type_name
+from durable_core.graph.signals import direct_call, settle
 from durable_core.graph.streams import _NOTHING as _NO_ELEMENT
 from durable_core.graph.streams import Stream
 from durable_core.graph.waits import waiting
@@ -486,12 +487,6 @@ def _is_async(function: Any) -> bool:
     )
 
 
-async def _settle(future: asyncio.Future[Any]) -> None:
-    while not future.done():
-        with contextlib.suppress(BaseException):
-            await asyncio.shield(future)
-
-
 # -- Running -----------------------------------------------------------------------------------
 
 
@@ -530,7 +525,7 @@ class _ProcessorRun:
             return default
         coroutine = getattr(run.cp, method)(*args)
         if direct:
-            result = await _direct_call(run, coroutine)
+            result = await direct_call(run, coroutine)
         else:
             result = await run._call(coroutine)
         if kind is not None and result is not None:
@@ -554,7 +549,7 @@ class _ProcessorRun:
             return await asyncio.wrap_future(job)
         except asyncio.CancelledError:
             self.rc._cancel()  # the handler sees rc.canceled while it still runs
-            await _settle(asyncio.wrap_future(job))  # it cannot be interrupted: wait for it
+            await settle(asyncio.wrap_future(job))  # it cannot be interrupted: wait for it
             raise
 
     # -- the loop -------------------------------------------------------------------------
@@ -864,20 +859,6 @@ def _read_failure(future: asyncio.Future[Any]) -> None:
     be none; left unread, asyncio would report it again as "never retrieved"."""
     if not future.cancelled():
         future.exception()
-
-
-async def _direct_call(run: Any, coroutine: Any) -> Any:
-    """Await a checkpointer call in the caller's task; a failure stops the run."""
-    from durable_core.graph.guard import RunAborted  # the guard imports this module
-
-    if run.aborted:
-        coroutine.close()
-        raise RunAborted
-    try:
-        return await coroutine
-    except Exception as error:
-        run.abort(error)
-        raise RunAborted from error
 
 
 async def _wait_readable(stream: Stream[Any], group: str, seconds: float) -> None:

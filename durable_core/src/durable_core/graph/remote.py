@@ -25,8 +25,8 @@ from durable_core.executors.transport import (
     dump_inputs,
     load_result,
 )
-from durable_core.graph.context import SkipNode
 from durable_core.graph.definition import Graph, Node
+from durable_core.outcomes import SkipNode
 
 __all__ = ["RemoteBodies", "dump_bodies", "travels"]
 

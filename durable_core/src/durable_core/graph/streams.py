@@ -58,6 +58,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 import attrs
 
 from durable_core.errors import NodeFailedError, SlotError
+from durable_core.graph.signals import direct_call
 from durable_core.graph.waits import waiting
 
 if TYPE_CHECKING:
@@ -500,23 +501,6 @@ class Stream(Generic[T]):
                 state.waiter = None
 
 
-async def _seam_call(run: Any, coroutine: Any) -> Any:
-    """Await a per-element checkpointer call in the caller's task (no task of its own: these
-    calls only queue a save and return); a failure stops the run, like any seam call."""
-    if run.aborted:
-        from durable_core.graph.guard import RunAborted  # guard imports this module
-
-        coroutine.close()
-        raise RunAborted
-    try:
-        return await coroutine
-    except Exception as error:
-        from durable_core.graph.guard import RunAborted
-
-        run.abort(error)
-        raise RunAborted from error
-
-
 class StreamWriter(Generic[T]):
     """The producer's end of a stream in an ``async def`` body (from ``rc.writer(KEY)``)."""
 
@@ -815,7 +799,7 @@ class StreamReader(Generic[T]):
             return
         attempt = rc._node_run.attempt
         assert attempt is not None
-        saved = await _seam_call(
+        saved = await direct_call(
             run,
             run.cp.ack_elements(
                 attempt,

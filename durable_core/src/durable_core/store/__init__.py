@@ -6,8 +6,13 @@ R-STORE-1…5). The package holds:
 
 - :mod:`~durable_core.store.protocol`: the contract (:class:`Store`, :class:`Session`,
   :class:`RunLister`, :class:`RunSummary`, :class:`EncodedRecord`);
+- :mod:`~durable_core.store.capabilities`: the optional capabilities (:class:`Capability`, their
+  protocols, and :func:`capabilities`, the one way to ask what a store or session can do);
 - :mod:`~durable_core.store.kit`: :class:`BaseStore` and :class:`BaseSession`, the lifecycle and
-  the template ``save`` every built-in store shares; a backend implements only its medium;
+  the template ``save`` every built-in store shares, and :class:`FoldingSession`, the
+  fold-on-close template of stores that keep deltas; a backend implements only its medium;
+- :mod:`~durable_core.store.deltas`: the one delta-fold policy (:data:`FOLD_RATIO`);
+- :mod:`~durable_core.store.local`: helpers of stores on a local file system (cancel markers);
 - :mod:`~durable_core.store.checks`: the checks all stores share (run ids, timeouts, saves,
   records read back, factory options);
 - :mod:`~durable_core.store.locks`: per-run OS file locks and private directories, for stores
@@ -19,6 +24,12 @@ R-STORE-1…5). The package holds:
 The conformance kit in :mod:`durable_core.testing` proves a backend keeps the contract.
 """
 
+from durable_core.store.capabilities import (
+    CAPABILITY_SPECS,
+    Capability,
+    CapabilitySpec,
+    capabilities,
+)
 from durable_core.store.checks import (
     check_options,
     check_path,
@@ -29,7 +40,8 @@ from durable_core.store.checks import (
     validate_save,
     validate_timeout,
 )
-from durable_core.store.kit import Acquiring, BaseSession, BaseStore
+from durable_core.store.deltas import FOLD_RATIO, fold_due
+from durable_core.store.kit import Acquiring, BaseSession, BaseStore, FoldingSession
 from durable_core.store.memory import MemorySession, MemoryStore, memory_store_factory
 from durable_core.store.owner import (
     RunOwner,
@@ -50,11 +62,16 @@ from durable_core.store.protocol import (
 )
 
 __all__ = [
+    "CAPABILITY_SPECS",
+    "FOLD_RATIO",
     "MAX_REVISION",
     "Acquiring",
     "BaseSession",
     "BaseStore",
+    "Capability",
+    "CapabilitySpec",
     "EncodedRecord",
+    "FoldingSession",
     "MemorySession",
     "MemoryStore",
     "RunLister",
@@ -62,10 +79,12 @@ __all__ = [
     "RunSummary",
     "Session",
     "Store",
+    "capabilities",
     "check_options",
     "check_path",
     "current_owner",
     "decode_stored",
+    "fold_due",
     "memory_store_factory",
     "owner_from_bytes",
     "owner_from_tag",

@@ -15,8 +15,8 @@ import os
 from collections.abc import Callable, Iterable, Mapping
 
 from durable_core.errors import ConfigError, ConflictError, CorruptRecordError, DurableError
-from durable_core.recordjson import record_from_json
 from durable_core.records import RunRecord
+from durable_core.records.jsonio import record_from_json
 from durable_core.store.protocol import MAX_REVISION, RunSummary
 
 __all__ = [

@@ -36,9 +36,13 @@ save, as it found them (R-STORE-4, E-2).
 
 from __future__ import annotations
 
+import abc
+import contextlib
+import logging
 import threading
 import time
-from typing import Any
+from collections.abc import Iterator
+from typing import Any, ClassVar
 
 import attrs
 
@@ -46,22 +50,27 @@ from durable_core.errors import (
     BusyError,
     ConflictError,
     CorruptRecordError,
+    DurableError,
     NotFoundError,
     SessionClosedError,
 )
-from durable_core.recorddelta import read_delta
-from durable_core.recordjson import record_to_json
 from durable_core.records import RunRecord
+from durable_core.records.delta import read_delta
+from durable_core.records.jsonio import record_to_json
+from durable_core.store.capabilities import Capability
 from durable_core.store.checks import (
     decode_stored,
     validate_run_id,
     validate_save,
     validate_timeout,
 )
+from durable_core.store.deltas import FOLD_RATIO, fold_due
 from durable_core.store.owner import current_owner
 from durable_core.store.protocol import EncodedRecord
 
-__all__ = ["Acquiring", "BaseSession", "BaseStore"]
+__all__ = ["Acquiring", "BaseSession", "BaseStore", "FoldingSession"]
+
+logger = logging.getLogger("durable_core.store")
 
 
 class Acquiring:
@@ -78,12 +87,17 @@ class Acquiring:
         self.cancel: Any = None
 
 
-class BaseStore:
+class BaseStore(abc.ABC):
     """The shared half of a store: the live sessions, ``acquire``'s bookkeeping, ``close``.
 
-    Subclasses call ``super().__init__()`` first and implement :meth:`_open_session`.
-    Thread-safe: any thread may acquire and close.
+    Subclasses call ``super().__init__()`` first and implement :meth:`_open_session` (a
+    subclass that does not cannot be instantiated). Thread-safe: any thread may acquire and
+    close.
     """
+
+    capabilities: ClassVar[frozenset[Capability]] = frozenset({Capability.RESTORE})
+    """What the store and its sessions can do beyond the contract
+    (:mod:`durable_core.store.capabilities`); every kit session restores copied records."""
 
     def __init__(self) -> None:
         self._state_lock = threading.Lock()
@@ -204,6 +218,7 @@ class BaseStore:
 
     # -- hooks -------------------------------------------------------------------------------
 
+    @abc.abstractmethod
     def _open_session(self, run_id: str, timeout: float | None, pending: Acquiring) -> Any:
         """Lock ``run_id`` in the medium without waiting for an owner; return its session.
 
@@ -211,10 +226,10 @@ class BaseStore:
         the backend releases what it took and raises (``BusyError`` when another store or
         process owns the run).
         """
-        raise NotImplementedError
 
     def _closing(self) -> None:
         """Called by :meth:`close` after the store is marked closed, before its sessions close."""
+        return None  # optional hook: nothing by default
 
     def _close_deadline(self) -> float | None:
         """The ``time.monotonic()`` by which closing sessions must be done; ``None``: wait."""
@@ -222,18 +237,25 @@ class BaseStore:
 
     def _close_medium(self, deadline: float | None) -> None:
         """Called by :meth:`close` last, after every session was closed."""
+        return None  # optional hook: nothing by default
 
 
-class BaseSession:
+class BaseSession(abc.ABC):
     """The shared half of a session: closed state, the mutex, the template ``load``/``save``.
 
-    One call at a time per session (a mutex serializes them); any thread may call.
+    One call at a time per session (a mutex serializes them); any thread may call. A subclass
+    implements the abstract hooks :meth:`_read`, :meth:`_write` and :meth:`_release`; one that
+    misses any cannot be instantiated.
 
     Args:
         store: the store that made it (its live sessions are updated on close).
         run_id: the run it owns.
         location: where the record is kept, for messages (a file path, a database row).
     """
+
+    capabilities: ClassVar[frozenset[Capability]] = frozenset({Capability.ENCODED_SAVES})
+    """How the runtime may call ``save`` (:mod:`durable_core.store.capabilities`): every kit
+    session takes the caller's encoding."""
 
     def __init__(self, store: BaseStore, run_id: str, location: str) -> None:
         self._store = store
@@ -425,6 +447,7 @@ class BaseSession:
 
     # -- hooks (called with the session's mutex held) ----------------------------------------
 
+    @abc.abstractmethod
     def _read(self) -> tuple[bytes, int | None] | None:
         """The stored record's bytes and the revision kept beside them (``None`` when the
         medium keeps none), or ``None`` when no record is stored.
@@ -433,8 +456,8 @@ class BaseSession:
             CorruptRecordError: what is stored cannot be read as bytes of a record.
             DurableError / OSError: the medium failed (never reported as "no record").
         """
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def _write(self, record: RunRecord, expected_revision: int, encoded: EncodedRecord) -> bool:
         """Write ``record`` by compare-and-swap: ``encoded.data`` is its complete bytes (made on
         first access), ``encoded.delta`` maybe the change (see :meth:`_delta_of`).
@@ -447,7 +470,6 @@ class BaseSession:
             CorruptRecordError: the stored record turned out corrupt; nothing written.
             DurableError / OSError: the write failed (say whether it is uncertain).
         """
-        raise NotImplementedError
 
     @staticmethod
     def _delta_of(encoded: EncodedRecord, expected_revision: int) -> bytes | None:
@@ -457,9 +479,9 @@ class BaseSession:
         Only the delta's revisions are checked here, and cheaply: a canonical delta starts
         with ``{"Base":<expected>,"Revision":<expected + 1>,"Set":[`` (its keys are sorted), so
         that prefix decides without parsing the change; bytes that are not canonical are read
-        with :func:`durable_core.recorddelta.read_delta`. The change itself is the caller's,
+        with :func:`durable_core.records.delta.read_delta`. The change itself is the caller's,
         like ``encoded.data``; a store that keeps deltas applies them with
-        :func:`durable_core.recorddelta.apply_delta` when it reads.
+        :func:`durable_core.records.delta.apply_delta` when it reads.
         """
         delta = encoded.delta
         if delta is None or expected_revision == 0:
@@ -496,11 +518,13 @@ class BaseSession:
 
     def _decoded(self, revision: int) -> None:
         """Called when the bytes just returned by ``_read`` decoded as a good record."""
+        return None  # optional hook: nothing by default
 
     def _stored_revision(self) -> int:
         """The stored revision (0: none), for a conflict's message; may raise like ``_read``."""
         return self._checked_revision()
 
+    @abc.abstractmethod
     def _release(self, deadline: float | None) -> None:
         """Unlock the run and give back what the session holds (called once).
 
@@ -510,3 +534,126 @@ class BaseSession:
 
     def _abort(self) -> None:
         """Break an operation stuck past ``Store.close``'s deadline (default: nothing)."""
+        return None  # optional hook: nothing by default
+
+
+class FoldingSession(BaseSession):
+    """A session of a store that keeps deltas: the fold policy and the fold-on-close template.
+
+    A save keeps its delta (:meth:`_delta_to_keep`, the policy of
+    :mod:`durable_core.store.deltas`) while the deltas stay small beside the complete record;
+    closing a session that wrote folds them (:meth:`_fold_on_close`), so that at rest a run is
+    one complete record (R-STORE-3, R-STORE-4). The template decides when and what to fold; a
+    backend implements only how its medium holds deltas:
+
+    =================================  ========================================================
+    ``_has_deltas``                     whether deltas are stored after the complete record
+    ``_write_folded(data, head)``       write ``data`` as the complete record at ``head``
+    ``_let_go(deadline)``               unlock the run, give back connections
+    =================================  ========================================================
+
+    Optional: ``_folding`` (a transaction around the fold), ``_may_fold`` (false when the
+    medium is gone), ``_stored_for_fold`` (the stored record with its deltas applied),
+    ``fold_ratio``, ``fold_errors``.
+    """
+
+    fold_ratio: ClassVar[float] = FOLD_RATIO
+    """The share of the complete record's size the kept deltas may reach (bytes/bytes)."""
+
+    fold_errors: ClassVar[tuple[type[BaseException], ...]] = (DurableError, OSError)
+    """What a failed fold on close may raise: logged, and the deltas kept (nothing is lost)."""
+
+    def _delta_to_keep(
+        self,
+        encoded: EncodedRecord,
+        expected_revision: int,
+        record_size: int | None,
+        kept: int,
+        framing: int = 0,
+    ) -> bytes | None:
+        """The delta this save keeps, or ``None``: write the complete record.
+
+        Args:
+            encoded: the save's encoding.
+            expected_revision: the revision the save replaces.
+            record_size: bytes of the stored complete record as this session knows it;
+                ``None`` when it does not know what is stored (then never a delta).
+            kept: bytes of the deltas stored after that record (with their framing).
+            framing: bytes the medium adds to each delta it keeps.
+        """
+        delta = self._delta_of(encoded, expected_revision)
+        if delta is None or record_size is None:
+            return None
+        if fold_due(kept, record_size, len(delta) + framing, self.fold_ratio):
+            return None  # the deltas outgrew the complete record: this save folds them
+        return delta
+
+    def _release(self, deadline: float | None) -> None:
+        """Fold the deltas when this session wrote (a failure is logged, nothing lost), then
+        let the run go."""
+        try:
+            if self._may_fold():
+                try:
+                    self._fold_on_close()
+                except self.fold_errors as exc:
+                    # The deltas stay; the next session reads them (and folds them once it saves).
+                    logger.warning(
+                        "folding the saved deltas of run %r (%s) on close failed (%s: %s); "
+                        "they are kept and read as they are",
+                        self._run_id,
+                        self._location,
+                        type(exc).__name__,
+                        exc,
+                    )
+        finally:
+            self._let_go(deadline)
+
+    def _fold_on_close(self) -> None:
+        """Fold the stored deltas into the complete record; only when this session wrote (a look
+        leaves every byte, and the save time, as it found them; E-2)."""
+        if not self._wrote or not self._has_deltas():
+            return
+        with self._folding():
+            # The usual case: this session wrote the deltas, and its last save's complete bytes
+            # are what they fold into. Writing them costs one copy of the record, where folding
+            # what is stored parses it into a tree and decodes the result once more.
+            head = self._verified
+            data = self._saved_bytes(head)
+            if data is not None and self._write_folded(data, head):
+                return
+            del data
+            stored = self._stored_for_fold()
+            if stored is None:
+                return
+            data, column = stored
+            revision = decode_stored(self._run_id, data, self._location, column).revision
+            self._write_folded(data, revision)
+
+    # -- hooks (called with the session's mutex held) ----------------------------------------
+
+    @abc.abstractmethod
+    def _has_deltas(self) -> bool:
+        """Whether deltas are stored after the run's complete record (as this session knows)."""
+
+    @abc.abstractmethod
+    def _write_folded(self, data: bytes, head: int) -> bool:
+        """Write ``data`` as the complete record at revision ``head`` and drop the deltas; only
+        while ``head`` is the stored head (else ``False``, nothing written). Not a save."""
+
+    @abc.abstractmethod
+    def _let_go(self, deadline: float | None) -> None:
+        """Unlock the run and give back what the session holds (called once, after the fold)."""
+
+    def _may_fold(self) -> bool:
+        """Whether the medium can still be written (default: yes)."""
+        return True
+
+    @contextlib.contextmanager
+    def _folding(self) -> Iterator[None]:
+        """Around the whole fold: a transaction of the medium (default: nothing)."""
+        yield
+
+    def _stored_for_fold(self) -> tuple[bytes, int | None] | None:
+        """The stored record with its deltas applied and the revision kept beside it, or
+        ``None`` (default: :meth:`_read`)."""
+        return self._read()

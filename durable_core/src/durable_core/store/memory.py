@@ -7,11 +7,12 @@ from collections.abc import Sequence
 from typing import Any
 
 from durable_core.errors import NotFoundError
-from durable_core.history import check_entries
-from durable_core.recorddelta import apply_delta
-from durable_core.recordjson import record_from_json
 from durable_core.records import RunRecord
+from durable_core.records.delta import apply_delta
+from durable_core.records.jsonio import record_from_json
+from durable_core.store.capabilities import Capability
 from durable_core.store.checks import check_options, summary_of
+from durable_core.store.history import check_entries
 from durable_core.store.kit import Acquiring, BaseSession, BaseStore
 from durable_core.store.memory_inbox import MemoryInbox
 from durable_core.store.protocol import EncodedRecord, RunSummary, sort_summaries
@@ -28,11 +29,22 @@ class MemoryStore(MemoryInbox, BaseStore):
     once they outweigh them, and before every ``load``. It offers in-process exclusive
     sessions and compare-and-swap only: no cross-process ownership, and nothing survives the
     process. Meant for examples, unit tests and checking the protocol. Runs' histories
-    (:class:`~durable_core.maintenance.RunHistory`) are kept in memory too, and go with a
+    (:class:`~durable_core.store.capabilities.RunHistory`) are kept in memory too, and go with a
     deleted run.
 
     Thread-safe: any thread may acquire, load, save and close.
     """
+
+    capabilities = frozenset(
+        {
+            Capability.LIST_RUNS,
+            Capability.PEEK,
+            Capability.RUN_HISTORY,
+            Capability.INBOX,
+            Capability.DELETE,
+            Capability.RESTORE,
+        }
+    )
 
     def __init__(self) -> None:
         super().__init__()
@@ -86,7 +98,7 @@ class MemoryStore(MemoryInbox, BaseStore):
 class MemorySession(BaseSession):
     """A session of :class:`MemoryStore`."""
 
-    quick_saves = True
+    capabilities = BaseSession.capabilities | {Capability.QUICK_SAVES}
     """A save touches no medium and never blocks for long: the runtime may call it on its
     event loop instead of handing it to a thread."""
 
@@ -130,6 +142,10 @@ class MemorySession(BaseSession):
             else:
                 records[self._run_id] = _MemoryRecord(record.revision, data)
             return True
+
+    def _release(self, deadline: float | None) -> None:
+        """Nothing to unlock: the store's live sessions are the run's only lock."""
+        return None
 
     def _stored_revision(self) -> int:
         with self._memory._records_lock:

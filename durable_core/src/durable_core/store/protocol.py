@@ -4,7 +4,8 @@ A :class:`Store` hands out one exclusive :class:`Session` per run id. The sessio
 the run's single :class:`~durable_core.records.RunRecord` by compare-and-swap on its revision.
 A backend that can only overwrite without CAS is not a Store (R-STORE-5).
 
-Stores that can enumerate their runs also implement :class:`RunLister` (``list_runs``).
+What a store may do beyond this contract (list its runs, peek, …) is an optional capability:
+see :mod:`durable_core.store.capabilities` (``RunLister`` is importable from here too).
 :class:`EncodedRecord` is how a caller hands a session the bytes it already encoded.
 """
 
@@ -17,6 +18,7 @@ from typing import Protocol, runtime_checkable
 import attrs
 
 from durable_core.records import RunRecord
+from durable_core.store.capabilities import RunLister
 
 __all__ = [
     "MAX_REVISION",
@@ -36,11 +38,11 @@ class EncodedRecord:
     """A record's encoding, handed to :meth:`Session.save` by a caller that already made it.
 
     ``data`` is the complete canonical JSON of the record being saved, byte for byte what
-    :func:`~durable_core.recordjson.record_to_json` returns for it. A store may write these bytes
-    instead of encoding the record again; a store that ignores them and encodes the record itself
-    is just as correct. ``delta``, when given, is the change against the record stored at the
+    :func:`~durable_core.records.jsonio.record_to_json` returns for it. A store may write these
+    bytes instead of encoding the record again; a store that ignores them and encodes the record
+    itself is just as correct. ``delta``, when given, is the change against the record stored at the
     save's ``expected_revision`` (canonical JSON: ``{"Base", "Revision", "Set", "Unset"}``; see
-    :mod:`durable_core.recorddelta`); a store may keep it instead of the complete record.
+    :mod:`durable_core.records.delta`); a store may keep it instead of the complete record.
 
     Args:
         data: the complete record's bytes, or a zero-argument callable returning them; the
@@ -209,19 +211,6 @@ class RunSummary:
     def ok(self) -> bool:
         """True when the record was read without error."""
         return self.error is None
-
-
-@runtime_checkable
-class RunLister(Protocol):
-    """Optional capability of stores that can enumerate their runs."""
-
-    def list_runs(self) -> Iterable[RunSummary]:
-        """Return a summary of every stored run, sorted by run id, without taking ownership.
-
-        Records that cannot be read are included with ``error`` set (sorted by ``location``
-        after the readable ones); only a failure to enumerate at all raises.
-        """
-        ...
 
 
 def _sort_key(summary: RunSummary) -> tuple[bool, str, str]:

@@ -51,12 +51,22 @@ Rules for the factory:
   reason. ``StoreSpec.release_timeout`` bounds how long a store may take to notice that a killed
   owner process is gone (default 10 s).
 
-The kit needs pytest. Stores that implement :class:`~durable_core.store.RunLister` also get
-their ``list_runs`` checked. Backend-specific tests can reuse :func:`sample_record` (a record
-using every field) and :class:`StoreProcess` (drive a store from a child process).
+The kit needs pytest, declared as the extra ``durable-core[testing]``; only this package imports
+it. The kit is a package, :mod:`durable_core.testing.conformance`, one module per group of
+clauses. It runs the clauses of the optional capabilities a store declares (the ClassVar
+``capabilities``, see :mod:`durable_core.store.capabilities`): a store declaring
+``Capability.LIST_RUNS`` gets its ``list_runs`` checked, and a store that declares a capability
+it does not implement fails the kit. Backend-specific tests can reuse :func:`sample_record` (a
+record using every field) and :class:`StoreProcess` (drive a store from a child process).
 """
 
-import pytest
+try:
+    import pytest
+except ImportError as exc:  # pragma: no cover - depends on the environment
+    raise ImportError(
+        "durable_core.testing needs pytest, an extra of durable-core: install it with "
+        'pip install "durable-core[testing]"'
+    ) from exc
 
 # Plain asserts in the kit report their values like the user's own tests do.
 pytest.register_assert_rewrite("durable_core.testing.conformance")

@@ -32,7 +32,7 @@ def main() -> None:
             sys.path.insert(0, entry)
     factory = pickle.loads(base64.b64decode(init["factory"]))
 
-    from durable_core.recordjson import record_from_json, record_to_json
+    from durable_core.records.jsonio import record_from_json, record_to_json
     from durable_core.store import EncodedRecord
 
     stores: list[Any] = []

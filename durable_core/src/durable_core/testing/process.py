@@ -15,8 +15,8 @@ from typing import Any
 
 import attrs
 
-from durable_core.recordjson import record_from_json, record_to_json
 from durable_core.records import RunRecord
+from durable_core.records.jsonio import record_from_json, record_to_json
 
 __all__ = ["ChildReply", "StoreProcess"]
 

@@ -7,8 +7,8 @@ import json
 from typing import Any
 
 from durable_core import records as r
-from durable_core.recorddelta import encode_delta
-from durable_core.recordjson import record_to_json
+from durable_core.records.delta import encode_delta
+from durable_core.records.jsonio import record_to_json
 
 __all__ = ["record_delta", "sample_record"]
 
@@ -192,7 +192,7 @@ def _diff(
 
 def record_delta(old: r.RunRecord, new: r.RunRecord) -> bytes:
     """The delta from ``old`` to ``new`` (``new.revision == old.revision + 1``), as the bytes
-    of :mod:`durable_core.recorddelta`: what a caller may pass as ``EncodedRecord.delta``.
+    of :mod:`durable_core.records.delta`: what a caller may pass as ``EncodedRecord.delta``.
 
     Made by comparing the two records' JSON trees, object by object down to four levels.
     """

@@ -26,12 +26,12 @@ def cancel_command(
     running bodies are canceled cooperatively, nothing confirmed is lost, and the run stays
     resumable. The command does not wait. A run that is not running has nothing to cancel.
     """
+    from durable_core.cli.context import plugin_manager
     from durable_core.cli.targets import require_existing_store, split_store_args
     from durable_core.errors import BusyError, ConfigError
-    from durable_core.maintenance import CancelRequests
-    from durable_core.plugins import make_plugin_manager
+    from durable_core.store import Capability, capabilities
 
-    pm = make_plugin_manager()
+    pm = plugin_manager()
     store_config, config, rest = split_store_args(with_run_id(args, run_id_option), store_url, pm)
     if not rest and config is not None:
         rest = (config.run_id,)
@@ -42,7 +42,7 @@ def cancel_command(
     require_existing_store(store_config)
     store = store_config.open(pm)
     try:
-        if not isinstance(store, CancelRequests):
+        if Capability.CANCEL_REQUESTS not in capabilities(store):
             raise ConfigError(f"the {where} cannot pass a stop request to a run's owner")
         try:
             session = store.acquire(run_id)

@@ -37,6 +37,7 @@ def delete_command(
     refused (exit 3) and left intact. The store must support deleting (the file, SQLite,
     PostgreSQL and memory stores do).
     """
+    from durable_core.cli.context import plugin_manager
     from durable_core.cli.targets import (
         busy,
         not_found,
@@ -45,10 +46,9 @@ def delete_command(
         store_words,
     )
     from durable_core.errors import BusyError, NotFoundError
-    from durable_core.maintenance import delete_run, each
-    from durable_core.plugins import make_plugin_manager
+    from durable_core.ops.maintenance import delete_run, each
 
-    pm = make_plugin_manager()
+    pm = plugin_manager()
     store_config, config, run_ids = split_store_args(args, store_url, pm)
     run_ids = (*run_ids, *run_id_options)
     named = store_words(args[0] if config is not None else None, store_url)

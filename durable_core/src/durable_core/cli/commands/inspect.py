@@ -51,6 +51,7 @@ def inspect_command(
     interrupted, not started), its Retry tries and message tries, when it started, its time
     running and its time waiting for inputs, and its last error with where it failed.
     """
+    from durable_core.cli.context import plugin_manager
     from durable_core.cli.targets import (
         graph_of,
         load_record,
@@ -59,11 +60,10 @@ def inspect_command(
         store_words,
     )
     from durable_core.errors import CorruptRecordError
-    from durable_core.plugins import make_plugin_manager
-    from durable_core.runinfo import check_record, describe_record
+    from durable_core.ops.runinfo import check_record, describe_record
 
     args = with_run_id(args, run_id_option)
-    pm = make_plugin_manager()
+    pm = plugin_manager()
     store_config, run_id, config = store_target(args, store_url, want_run_id=True, pm=pm)
     assert run_id is not None
     graph = graph_of(config)
@@ -84,14 +84,14 @@ def inspect_command(
                 rule=exc.rule,
             ) from exc
         # the history of this run in this store (keyed by its root scope), read once
-        from durable_core.runlog import read_log
+        from durable_core.plugins.runlog import read_log
 
         try:
             entries = read_log(store, run_id, record.root_scope)
         except Exception:  # the history is extra information: never fail inspect on it
             entries = []
         times = run_times(store, run_id, entries=entries)
-        info = describe_record(record, graph, explain_mismatch=True, store=store)
+        info = describe_record(record, graph, explain_mismatch=True, store=store, plugins=pm)
         from durable_core.durable.waitview import describe_waits, print_waits
 
         try:
@@ -103,7 +103,7 @@ def inspect_command(
     failures = _last_failures(entries, info)
     import time
 
-    from durable_core.nodeview import NodeState, describe_nodes
+    from durable_core.ops.nodeview import NodeState, describe_nodes
 
     nodes = describe_nodes(
         record,
@@ -217,8 +217,8 @@ def run_times(
     """
     import datetime
 
-    from durable_core.maintenance import stored_times
-    from durable_core.runlog import log_times
+    from durable_core.ops.maintenance import stored_times
+    from durable_core.plugins.runlog import log_times
 
     times = log_times(store, run_id, root_scope, entries=entries)
     try:
@@ -264,9 +264,9 @@ def peek_record(store_config: Any, store: Any, run_id: str) -> Any:
     """The last committed record, read without a session (``RecordPeeker``)."""
     from durable_core.cli.targets import not_found
     from durable_core.errors import ConfigError, NotFoundError
-    from durable_core.maintenance import RecordPeeker
+    from durable_core.store import Capability, capabilities
 
-    if not isinstance(store, RecordPeeker):
+    if Capability.PEEK not in capabilities(store):
         raise ConfigError(
             f"the {store_config.describe()} cannot be read without taking a run's ownership; "
             "inspect without --peek once the run is not running"
@@ -280,7 +280,7 @@ def peek_record(store_config: Any, store: Any, run_id: str) -> Any:
 def _last_failures(entries: Any, info: Any) -> dict[str, Any]:
     """Each node's last failed try from the run's history (``entries``), for nodes the record
     has not confirmed."""
-    from durable_core.runlog import last_failures
+    from durable_core.plugins.runlog import last_failures
 
     confirmed = {
         f"{scope.path}/{node}" if scope.path else node
@@ -315,7 +315,7 @@ def _change_lines(changes: dict[str, Any] | None) -> list[str]:
 
 
 def print_info(info: Any, store: str) -> None:
-    """The text form of :class:`~durable_core.runinfo.RunInfo`."""
+    """The text form of :class:`~durable_core.ops.runinfo.RunInfo`."""
 
     def row(label: str, value: object) -> None:
         click.echo(f"{label:<11}{value}")

@@ -69,6 +69,7 @@ def list_command(
     import sys
     import time
 
+    from durable_core.cli.context import plugin_manager
     from durable_core.cli.exitcodes import ExitCode
     from durable_core.cli.targets import (
         graph_of,
@@ -77,12 +78,11 @@ def list_command(
         store_target,
     )
     from durable_core.errors import ConfigError
-    from durable_core.maintenance import SaveTimes, parse_age
-    from durable_core.plugins import make_plugin_manager
-    from durable_core.store import RunLister
+    from durable_core.ops.maintenance import parse_age
+    from durable_core.store import Capability, capabilities
 
     newer_than = time.time() - parse_age(since, "--since") if since is not None else None
-    pm = make_plugin_manager()
+    pm = plugin_manager()
     store_config, _, config = store_target(args, store_url, want_run_id=False, pm=pm)
     graph = graph_of(config)
     rows: list[dict[str, Any]] = []
@@ -93,12 +93,12 @@ def list_command(
     require_existing_store(store_config)
     store = store_config.open(pm)
     try:
-        if not isinstance(store, RunLister):
+        if Capability.LIST_RUNS not in capabilities(store):
             raise ConfigError(
                 f"the {store_config.describe()} cannot list its runs; inspect one run with "
                 f"'durable inspect --store URL RUN_ID'"
             )
-        if newer_than is not None and not isinstance(store, SaveTimes):
+        if newer_than is not None and Capability.SAVE_TIMES not in capabilities(store):
             raise ConfigError(
                 f"the {store_config.describe()} does not record when runs were saved: list it "
                 "without --since"
@@ -137,10 +137,12 @@ def _saved_at(store: Any, run_id: str) -> float | None:
 def _newest_first(store: Any, summaries: list[Any]) -> list[Any]:
     """The runs by their last save, newest first (runs whose time is unknown, and records
     that could not be read, after them, by run id)."""
-    from durable_core.maintenance import SaveTimes
+    from durable_core.store import Capability, capabilities
+
+    timed = Capability.SAVE_TIMES in capabilities(store)
 
     def key(summary: Any) -> tuple[int, float, str]:
-        if getattr(summary, "error", None) is not None or not isinstance(store, SaveTimes):
+        if getattr(summary, "error", None) is not None or not timed:
             return (1, 0.0, summary.run_id or "")
         saved = _saved_at(store, summary.run_id)
         return (0, -saved, summary.run_id) if saved is not None else (1, 0.0, summary.run_id)
@@ -224,7 +226,7 @@ def list_row(store: Any, summary: Any, graph: Any) -> dict[str, Any]:
         CorruptRecordError,
         NotFoundError,
     )
-    from durable_core.runinfo import RunStatus, check_record, describe_record
+    from durable_core.ops.runinfo import RunStatus, check_record, describe_record
 
     row: dict[str, Any] = {
         "run_id": summary.run_id,

@@ -42,13 +42,13 @@ def log_command(
     Ctrl-C). --json prints one JSON object per line (a failed try's "where" and "traceback"
     included).
     """
+    from durable_core.cli.context import plugin_manager
     from durable_core.cli.targets import not_found, require_existing_store, store_target
     from durable_core.errors import NotFoundError
     from durable_core.history import root_scope_of
-    from durable_core.plugins import make_plugin_manager
-    from durable_core.runlog import read_log
+    from durable_core.plugins.runlog import read_log
 
-    pm = make_plugin_manager()
+    pm = plugin_manager()
     store_config, run_id, _ = store_target(
         with_run_id(args, run_id_option), store_url, want_run_id=True, pm=pm
     )

@@ -26,16 +26,16 @@ def migrate_command(
     its own session with its revision kept, only if the destination has no record of it
     (else exit 5). The source is never changed: delete the runs there once you are satisfied.
     """
+    from durable_core.cli.context import plugin_manager
     from durable_core.cli.exitcodes import exit_code_for
     from durable_core.cli.targets import require_existing_store
     from durable_core.config import parse_store_url
     from durable_core.errors import ConfigError, DurableError
-    from durable_core.maintenance import each, migrate_run
-    from durable_core.plugins import make_plugin_manager
-    from durable_core.runinfo import check_record
-    from durable_core.store import RunLister
+    from durable_core.ops.maintenance import each, migrate_run
+    from durable_core.ops.runinfo import check_record
+    from durable_core.store import Capability, capabilities
 
-    pm = make_plugin_manager()
+    pm = plugin_manager()
     source_config = parse_store_url(source_url, pm=pm)
     destination_config = parse_store_url(destination_url, pm=pm)
     if source_config.describe() == destination_config.describe():
@@ -51,7 +51,7 @@ def migrate_command(
     first_error: BaseException | None = None
     try:
         if not run_ids:
-            if not isinstance(source, RunLister):
+            if Capability.LIST_RUNS not in capabilities(source):
                 raise ConfigError(
                     f"the {source_config.describe()} cannot list its runs; name the runs to copy"
                 )

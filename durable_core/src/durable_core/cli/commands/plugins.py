@@ -15,9 +15,9 @@ __all__ = ["plugins_command"]
 @json_option()
 def plugins_command(as_json: bool) -> None:
     """List every plugin found, its distribution and what it registers."""
-    from durable_core.plugins import make_plugin_manager
+    from durable_core.cli.context import plugin_manager
 
-    infos = make_plugin_manager().describe()
+    infos = plugin_manager().describe()
     if as_json:
         click.echo(
             json.dumps(

@@ -44,6 +44,7 @@ def prune_command(
     with exit 3 once the others are done.
     """
     from durable_core.cli.commands.list import list_row
+    from durable_core.cli.context import plugin_manager
     from durable_core.cli.exitcodes import ExitCode
     from durable_core.cli.targets import (
         busy,
@@ -53,14 +54,13 @@ def prune_command(
         store_words,
     )
     from durable_core.errors import BusyError, ConfigError, NotFoundError
-    from durable_core.maintenance import SaveTimes, delete_run, parse_age
-    from durable_core.plugins import make_plugin_manager
-    from durable_core.store import RunLister
+    from durable_core.ops.maintenance import delete_run, parse_age
+    from durable_core.store import Capability, capabilities
 
     if not finished:
         raise click.UsageError("prune deletes only finished runs: give --finished")
     age = parse_age(older_than) if older_than is not None else None
-    pm = make_plugin_manager()
+    pm = plugin_manager()
     store_config, _, config = store_target(args, store_url, want_run_id=False, pm=pm)
     named = store_words(args[0] if config is not None else None, store_url)
     graph = graph_of(config)
@@ -70,9 +70,9 @@ def prune_command(
     chosen: list[dict[str, Any]] = []
     skipped: list[dict[str, Any]] = []  # owned by another process: kept, named, exit 3
     try:
-        if not isinstance(store, RunLister):
+        if Capability.LIST_RUNS not in capabilities(store):
             raise ConfigError(f"the {where} cannot list its runs, so it cannot be pruned")
-        if age is not None and not isinstance(store, SaveTimes):
+        if age is not None and Capability.SAVE_TIMES not in capabilities(store):
             raise ConfigError(
                 f"the {where} does not record when runs were saved: prune it without --older-than"
             )

@@ -27,19 +27,18 @@ def show_command(
     its graph's module registers) and printed as its repr, or as JSON with --json. The run is
     read through an exclusive session and never saved.
     """
+    from durable_core.cli.context import plugin_manager
     from durable_core.cli.targets import (
         load_record,
         require_existing_store,
         split_store_args,
         store_words,
     )
-    from durable_core.codecs import Codecs
     from durable_core.errors import NotFoundError
-    from durable_core.outputs import decode_output, node_outputs
-    from durable_core.plugins import make_plugin_manager
-    from durable_core.runinfo import check_record
+    from durable_core.ops.outputs import decode_output, node_outputs
+    from durable_core.ops.runinfo import check_record
 
-    pm = make_plugin_manager()
+    pm = plugin_manager()
     store_config, config, rest = split_store_args(args, store_url, pm)
     if run_id_option is not None:  # --run-id ID NODE [KEY]: the same as RUN_ID NODE [KEY]
         rest = (run_id_option, *rest)
@@ -53,7 +52,7 @@ def show_command(
         config.register_graph_module(pm)
         codecs = config.make_codecs(pm)
     else:
-        codecs = Codecs.from_plugins(pm)
+        codecs = pm.codecs()
     require_existing_store(store_config)
     store = store_config.open(pm)
     try:

@@ -1,0 +1,333 @@
+"""Encoding successive versions of one run's record from what changed: :class:`RecordEncoder`.
+
+The encoder remembers the canonical text of every part of the record it last encoded and, told
+what changed, encodes only those parts with the writers of :mod:`durable_core.records.fastpath`
+(the writing pass of :mod:`durable_core.records.fields` deciding anything unusual); it returns
+the save's :mod:`~durable_core.records.delta` delta and, on demand, the complete bytes, which
+equal :func:`~durable_core.records.jsonio.record_to_json` byte for byte (R-REC-4, R-STORE-3).
+"""
+
+from __future__ import annotations
+
+import json
+import typing
+from bisect import bisect_left, insort
+from collections.abc import Callable
+from typing import Any
+
+from durable_core._words import a
+from durable_core.errors import DurableError
+from durable_core.records import model as r
+from durable_core.records.delta import GONE, Partial
+from durable_core.records.fastpath import _FIELD_TEXT, _STR, _TEXT, _key_prefix, _Slow
+from durable_core.records.fields import _CODECS, _SPECS, _Field, _Writer
+from durable_core.records.jsonio import check_shape, record_to_json
+
+__all__ = ["RecordEncoder"]
+
+
+def _canonical_dumps() -> Callable[[Any], str]:
+    """``json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode``,
+    without building a new C encoder on every call (the saves encode many small parts)."""
+    plain = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is None:  # pragma: no cover - CPython always has the C encoder
+        return plain.encode
+    # No circular check (markers None): the writers build trees, never cycles.
+    tree = make(None, plain.default, _STR, None, ":", ",", True, False, True)
+
+    def dumps(value: Any) -> str:
+        kind = type(value)
+        if kind is str:
+            return _STR(value)
+        if kind is int:
+            return int.__repr__(value)
+        return "".join(tree(value, 0))
+
+    return dumps
+
+
+_DUMPS = _canonical_dumps()
+
+
+def _record_map_fields(cls: type) -> dict[str, type]:
+    """The fields of ``cls`` holding ``dict[str, <record class>]``, by JSON key."""
+    hints = typing.get_type_hints(cls)
+    result: dict[str, type] = {}
+    for field in _SPECS[cls].fields:
+        tp = hints[field.attr]
+        if typing.get_origin(tp) is dict:
+            value = typing.get_args(tp)[1]
+            if isinstance(value, type) and value in _SPECS:
+                result[field.key] = value
+    return result
+
+
+_MAP_FIELDS = {cls: _record_map_fields(cls) for cls in _SPECS}
+
+_FIELDS_BY_ATTR = {cls: {f.attr: f for f in spec.fields} for cls, spec in _SPECS.items()}
+
+
+def _field_text(cls: type, field: _Field, value: Any) -> str:
+    """The canonical JSON text of ``value`` (not None) as ``field`` of a ``cls``.
+
+    Raises:
+        CorruptRecordError: the value cannot be written (see :func:`_entry_text`).
+    """
+    try:
+        return _FIELD_TEXT[cls][field.attr](value)
+    except _Slow:
+        return _DUMPS(field.write(_Writer(False), value, None, field.key))
+
+
+def _entry_text(cls: type, value: Any) -> str:
+    """The canonical JSON text of the record object ``value`` of class ``cls``.
+
+    Raises:
+        CorruptRecordError: the object cannot be written (its path is not known here: the
+            caller's :func:`check_shape` names it).
+    """
+    try:
+        return _TEXT[cls](value)
+    except _Slow:
+        return _DUMPS(_CODECS[cls][1](_Writer(False), value, None, None))
+
+
+class _Parts:
+    """The encoded entries of one map: ``parts[key]`` is ``"key":{…}``; ``order`` the sorted
+    keys; ``subs`` the memos of entries that hold maps themselves (scopes), whose part is
+    rebuilt on demand after they changed (``stale``)."""
+
+    __slots__ = ("order", "parts", "stale", "subs")
+
+    def __init__(self) -> None:
+        self.parts: dict[str, str] = {}
+        self.order: list[str] = []
+        self.subs: dict[str, _Object] = {}
+        self.stale: set[str] = set()
+
+    def put(self, key: str, quoted: str, cls: type, value: Any) -> str:
+        """Encode entry ``key`` (``quoted``: its JSON string) anew; returns its value's text."""
+        if _MAP_FIELDS[cls]:
+            sub = self.subs[key] = _Object.build(cls, value)
+            text = sub.text()
+        else:
+            text = _entry_text(cls, value)
+        parts = self.parts
+        if key not in parts:
+            insort(self.order, key)
+        parts[key] = quoted + ":" + text
+        if self.stale:
+            self.stale.discard(key)
+        return text
+
+    def remove(self, key: str) -> None:
+        del self.parts[key]
+        del self.order[bisect_left(self.order, key)]
+        self.subs.pop(key, None)
+        self.stale.discard(key)
+
+    def text(self) -> str:
+        for key in self.stale:
+            self.parts[key] = _key_prefix(key) + self.subs[key].text()
+        self.stale.clear()
+        return "{" + ",".join(map(self.parts.__getitem__, self.order)) + "}"
+
+    @classmethod
+    def build(cls, entry_cls: type, mapping: Any) -> _Parts:
+        if type(mapping) is not dict:
+            raise TypeError("expected a dict")
+        parts = cls()
+        for key, value in mapping.items():
+            if type(key) is not str:
+                raise TypeError("expected str map keys")
+            if _MAP_FIELDS[entry_cls]:
+                sub = parts.subs[key] = _Object.build(entry_cls, value)
+                text = sub.text()
+            else:
+                text = _entry_text(entry_cls, value)
+            parts.parts[key] = _key_prefix(key) + text
+        parts.order = sorted(parts.parts)
+        return parts
+
+
+class _Object:
+    """The encoded fields of one record object that holds maps (the run record, a scope)."""
+
+    __slots__ = ("fields", "maps")
+
+    def __init__(self) -> None:
+        self.fields: dict[str, str] = {}
+        self.maps: dict[str, _Parts] = {}
+
+    @classmethod
+    def build(cls, record_cls: type, value: Any) -> _Object:
+        if not isinstance(value, record_cls):
+            raise TypeError(f"expected {a(record_cls.__name__)}")
+        memo = cls()
+        maps = _MAP_FIELDS[record_cls]
+        for field in _SPECS[record_cls].fields:
+            item = getattr(value, field.attr)
+            entry_cls = maps.get(field.key)
+            if entry_cls is not None:
+                memo.maps[field.key] = _Parts.build(entry_cls, item)
+            elif not (item is None and field.omit_none):
+                text = _field_text(record_cls, field, item)
+                memo.fields[field.key] = _key_prefix(field.key) + text
+        return memo
+
+    def text(self) -> str:
+        items = dict(self.fields)
+        for key, parts in self.maps.items():
+            items[key] = _key_prefix(key) + parts.text()
+        return "{" + ",".join(items[key] for key in sorted(items)) + "}"
+
+
+class RecordEncoder:
+    """Encodes successive versions of one run's record from what changed between them.
+
+    :meth:`encode` encodes a whole record and remembers the text of each of its parts (every
+    scope, node, attempt, stream, message and managed record) by its place in the record.
+    :meth:`encode_change` is then told exactly what changed (a
+    :class:`~durable_core.durable.proposal.ObjectChange`): it encodes only those parts with the
+    same exact writers as :func:`record_to_json` and returns the save's
+    :mod:`~durable_core.records.delta` delta, plus the complete bytes on demand. Nothing is
+    remembered by object identity: what is re-encoded is what the change names.
+
+    The complete bytes are identical to ``record_to_json(record)``.
+    """
+
+    def __init__(self) -> None:
+        self._root: _Object | None = None
+        self._generation = 0
+
+    def encode(self, record: r.RunRecord) -> bytes:
+        """The canonical JSON bytes of ``record`` (as :func:`record_to_json`); its parts are
+        remembered for :meth:`encode_change`.
+
+        Raises:
+            CorruptRecordError: as :func:`record_to_json`, naming the path.
+        """
+        self._generation += 1
+        try:
+            self._root = _Object.build(r.RunRecord, record)
+            return self._root.text().encode("utf-8")
+        except Exception:
+            self._root = None
+            return record_to_json(record)  # raises, naming the path
+
+    def encode_change(
+        self, record: r.RunRecord, change: Any, base: int
+    ) -> tuple[bytes | None, Callable[[], bytes]]:
+        """The delta of one save, and a function returning the complete bytes.
+
+        Args:
+            record: the record after the change (``record.revision`` is the new revision).
+            change: what changed since the record last given to :meth:`encode` or
+                :meth:`encode_change`.
+            base: the revision before the change.
+
+        Returns:
+            ``(delta, data)``: the delta's canonical bytes (``None`` when the encoder had not
+            seen the record before: the first save after a resume), and a function returning
+            ``record_to_json(record)``'s bytes; it may only be called before the next call of
+            this encoder (afterwards it raises ``DurableError``).
+
+        Raises:
+            CorruptRecordError: a changed part cannot be written (naming the path).
+        """
+        self._generation += 1
+        generation = self._generation
+        if self._root is None:
+            self.encode(record)
+            self._generation = generation
+            return None, self._data(generation, record)  # no delta known: a whole save
+        sets: list[str] = []
+        unsets: list[str] = []
+        try:
+            self._apply(r.RunRecord, self._root, record, change, "[", sets, unsets)
+            delta = (
+                f'{{"Base":{int.__repr__(base)},"Revision":{int.__repr__(record.revision)},'
+                f'"Set":[{",".join(sets)}],"Unset":[{",".join(unsets)}]}}'
+            ).encode()
+        except Exception:
+            self._root = None
+            check_shape(record)  # raises, naming the path
+            raise
+        return delta, self._data(generation, record)
+
+    def _data(self, generation: int, record: r.RunRecord) -> Callable[[], bytes]:
+        def data() -> bytes:
+            root = self._root
+            if generation == self._generation and root is not None:
+                text = root.text()
+                # Checked again: a change encoded meanwhile (another thread) may have been
+                # half applied to what was just read.
+                if generation == self._generation:
+                    return text.encode("utf-8")
+            raise DurableError(
+                f"the complete bytes of revision {record.revision} are no longer available: "
+                "the encoder has encoded another change since; read EncodedRecord.data before "
+                "the next save"
+            )
+
+        return data
+
+    def _apply(
+        self,
+        cls: type,
+        memo: _Object,
+        value: Any,
+        change: Any,
+        path: str,
+        sets: list[str],
+        unsets: list[str],
+    ) -> None:
+        """Encode ``change`` of ``value`` (of class ``cls``, remembered in ``memo``) into
+        ``memo``, adding each ``Set`` entry's and each ``Unset`` path's text to ``sets`` and
+        ``unsets``; ``path`` is the JSON text of the object's path without its closing bracket
+        (``[`` for the record, ``["Scopes","<id>",`` for a scope)."""
+        fields = _FIELDS_BY_ATTR[cls]
+        for attr in change.fields:
+            field = fields[attr]
+            item = getattr(value, attr)
+            quoted = _STR(field.key)
+            if item is None and field.omit_none:
+                if memo.fields.pop(field.key, None) is not None:
+                    unsets.append(f"{path}{quoted}]")
+                continue
+            text = _field_text(cls, field, item)
+            memo.fields[field.key] = quoted + ":" + text
+            sets.append(f"[{path}{quoted}],{text}]")
+        if change.whole:
+            maps = _MAP_FIELDS[cls]
+            for attr in change.whole:
+                field = fields[attr]
+                parts = memo.maps[field.key] = _Parts.build(maps[field.key], getattr(value, attr))
+                sets.append(f"[{path}{_STR(field.key)}],{parts.text()}]")
+        for attr, entries in change.maps.items():
+            field = fields[attr]
+            entry_cls = _MAP_FIELDS[cls][field.key]
+            parts = memo.maps[field.key]
+            within = path + _STR(field.key) + ","
+            for key, entry in entries.items():
+                if type(key) is not str:
+                    raise TypeError("expected str map keys")
+                quoted = _STR(key)
+                if entry is GONE:
+                    parts.remove(key)
+                    unsets.append(f"{within}{quoted}]")
+                elif type(entry) is Partial:
+                    self._apply(
+                        entry_cls,
+                        parts.subs[key],
+                        entry.value,
+                        entry.change,
+                        f"{within}{quoted},",
+                        sets,
+                        unsets,
+                    )
+                    parts.stale.add(key)
+                else:
+                    text = parts.put(key, quoted, entry_cls, entry)
+                    sets.append(f"[{within}{quoted}],{text}]")

@@ -1,0 +1,1 @@
+"""Tests of the durable-core distribution (package durable_core)."""

@@ -1,0 +1,109 @@
+"""Where a durable store's saves run: on the event loop's thread while no body runs (the built-in
+file, SQLite and PostgreSQL sessions allow it, ``Capability.IDLE_SAVES``), in the run's save thread
+while a body runs. Either way the run and its record are the same (an interruption in the middle
+of a save on the loop: test_save_threads.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from durable_core import Graph, Key, Runtime
+from durable_core.records import RunRecord
+from durable_core.store import kit
+from tests.durable_core.durable.scenarios import load, open_store
+
+KINDS = ["file", "sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+
+
+@pytest.fixture(params=KINDS)
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
+    location = (
+        request.getfixturevalue("postgres_dsn")
+        if request.param == "postgres"
+        else tmp_path / "store"
+    )
+    opened = open_store(request.param, location)
+    yield opened
+    opened.close()
+
+
+@pytest.fixture
+def saves(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, frozenset[str]]]:
+    """Every save made through a built-in store's session: (thread name, confirmed nodes)."""
+    noted: list[tuple[str, frozenset[str]]] = []
+    original = kit.BaseSession.save
+
+    def save(self: Any, record: RunRecord, expected_revision: int, encoded: Any = None) -> None:
+        nodes = frozenset(n for scope in record.scopes.values() for n in scope.nodes)
+        noted.append((threading.current_thread().name, nodes))
+        original(self, record, expected_revision, encoded)
+
+    monkeypatch.setattr(kit.BaseSession, "save", save)
+    return noted
+
+
+def _newly_confirmed(noted: list[tuple[str, frozenset[str]]]) -> dict[str, str]:
+    """The thread of the save that confirmed each node."""
+    where: dict[str, str] = {}
+    before: frozenset[str] = frozenset()
+    for thread, nodes in noted:
+        for node in nodes - before:
+            where[node] = thread
+        before = nodes
+    return where
+
+
+# covers: R-RT-1, G-7
+def test_a_chain_saves_on_the_loop_thread_when_no_body_runs(store: Any, saves: list) -> None:
+    keys = [Key(f"k{i}", int) for i in range(4)]
+    g = Graph("chain", inputs=[keys[0]])
+    for i in range(3):
+
+        async def body(rc: Any, src: Key[int] = keys[i], dst: Key[int] = keys[i + 1]) -> None:
+            rc.set(dst, rc.get(src) + 1)
+
+        g.add_node(f"n{i}", body, requires=[keys[i]], provides=[keys[i + 1]])
+
+    result = Runtime(store).run(g, run_id="chain", version="1", inputs={keys[0]: 0})
+    assert result.status == "completed" and result[keys[3]] == 3
+    loop_thread = threading.current_thread().name  # Runtime.run runs its loop right here
+    assert _newly_confirmed(saves) == {"n0": loop_thread, "n1": loop_thread, "n2": loop_thread}
+    assert set(load(store, "chain").scopes[load(store, "chain").root_scope].nodes) == {
+        "n0",
+        "n1",
+        "n2",
+    }
+
+
+# covers: R-RT-1, G-7
+def test_a_save_made_while_a_body_runs_goes_to_the_save_thread(store: Any, saves: list) -> None:
+    seed, fast_out, slow_out = Key("seed", int), Key("fast", int), Key("slow", int)
+    g = Graph("pair", inputs=[seed])
+    release = asyncio.Event()
+
+    @g.node("slow", requires=[seed], provides=[slow_out])
+    async def slow(rc: Any) -> None:
+        await release.wait()  # running: it holds its slot until "fast" is confirmed
+        rc.set(slow_out, 2)
+
+    @g.node("fast", requires=[seed], provides=[fast_out])
+    async def fast(rc: Any) -> None:
+        await asyncio.sleep(0.05)
+        rc.set(fast_out, 1)
+
+    @g.node("after", requires=[fast_out], provides=[])
+    async def after(rc: Any) -> None:
+        release.set()
+
+    result = Runtime(store).run(g, run_id="pair", version="1", inputs={seed: 0})
+    assert result.status == "completed" and result[fast_out] == 1 and result[slow_out] == 2
+    where = _newly_confirmed(saves)
+    assert where["fast"] == "durable-save"  # "slow" was running
+    assert where["slow"] == threading.current_thread().name  # nothing else ran
+    nodes = load(store, "pair").scopes[load(store, "pair").root_scope].nodes
+    assert set(nodes) == {"slow", "fast", "after"}

@@ -1,0 +1,340 @@
+"""Streams: one producer, reading groups in order, back-pressure, end and failure (G-10)."""
+
+import asyncio
+import threading
+import time
+
+import pytest
+
+from durable_core import (
+    Graph,
+    In,
+    Key,
+    NodeFailedError,
+    Out,
+    Retry,
+    SlotError,
+    Stream,
+    execute,
+)
+from tests.bounded import returns_within
+
+START = Key("start", int)
+LINES = Key("lines", str, stream=True, capacity=4)
+COUNT_A, COUNT_S, TOTAL = Key("count_a", int), Key("count_s", int), Key("total", int)
+
+
+def producer_graph(count, *, sync_producer=False):
+    g = Graph("g", inputs=[START])
+    if sync_producer:
+
+        @g.node("produce", requires=[START], provides=[LINES])
+        def produce(rc):
+            writer = rc.writer(LINES)
+            for i in range(count):
+                writer.send(f"line {i}")
+
+    else:
+
+        @g.node("produce", requires=[START], provides=[LINES])
+        async def produce(rc):
+            writer = rc.writer(LINES)
+            for i in range(count):
+                await writer.send(f"line {i}")
+
+    return g
+
+
+# covers: G-10
+@pytest.mark.parametrize("sync_producer", [False, True])
+def test_every_reading_group_gets_every_element_in_order(sync_producer):
+    got = {"async": [], "sync": []}
+    g = producer_graph(50, sync_producer=sync_producer)
+
+    @g.node("read_async", requires=[LINES], provides=[COUNT_A])
+    async def read_async(rc):
+        async for line in rc.reader(LINES):
+            got["async"].append(line)
+        rc.set(COUNT_A, len(got["async"]))
+
+    @g.node("read_sync", requires=[LINES], provides=[COUNT_S])
+    def read_sync(rc):
+        for line in rc.reader(LINES):
+            got["sync"].append(line)
+        rc.set(COUNT_S, len(got["sync"]))
+
+    result = execute(g, {START: 0}, max_running=4)
+    assert result.status == "completed"
+    expected = [f"line {i}" for i in range(50)]
+    assert got == {"async": expected, "sync": expected}
+    assert result[COUNT_A] == result[COUNT_S] == 50
+    assert isinstance(result[LINES], Stream) and result[LINES].state == "completed"
+    assert result[LINES].sequence == 50
+
+
+# covers: G-10
+def test_back_pressure_bounds_the_buffer_per_group():
+    timeline = []
+    g = Graph("g", inputs=[START])
+
+    @g.node("produce", requires=[START], provides=[LINES])
+    async def produce(rc):
+        writer = rc.writer(LINES)
+        for i in range(20):
+            await writer.send(str(i))
+            timeline.append(("sent", i))
+
+    @g.node("read", requires=[LINES], provides=[COUNT_A])
+    async def read(rc):
+        async for line in rc.reader(LINES):
+            timeline.append(("read", int(line)))
+            await asyncio.sleep(0.002)
+
+    execute(g, {START: 0})
+    sent = received = 0
+    for kind, _ in timeline:
+        if kind == "sent":
+            sent += 1
+        else:
+            received += 1
+        assert sent - received <= LINES.capacity  # never more than capacity ahead of the reader
+    assert sent == received == 20
+
+
+# covers: G-10, G-7
+def test_async_stream_waits_give_the_slot_back():
+    g = producer_graph(30)
+
+    @g.node("read", requires=[LINES], provides=[COUNT_A])
+    async def read(rc):
+        n = 0
+        async for _ in rc.reader(LINES):
+            n += 1
+        rc.set(COUNT_A, n)
+
+    result = execute(g, {START: 0}, max_running=1)  # producer and reader share one slot
+    assert result[COUNT_A] == 30
+
+
+# covers: G-10
+def test_an_empty_stream_and_a_skipped_stream():
+    g = Graph("g", inputs=[START])
+    EMPTY = Key("empty", str, stream=True)
+    NEVER = Key("never", str, stream=True)
+    seen = {}
+
+    @g.node("produce", requires=[START], provides=[EMPTY, NEVER])
+    async def produce(rc):
+        rc.writer(EMPTY)  # asked for a writer, sent nothing: an empty stream
+
+    @g.node("read", requires=[EMPTY, NEVER], provides=[COUNT_A])
+    async def read(rc):
+        seen["empty"] = [x async for x in rc.reader(EMPTY)]
+        seen["never_skipped"] = rc.skipped(NEVER)
+        with pytest.raises(SlotError, match="'never' was skipped"):
+            rc.reader(NEVER)
+
+    result = execute(g, {START: 0})
+    assert result.status == "completed"
+    assert seen == {"empty": [], "never_skipped": True}
+    assert result.skipped(NEVER) and not result.skipped(EMPTY)
+
+
+# covers: G-10
+def test_a_producer_failure_reaches_readers_as_an_error():
+    caught = []
+    g = Graph("g", inputs=[START])
+
+    @g.node("produce", requires=[START], provides=[LINES])
+    async def produce(rc):
+        writer = rc.writer(LINES)
+        await writer.send("one")
+        await writer.send("two")
+        await asyncio.sleep(0.05)
+        raise OSError("source went away")
+
+    @g.node("read", requires=[LINES], provides=[COUNT_A])
+    async def read(rc):
+        got = []
+        try:
+            async for line in rc.reader(LINES):
+                got.append(line)
+        except NodeFailedError as error:
+            caught.append((got, error.path, error.__cause__))
+            raise
+
+    result = execute(g, {START: 0})
+    assert result.status == "failed"
+    assert result.error.path == "produce"  # the run's error is the producer's
+    assert len(caught) == 1
+    got, path, cause = caught[0]
+    assert got == ["one", "two"] and path == "produce"
+    assert isinstance(cause, OSError)
+
+
+# covers: G-10
+def test_a_reader_that_stops_early_does_not_hold_the_producer_back():
+    g = producer_graph(100)
+
+    @g.node("peek", requires=[LINES], provides=[COUNT_A])
+    async def peek(rc):
+        reader = rc.reader(LINES)
+        rc.set(COUNT_A, len(await reader.receive()))
+
+    @g.node("never_reads", requires=[LINES], provides=[COUNT_S])
+    def never_reads(rc):
+        rc.set(COUNT_S, 0)
+
+    @g.node("all", requires=[LINES], provides=[TOTAL])
+    async def all_(rc):
+        rc.set(TOTAL, len([x async for x in rc.reader(LINES)]))
+
+    result = execute(g, {START: 0})
+    assert result.status == "completed"
+    assert result[TOTAL] == 100
+
+
+# covers: G-10, G-8
+def test_a_retried_producer_continues_its_stream():
+    g = Graph("g", inputs=[START])
+
+    @g.node("produce", requires=[START], provides=[LINES], aspects=[Retry(2)])
+    async def produce(rc):
+        writer = rc.writer(LINES)
+        for i in range(writer.position, 6):
+            await writer.send(str(i))
+            if i == 2 and rc.attempt.index == 1:
+                raise ConnectionError("dropped after 3 elements")
+
+    @g.node("read", requires=[LINES], provides=[COUNT_A])
+    async def read(rc):
+        rc.set(COUNT_A, int("".join([x async for x in rc.reader(LINES)])))
+
+    result = execute(g, {START: 0})
+    assert result[COUNT_A] == 12345  # 0..5, each once, in order
+
+
+# covers: G-10, G-9
+def test_streams_cross_sub_boundaries_in_both_directions():
+    CHILD_IN = Key("child_lines", str, stream=True, capacity=4)
+    CHILD_OUT = Key("upper", str, stream=True, capacity=4)
+    UPPER = Key("upper_lines", str, stream=True, capacity=4)
+    child = Graph("child", inputs=[CHILD_IN])
+
+    @child.node("shout", requires=[CHILD_IN], provides=[CHILD_OUT])
+    async def shout(rc):
+        writer = rc.writer(CHILD_OUT)
+        async for line in rc.reader(CHILD_IN):
+            await writer.send(line.upper())
+
+    g = producer_graph(20)
+    g.sub("child", child, bindings=[In(LINES, CHILD_IN), Out(CHILD_OUT, UPPER)])
+
+    @g.node("collect", requires=[UPPER], provides=[TOTAL])
+    async def collect(rc):
+        lines = [x async for x in rc.reader(UPPER)]
+        assert lines == [f"LINE {i}" for i in range(20)]
+        rc.set(TOTAL, len(lines))
+
+    result = execute(g, {START: 0}, max_running=2)
+    assert result.status == "completed"
+    assert result[TOTAL] == 20
+
+
+# covers: G-10
+def test_a_stream_as_root_input_and_element_types():
+    g = Graph("g", inputs=[LINES])
+
+    @g.node("count", requires=[LINES], provides=[TOTAL])
+    def count(rc):
+        rc.set(TOTAL, sum(1 for _ in rc.reader(LINES)))
+
+    result = execute(g, {LINES: Stream.replay(LINES, ["a", "b", "c"])})
+    assert result[TOTAL] == 3
+
+    bad = producer_graph(0)
+
+    @bad.node("x", requires=[START], provides=[Key("nums", int, stream=True)])
+    async def x(rc):
+        await rc.writer(Key("nums", int, stream=True)).send("not an int")
+
+    result = execute(bad, {START: 0})
+    assert result.status == "failed"
+    assert isinstance(result.error.__cause__, SlotError)
+
+
+# covers: G-10
+def test_stream_keys_are_not_values():
+    g = Graph("g", inputs=[START])
+
+    @g.node("produce", requires=[START], provides=[LINES])
+    def produce(rc):
+        with pytest.raises(SlotError, match="is a stream"):
+            rc.set(LINES, "x")
+        rc.writer(LINES).send("x")
+        with pytest.raises(SlotError, match="already written"):
+            rc.skip(LINES)
+
+    @g.node("read", requires=[LINES], provides=[TOTAL])
+    def read(rc):
+        with pytest.raises(SlotError, match="is a stream"):
+            rc.get(LINES)
+        rc.set(TOTAL, len(list(rc.reader(LINES))))
+
+    result = execute(g, {START: 0})
+    assert result.status == "completed" and result[TOTAL] == 1
+
+
+# covers: G-10, G-6
+def test_canceling_a_run_unblocks_plain_bodies_waiting_on_a_stream():
+    g = Graph("g", inputs=[START])
+
+    received = threading.Event()
+
+    @g.node("produce", requires=[START], provides=[LINES])
+    async def produce(rc):
+        await rc.writer(LINES).send("only one")
+        # fail once the reader got the element and waits on the stream for the next one
+        deadline = time.monotonic() + 60
+        while not received.is_set():
+            assert time.monotonic() < deadline, "the reader never got the element"
+            await asyncio.sleep(0.005)
+        raise RuntimeError("stop")
+
+    @g.node("read", requires=[LINES], provides=[TOTAL])
+    def read(rc):
+        for _ in rc.reader(LINES):
+            received.set()
+
+    # a reader left waiting would never return: the bound fails the test instead of hanging
+    result = returns_within(lambda: execute(g, {START: 0}))
+    assert result.status == "failed" and result.error.path == "produce"
+
+
+# covers: G-10, G-8, S-3
+def test_send_at_positions_survive_a_retry_and_deliveries_carry_sequences():
+    g = Graph("g", inputs=[START])
+    starts = []
+
+    @g.node("produce", requires=[START], provides=[LINES], aspects=[Retry(2)])
+    async def produce(rc):
+        writer = rc.writer(LINES)
+        starts.append(writer.position)
+        for i in range(writer.position, 6):
+            await writer.send_at(str(i), i + 1)
+            if i == 2 and rc.attempt.index == 1:
+                raise ConnectionError("dropped after 3 elements")
+
+    kept = []
+
+    @g.node("read", requires=[LINES], provides=[COUNT_A])
+    async def read(rc):
+        async for d in rc.reader(LINES).deliveries():
+            kept.append((d.sequence, d.value, d.generation))
+            await d.ack()
+        rc.set(COUNT_A, len(kept))
+
+    result = execute(g, {START: 0})
+    assert result[COUNT_A] == 6
+    assert starts == [0, 3]
+    assert kept == [(i + 1, str(i), 1) for i in range(6)]

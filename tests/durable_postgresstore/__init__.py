@@ -1,0 +1,1 @@
+"""Tests of the durable_postgresstore distribution."""
