@@ -33,7 +33,8 @@ def launch(
     suspend: bool = False,
 ) -> None:
     """Run (or resume, or fork) the CONFIG's graph and report the result; exits 1 unless
-    completed (or, with ``suspend``, waiting; 130/143 when interrupted). The arguments are :class:`LaunchRequest`'s."""
+    completed (or, with ``suspend``, waiting; 130/143 when interrupted). The arguments are
+    :class:`LaunchRequest`'s."""
     request = LaunchRequest(
         config_arg,
         run_id_option,
