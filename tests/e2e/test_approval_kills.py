@@ -87,8 +87,8 @@ def _round(kind: str, where: str, make_store, number: int, tmp_path: pathlib.Pat
             process = _spawn(kind, where, run_id, out_dir, -1, 0, 0)
             _wait_until_waiting(store, run_id, process)
             process.send_signal(signal.SIGKILL)
-        elif number % 3 == 0:  # killed at a save: 5 … 12 (the first saves start the run)
-            process = _spawn(kind, where, run_id, out_dir, POSTS, 5 + number % 8, 0)
+        elif number % 3 == 0:  # killed at a save: 4 … 9 of the 11 or so a round makes
+            process = _spawn(kind, where, run_id, out_dir, POSTS, 4 + (number // 3) % 6, 0)
         else:  # killed inside a post: 1 … POSTS + 1
             process = _spawn(kind, where, run_id, out_dir, POSTS, 0, 1 + number % (POSTS + 1))
         _, err = process.communicate(timeout=60)

@@ -197,11 +197,32 @@ class StoreInboxFeed:
         self._run_id = run_id
         self._codecs = codecs
         self._pause = MIN_POLL
-        self.posted = asyncio.Event()  # set to end a pause early (a post was announced)
+        self._posted: asyncio.Event | None = None  # set when a post is announced
+        self._stop_watching: Any = None
+
+    def _watch(self) -> None:
+        """Listen for announced posts where the store can announce them (PostgreSQL's
+        ``watch_posts``): a pause then ends as soon as a message is posted."""
+        watch = getattr(self._store, "watch_posts", None)
+        if self._posted is not None or watch is None:
+            return
+        loop = asyncio.get_running_loop()
+        posted = self._posted = asyncio.Event()
+        try:
+            self._stop_watching = watch(self._run_id, lambda: loop.call_soon_threadsafe(posted.set))
+        except Exception:  # polling still takes every post in
+            self._stop_watching = None
+
+    def close(self) -> None:
+        """Stop listening for announced posts."""
+        if self._stop_watching is not None:
+            self._stop_watching()
+            self._stop_watching = None
 
     async def take(self, key: Key[Any], after: int, limit: int) -> list[tuple[int, Any]]:
         """Posted messages after ``after``, decoded, in sequence order."""
         inbox = require_inbox(self._store, f"take in inbox {key.name!r}")
+        self._watch()
         messages = await asyncio.to_thread(
             inbox.read_messages, self._run_id, key.name, after, limit
         )
@@ -219,7 +240,17 @@ class StoreInboxFeed:
         """Wait before the next look, a little longer each time nothing came."""
         pause = self._pause
         self._pause = min(MAX_POLL, pause * 2)
-        await rc._idle(asyncio.sleep(pause))
+        posted = self._posted
+        if posted is None:
+            await rc._idle(asyncio.sleep(pause))
+            return
+        posted.clear()
+        try:
+            await rc._idle(asyncio.wait_for(posted.wait(), pause))
+        except TimeoutError:
+            pass
+        else:
+            self._pause = MIN_POLL
 
 
 def pending_posts(store: Any, run_id: str, cursors: dict[str, int], keys: Iterable[str]) -> bool:

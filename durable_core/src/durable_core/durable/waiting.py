@@ -293,6 +293,7 @@ class RunServices:
                 await self._task
         RUN_INBOX.reset(self._tokens[1])
         RUN_WAITS.reset(self._tokens[0])
+        await asyncio.to_thread(self.feed.close)
         if self._unsubscribe is not None:
             self._unsubscribe()
 
