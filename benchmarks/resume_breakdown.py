@@ -33,6 +33,7 @@ from typing import Any
 
 from _support import chain, median
 
+import durable_core.durable.resume as resume_module
 import durable_core.durable.runtime as runtime_module
 import durable_core.store.kit as kit_module
 import durable_core.store.memory as memory_module
@@ -73,10 +74,10 @@ def main() -> None:
     spent: dict[str, float] = defaultdict(float)
     _timed(memory_module.MemorySession, "_read", "read", spent)
     _timed(kit_module, "decode_stored", "decode", spent)
-    _timed(runtime_module, "validate_record", "validate", spent)
-    _timed(runtime_module, "decode_confirmed", "values", spent)
-    _timed(runtime_module, "plan_streams", "streams", spent)
-    _timed(runtime_module.Runtime, "_preflight", "preflight", spent)
+    _timed(resume_module, "validate_record", "validate", spent)
+    _timed(resume_module, "decode_confirmed", "values", spent)
+    _timed(resume_module, "plan_streams", "streams", spent)
+    _timed(runtime_module, "preflight", "preflight", spent)
     collecting = {"since": 0.0, "total": 0.0}
 
     def on_collect(phase: str, info: dict[str, Any]) -> None:

@@ -51,7 +51,7 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import attrs
@@ -65,8 +65,8 @@ from durable_core.durable.events import EventKind, RecoveryEvent
 from durable_core.durable.failures import failure_of
 from durable_core.durable.fingerprint import sub_scope_fingerprint
 from durable_core.durable.messages import MessageBook
-from durable_core.durable.messages_recovery import Adopted
 from durable_core.durable.recovery import decode_outputs
+from durable_core.durable.resume import ResumePlan
 from durable_core.durable.streamrecovery import StreamPlan
 from durable_core.durable.streams import (
     Source,
@@ -176,15 +176,13 @@ class DurableCheckpointer(Checkpointer):
     Args:
         ledger: the run's committed record and commit path.
         codecs: encodes outputs.
-        restored: decoded outputs of confirmed nodes by ``(scope_id, node_id)`` (built before
-            the run starts, so that a damaged value stops ``resume`` before any body runs).
+        plan: what the run starts from (:class:`~durable_core.durable.resume.ResumePlan`):
+            the decoded outputs of confirmed nodes (built before the run starts, so that a
+            damaged value stops ``resume`` before any body runs); the active attempts that
+            the record implies have failed (``plan.failures.propagated``: treated as failed
+            and saved failed with the next save); what resume rebuilds for streams; and the
+            committed state of processor nodes adopted from the record.
         emit: called with each recovery event after the save it describes.
-        propagated: active attempts that the record implies have failed
-            (:func:`~durable_core.durable.recovery.propagate_failures`); they are treated as
-            failed and saved failed with the next save.
-        streams: what resume rebuilds for streams
-            (:func:`~durable_core.durable.streamrecovery.plan_streams`); None for a new run.
-        managed: the committed state of processor nodes adopted from the record.
         listening: whether anyone receives the events passed to ``emit``; when False, no
             event is built.
         activity: where the run's stream elements and processor messages are counted (see
@@ -199,29 +197,27 @@ class DurableCheckpointer(Checkpointer):
         self,
         ledger: L.Ledger,
         codecs: Codecs,
-        restored: dict[tuple[str, str], NodeOutputs],
+        plan: ResumePlan,
         emit: Emit,
-        propagated: Iterable[str] = (),
-        streams: StreamPlan | None = None,
-        managed: Mapping[tuple[str, str], Adopted] | None = None,
+        *,
         listening: bool = True,
         activity: RunActivity | None = None,
     ) -> None:
         self._ledger = ledger
         self._listening = listening
         self.restored_count = 0
-        self._plan = streams if streams is not None else StreamPlan()
+        self._plan = plan.streams if plan.streams is not None else StreamPlan()
         self._book = StreamBook(ledger, codecs, activity)
-        self._messages = MessageBook(ledger, codecs, managed or {}, self._book.encode, activity)
+        self._messages = MessageBook(ledger, codecs, plan.managed, self._book.encode, activity)
         self._restored_streams: dict[tuple[str, str, str], Stream] = {}
         self._codecs = codecs
-        self._restored = restored
+        self._restored = plan.restored
         self._emit = emit
         record = ledger.record
         self._run_id = record.run_id
         self._root_scope = record.root_scope
         self._known_scopes = dict(record.scopes)
-        failed = frozenset(propagated)
+        failed = frozenset(plan.failures.propagated)
         # The attempts the record held when this process started (the ledger replaces an
         # attempt it changes, so this copy of the map keeps them as they were); indexed by
         # _history on first use: a resume that restores every node never needs it.

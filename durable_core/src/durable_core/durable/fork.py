@@ -27,7 +27,9 @@ from typing import Any
 import attrs
 
 from durable_core.durable.ledger import new_id
+from durable_core.durable.preflight import input_parts
 from durable_core.durable.recovery import decode_confirmed
+from durable_core.durable.resume import changed_inputs
 from durable_core.errors import (
     BusyError,
     CodecError,
@@ -135,9 +137,8 @@ def create_fork(
     accepted = runtime.input_fingerprints(graph, inputs, input_identity)
     fingerprint = accepted[0]
     if old.inputs not in accepted:
-        from durable_core.durable.runtime import changed_inputs
-
-        changed = changed_inputs(store, old, runtime._input_parts(graph, inputs, input_identity))
+        given = input_parts(graph, codecs, inputs, input_identity)
+        changed = changed_inputs(store, old, given)
         names = ", ".join(repr(name) for name in changed)
         what = (
             ""

@@ -22,43 +22,30 @@ from typing import Any
 import attrs
 
 from durable_core import history
-from durable_core._typeforms import (
-    InstanceMismatch,
-    check_instance,
-    format_path,
-    mismatch_text,
-    normalize,
-    type_name,
-)
 from durable_core.codecs import Codecs
 from durable_core.durable.activity import RunActivity
 from durable_core.durable.checkpointer import DurableCheckpointer, describe_error
-from durable_core.durable.definition_diff import (
-    DefinitionFingerprints,
-    RecentGraphs,
-    definition_mismatch,
-)
+from durable_core.durable.definition_diff import DefinitionFingerprints, RecentGraphs
 from durable_core.durable.events import STOPPED, EventKind, InputFingerprints, RecoveryEvent
-from durable_core.durable.fingerprint import values_fingerprint
 from durable_core.durable.inbox import send as send_message
 from durable_core.durable.ledger import Ledger, new_id
-from durable_core.durable.messages_recovery import Adopted, adopt_managed
-from durable_core.durable.recovery import Failures, decode_confirmed, propagate_failures
-from durable_core.durable.streamrecovery import StreamPlan, plan_streams, repair
+from durable_core.durable.preflight import (
+    Mode,
+    PluginHints,
+    RunRequest,
+    input_parts,
+    preflight,
+)
+from durable_core.durable.resume import ResumePlan, plan_resume, repair_streams
 from durable_core.durable.waiting import SUSPEND, RunServices, Waiting, suspending
 from durable_core.errors import (
     CheckpointError,
     CodecError,
-    ConfigError,
     ConflictError,
-    CorruptRecordError,
-    GraphError,
-    InputsMismatchError,
     NodeFailedError,
     NotFoundError,
-    VersionMismatchError,
 )
-from durable_core.executors import Executor, resolve_executor
+from durable_core.executors import Executor
 from durable_core.graph import (
     CancelToken,
     Graph,
@@ -68,12 +55,9 @@ from durable_core.graph import (
     execute_async,
 )
 from durable_core.graph import Observer as GraphObserver
-from durable_core.graph.checkpoint import NodeOutputs
 from durable_core.graph.definition import count_nodes
-from durable_core.graph.remote import dump_bodies
-from durable_core.plugins import each_implementation
-from durable_core.records import RECORD_FORMAT, RunRecord, ScopeRecord, ValueRecord, ValueState
-from durable_core.records.integrity import validate_record
+from durable_core.plugins.manager import default_plugins
+from durable_core.records import RECORD_FORMAT, RunRecord, ScopeRecord
 from durable_core.store import Store
 
 __all__ = ["DurableResult", "Observer", "Runtime", "count_nodes"]
@@ -141,36 +125,6 @@ class DurableResult:
         return self.result.values
 
 
-def _check_graph(graph: Graph) -> None:
-    graph.validate()
-    for key in graph.inputs:
-        if key.stream:
-            raise GraphError(
-                f"graph {graph.name!r} takes the stream {key.name!r} as a root input: a durable "
-                "run stores only the streams its nodes produce. Produce it in a node (with "
-                "send_at, to survive restarts), or run the graph with execute(). Nothing was "
-                "saved."
-            )
-
-
-def _check_max_running(max_running: object) -> None:
-    if max_running is None:
-        return
-    if isinstance(max_running, bool) or not isinstance(max_running, int) or max_running < 1:
-        raise ConfigError(
-            f"max_running must be a positive integer (bodies running at once), got "
-            f"{max_running!r}; nothing was saved"
-        )
-
-
-def _check_version(version: object) -> None:
-    if not isinstance(version, str):
-        raise ConfigError(
-            f"version must be a str (the host's business version), got {version!r}; nothing "
-            "was saved"
-        )
-
-
 class Runtime:
     """Runs graphs durably on one store.
 
@@ -232,7 +186,6 @@ class Runtime:
         executor: Executor | str | None = None,
     ) -> None:
         self.store = store
-        self._codecs_from_plugins = codecs is None and plugins is not None
         if codecs is not None:
             self.codecs = codecs
         elif plugins is not None:
@@ -242,10 +195,13 @@ class Runtime:
         self._observers = list(observers)
         self.activity = RunActivity()
         self._graph_observers = tuple(graph_observers)
-        self._plugins = plugins
-        self._hooked: tuple[Any, ...] = ()
-        self._hook_calls: list[tuple[str, Callable[..., Any]]] = []
-        self.executor, self._owns_executor = resolve_executor(executor, plugins)
+        self._hints = PluginHints(plugins, codecs is None and plugins is not None)
+        self._plugins = plugins  # recovery events reach plugins through it alone (_emit)
+        if executor is None or isinstance(executor, Executor):
+            self.executor, self._owns_executor = executor, False
+        else:  # a registered name: built with default options, owned and closed by this runtime
+            manager = plugins if plugins is not None else default_plugins()
+            self.executor, self._owns_executor = manager.executor(executor)
         self._ran = RecentGraphs()  # explains a definition change without a run log
 
     # -- public API ------------------------------------------------------------------------
@@ -329,20 +285,14 @@ class Runtime:
                 alone.
             ValueError: ``timeout`` is negative or not a number.
         """
-        options: dict[str, Any] = {
-            "run_id": run_id,
-            "version": version,
-            "inputs": inputs,
-            "max_running": max_running,
-            "timeout": timeout,
-            "cancel": cancel,
-            "input_identity": input_identity,
-        }
+        request = RunRequest(
+            Mode.RUN, graph, run_id, version, inputs, max_running, timeout, cancel, input_identity
+        )
         return suspending(
             suspend,
             self.store,
             lambda again: asyncio.run(
-                (self.resume_async if again else self.run_async)(graph, **options)
+                self._perform(attrs.evolve(request, mode=Mode.RESUME) if again else request)
             ),
         )
 
@@ -394,19 +344,23 @@ class Runtime:
             CheckpointError: a save failed (the run stopped; resume again later).
             GraphError, ConfigError, ValueError: as :meth:`run`.
         """
-        options: dict[str, Any] = {
-            "run_id": run_id,
-            "version": version,
-            "inputs": inputs,
-            "max_running": max_running,
-            "timeout": timeout,
-            "cancel": cancel,
-            "input_identity": input_identity,
-        }
+        request = RunRequest(
+            Mode.RESUME,
+            graph,
+            run_id,
+            version,
+            inputs,
+            max_running,
+            timeout,
+            cancel,
+            input_identity,
+        )
         return suspending(
             suspend,
             self.store,
-            lambda again: asyncio.run(self.resume_async(graph, **options)),
+            lambda again: asyncio.run(
+                self._perform(attrs.evolve(request, mode=Mode.RESUME) if again else request)
+            ),
         )
 
     def run_or_resume(
@@ -437,20 +391,22 @@ class Runtime:
         Raises:
             As :meth:`run` when the run is new, as :meth:`resume` when it exists.
         """
-        options: dict[str, Any] = {
-            "run_id": run_id,
-            "version": version,
-            "inputs": inputs,
-            "max_running": max_running,
-            "timeout": timeout,
-            "cancel": cancel,
-            "input_identity": input_identity,
-        }
+        request = RunRequest(
+            Mode.RUN_OR_RESUME,
+            graph,
+            run_id,
+            version,
+            inputs,
+            max_running,
+            timeout,
+            cancel,
+            input_identity,
+        )
         return suspending(
             suspend,
             self.store,
             lambda again: asyncio.run(
-                (self.resume_async if again else self.run_or_resume_async)(graph, **options)
+                self._perform(attrs.evolve(request, mode=Mode.RESUME) if again else request)
             ),
         )
 
@@ -467,30 +423,18 @@ class Runtime:
         input_identity: Mapping[Key[Any], Any] | None = None,
     ) -> DurableResult:
         """The ``async`` form of :meth:`run_or_resume` (same arguments, errors and result)."""
-        options: dict[str, Any] = {
-            "run_id": run_id,
-            "version": version,
-            "inputs": inputs,
-            "max_running": max_running,
-            "timeout": timeout,
-            "cancel": cancel,
-            "input_identity": input_identity,
-        }
-        try:
-            return await self.run_async(graph, **options)
-        except CheckpointError as exc:
-            if not isinstance(exc.__cause__, ConflictError):
-                raise
-        return await self.resume_async(graph, **options)
-
-    def _preflight(self, graph: Graph, version: str, max_running: int | None) -> None:
-        """The checks ``run`` and ``resume`` make before touching the store."""
-        _check_graph(graph)
-        _check_max_running(max_running)
-        _check_version(version)
-        self._check_codecs(graph)
-        if self.executor is not None:
-            dump_bodies(graph, self.executor)  # a body that cannot travel: before any save
+        request = RunRequest(
+            Mode.RUN_OR_RESUME,
+            graph,
+            run_id,
+            version,
+            inputs,
+            max_running,
+            timeout,
+            cancel,
+            input_identity,
+        )
+        return await self._perform(request)
 
     async def run_async(
         self,
@@ -505,9 +449,10 @@ class Runtime:
         input_identity: Mapping[Key[Any], Any] | None = None,
     ) -> DurableResult:
         """The ``async`` form of :meth:`run` (same arguments, errors and result)."""
-        return await self._run_or_resume(
-            True, graph, run_id, version, inputs, max_running, timeout, cancel, input_identity
+        request = RunRequest(
+            Mode.RUN, graph, run_id, version, inputs, max_running, timeout, cancel, input_identity
         )
+        return await self._perform(request)
 
     async def resume_async(
         self,
@@ -522,87 +467,80 @@ class Runtime:
         input_identity: Mapping[Key[Any], Any] | None = None,
     ) -> DurableResult:
         """The ``async`` form of :meth:`resume` (same arguments, errors and result)."""
-        return await self._run_or_resume(
-            False, graph, run_id, version, inputs, max_running, timeout, cancel, input_identity
+        request = RunRequest(
+            Mode.RESUME,
+            graph,
+            run_id,
+            version,
+            inputs,
+            max_running,
+            timeout,
+            cancel,
+            input_identity,
         )
+        return await self._perform(request)
 
-    async def _run_or_resume(
-        self,
-        new: bool,
-        graph: Graph,
-        run_id: str,
-        version: str,
-        inputs: Mapping[Key[Any], Any],
-        max_running: int | None,
-        timeout: float | None,
-        cancel: CancelToken | None,
-        input_identity: Mapping[Key[Any], Any] | None = None,
-    ) -> DurableResult:
-        """The one body of ``run`` (``new``) and ``resume``: check, acquire, start or load,
-        execute; then wait for a save still in flight and close the session in a worker
-        thread (closing may wait for the store: a lock file, a database)."""
-        self._preflight(graph, version, max_running)
-        fingerprint = ""
+    async def _perform(self, request: RunRequest) -> DurableResult:
+        """The one path of every public method: ``run_or_resume`` tries to start the run,
+        and continues it when it already has a record (nothing was saved)."""
+        if request.mode is not Mode.RUN_OR_RESUME:
+            return await self._start_or_continue(request, new=request.mode is Mode.RUN)
+        try:
+            return await self._start_or_continue(request, new=True)
+        except CheckpointError as exc:
+            if not isinstance(exc.__cause__, ConflictError):
+                raise
+        return await self._start_or_continue(request, new=False)
+
+    async def _start_or_continue(self, request: RunRequest, *, new: bool) -> DurableResult:
+        """Start (``new``) or resume: check, acquire, save the first record or plan the
+        resume, execute; then wait for a save still in flight and close the session in a
+        worker thread (closing may wait for the store: a lock file, a database)."""
+        preflight(request, self.codecs, self.executor, self._hints)
+        graph, run_id = request.graph, request.run_id
         given: InputFingerprints | None = None
         if new:
             try:
-                given = self._input_parts(graph, inputs, input_identity)[0]
+                given = input_parts(graph, self.codecs, request.inputs, request.input_identity)[0]
             except CodecError as exc:
                 raise CheckpointError(f"run {run_id!r}: {exc}. Nothing was saved.") from exc
-            fingerprint = given.fingerprint
-        session = await self._acquire(run_id, timeout)
+        session = await self._acquire(run_id, request.timeout)
         ledger: Ledger | None = None
         try:
-            streams: StreamPlan | None = None
-            managed: dict[tuple[str, str], Adopted] = {}
-            if new:
-                ledger = await self._start(session, graph, run_id, version, fingerprint)
-                restored: dict[tuple[str, str], NodeOutputs] = {}
-                failures = Failures()
-                kind = EventKind.RUN_STARTED
+            if given is not None:
+                ledger = await self._start(session, request, given.fingerprint)
+                plan = ResumePlan.fresh(given)
             else:
                 record = await asyncio.to_thread(session.load)
-                restored, given = self._check_record(
-                    graph, record, run_id, version, inputs, input_identity
+                plan = plan_resume(
+                    request, record, self.codecs, self.store, self._ran.get(run_id), self._plugins
                 )
-                streams = plan_streams(graph, record, self.codecs)
-                failures = propagate_failures(record)
-                managed = adopt_managed(graph, record, self.codecs, failures.propagated)
                 ledger = Ledger(session, record)
-                if streams.repairs:
-                    # One CAS converges every endpoint of each listed root and its failure
-                    # (S-6); a failed save stops here, and the next resume loads what was stored.
-                    repairs = streams.repairs
-                    await asyncio.to_thread(ledger.commit, lambda p: repair(p, repairs))
-                    failures = propagate_failures(ledger.record)
-                kind = EventKind.RUN_RESUMED
+                plan = await repair_streams(ledger, plan)
             self._ran.remember(run_id, graph)
             self._emit(
                 RecoveryEvent(
-                    kind=kind,
+                    kind=plan.kind,
                     run_id=run_id,
                     revision=ledger.revision,
                     total_nodes=count_nodes(graph),
                     definition=DefinitionFingerprints(graph),
-                    inputs=given,
+                    inputs=plan.inputs,
                 ),
                 self._history(ledger.record),
             )
-            if failures.terminal:
-                return self._failed_for_good(graph, ledger.record, inputs, restored, failures)
-            return await self._execute(
-                graph, ledger, inputs, restored, failures, max_running, cancel, streams, managed
-            )
+            if plan.failures.terminal:
+                return self._failed_for_good(request, ledger.record, plan)
+            return await self._execute(request, ledger, plan)
         finally:
             await _release(session, ledger)
             if ledger is not None and history.WRITER.pending():
                 # what the caller reads next (durable log, inspect) holds this run's events
                 await asyncio.to_thread(history.flush)
 
-    async def _start(
-        self, session: Any, graph: Graph, run_id: str, version: str, fingerprint: str
-    ) -> Ledger:
+    async def _start(self, session: Any, request: RunRequest, fingerprint: str) -> Ledger:
         """Refuse an existing record, then save the first one (R-RT-3)."""
+        graph, run_id = request.graph, request.run_id
         try:
             await asyncio.to_thread(session.load)
         except NotFoundError:
@@ -618,7 +556,7 @@ class Runtime:
             run_id=run_id,
             format=RECORD_FORMAT,
             revision=0,
-            version=version,
+            version=request.version,
             definition=graph.fingerprint(),
             inputs=fingerprint,
             root_scope=root,
@@ -649,77 +587,6 @@ class Runtime:
             future.add_done_callback(release)
             raise
 
-    def _check_codecs(self, graph: Graph) -> None:
-        """Every value key of ``graph`` and of its Sub graphs has a codec for its declared
-        type (or a type broad on purpose, see :meth:`Codecs.check_declared`).
-
-        Raises:
-            CodecError: listing every key without one, and how to register it.
-        """
-        missing: list[tuple[str, Key[Any], str]] = []
-        for sub_graph in graph.graphs().values():
-            states = [n.processor.state_key for n in sub_graph.nodes.values() if n.processor]
-            for key in [*sub_graph.keys.values(), *states]:  # a processor's state is stored too
-                try:
-                    if key.stream:  # every element is stored with the element type's codec
-                        self.codecs.lookup(key.type)
-                        continue
-                    self.codecs.check_declared(key.type)
-                except CodecError as exc:
-                    missing.append((sub_graph.name, key, str(exc)))
-        if not missing:
-            return
-        served = self._served_by_plugins([key.type for _, key, _ in missing])
-        lines = []
-        for graph_name, key, problem in missing:
-            line = f"  - key {key.name!r} of graph {graph_name!r} (type {type_name(key.type)}): "
-            line += problem
-            hint = served.get(type_name(key.type))
-            if hint is not None:
-                line += (
-                    f". An installed codec plugin serves this type ({hint}), but this "
-                    "runtime's registry does not use it: pass codecs=Codecs.from_plugins() or "
-                    "plugins=make_plugin_manager() to Runtime"
-                )
-            lines.append(line)
-        count = f"{len(missing)} key{'s' if len(missing) > 1 else ''}"
-        raise CodecError(
-            f"graph {graph.name!r} cannot run durably: no codec serves the declared type of "
-            f"{count}, so their values could not be stored. Nothing was run or saved.\n"
-            + "\n".join(lines)
-            + "\nRegister a codec for each type in the registry the Runtime uses: "
-            'for attrs classes, dataclasses and enums, [codecs] json = ["module:Class"] in '
-            "the run's TOML file or codecs.register_json(T) from Python, "
-            "codecs.register(codec) for a custom codec, or install a codec plugin and build "
-            "the registry with Codecs.from_plugins() (see docs/codecs.md)."
-        )
-
-    def _served_by_plugins(self, types: list[Any]) -> dict[str, str]:
-        """For types this runtime's registry lacks: the codec id an installed codec plugin
-        has for them, by type name (empty when the registry already comes from the plugins,
-        or the plugins cannot be loaded)."""
-        if self._codecs_from_plugins:
-            return {}
-        try:
-            from durable_core.plugins import make_plugin_manager
-
-            pm = self._plugins if self._plugins is not None else make_plugin_manager()
-            available = Codecs.from_plugins(pm)
-        except Exception:  # only a hint: never hide the real error behind a plugin's
-            log.debug("codec plugins could not be loaded for a hint", exc_info=True)
-            return {}
-        served: dict[str, str] = {}
-        for tp in types:
-            try:
-                available.check_declared(tp)
-            except CodecError:
-                continue
-            try:
-                served[type_name(tp)] = f"codec {available.lookup(tp).id}"
-            except CodecError:
-                served[type_name(tp)] = "its values' classes have codecs"
-        return served
-
     def input_fingerprints(
         self,
         graph: Graph,
@@ -746,185 +613,22 @@ class Runtime:
             One fingerprint (no stand-ins), or two: with the stand-ins, then without.
 
         Raises:
-            GraphError: as :meth:`_encode_inputs`, for the inputs or the stand-ins; or a
-                stand-in's key is not one of ``inputs``.
+            GraphError: as :func:`~durable_core.durable.preflight.encode_inputs`, for the
+                inputs or the stand-ins; or a stand-in's key is not one of ``inputs``.
             CodecError: a value or stand-in cannot be encoded.
         """
-        return tuple(part.fingerprint for part in self._input_parts(graph, inputs, input_identity))
-
-    def _input_parts(
-        self,
-        graph: Graph,
-        inputs: Mapping[Key[Any], Any],
-        input_identity: Mapping[Key[Any], Any] | None = None,
-    ) -> tuple[InputFingerprints, ...]:
-        """:meth:`input_fingerprints`, each with the fingerprint of every input key."""
-
-        def parts(values: list[ValueRecord]) -> InputFingerprints:
-            return InputFingerprints(
-                values_fingerprint(values), {v.name: values_fingerprint([v]) for v in values}
-            )
-
-        plain = parts(self._encode_inputs(graph, inputs))
-        if not input_identity:
-            return (plain,)
-        extra = [key for key in input_identity if key not in inputs]
-        if extra:
-            raise GraphError(
-                f"input_identity names {sorted(getattr(k, 'name', repr(k)) for k in extra)}, "
-                f"which are not among the inputs given to graph {graph.name!r}. Nothing was "
-                "saved."
-            )
-        stand_ins = {**inputs, **input_identity}
-        return (parts(self._encode_inputs(graph, stand_ins)), plain)
-
-    def _encode_inputs(self, graph: Graph, inputs: Mapping[Key[Any], Any]) -> list[ValueRecord]:
-        """Check the root inputs, then encode each (R-REC-2 ``Inputs``).
-
-        Each value must be of its key's declared type, checked deeply as a durable run
-        checks every value it stores (``[1, "two"]`` is not a ``list[int]``, ``True`` not an
-        ``int``; an ``int`` is a ``float``): a wrong type is a ``GraphError``, like an input
-        the engine refuses. A value of the right type that cannot be encoded is a
-        ``CodecError``.
-
-        Raises:
-            GraphError: a key is not a root input, a value is not of its key's type, or an
-                input is missing.
-            CodecError: a value cannot be encoded (the message names the key).
-        """
-        if not isinstance(inputs, Mapping):
-            raise GraphError(
-                f"inputs must be a mapping of the root input keys of graph {graph.name!r} to "
-                f"values, got {type(inputs).__name__}"
-            )
-        declared = {key.name: key for key in graph.inputs}
-        values: list[ValueRecord] = []
-        for key, value in inputs.items():
-            name = getattr(key, "name", None)
-            if not isinstance(key, Key) or declared.get(name) != key:  # type: ignore[arg-type]
-                raise GraphError(
-                    f"{key!r} is not a root input of graph {graph.name!r}; its inputs are "
-                    f"{sorted(declared)}, keyed by their Key. Nothing was saved."
-                )
-            key_type = normalize(key.type)
-            try:
-                if not key.accepts(value):
-                    raise InstanceMismatch(mismatch_text(key_type, value))
-                check_instance(value, key_type)
-            except InstanceMismatch as exc:
-                where = f"at {format_path(exc.path)}: " if exc.path else ""
-                raise GraphError(
-                    f"root input {key.name!r} of graph {graph.name!r} takes "
-                    f"{type_name(key.type)} values: {where}{exc.problem}. Nothing was saved."
-                ) from None
-            try:
-                encoded = self.codecs.encode_value(key.type, value)
-            except CodecError as exc:
-                raise CodecError(f"root input {key.name!r} cannot be stored: {exc}") from exc
-            values.append(
-                ValueRecord(
-                    name=key.name,
-                    type_id=encoded.codec_id,
-                    version=encoded.version,
-                    state=ValueState.READY,
-                    digest=encoded.digest,
-                    data=encoded.data,
-                )
-            )
-        missing = sorted(set(declared) - {v.name for v in values})
-        if missing:
-            raise GraphError(
-                f"graph {graph.name!r}: inputs {missing} were not given; pass a value for every "
-                "root input. Nothing was saved."
-            )
-        return values
-
-    def _check_record(
-        self,
-        graph: Graph,
-        record: RunRecord,
-        run_id: str,
-        version: str,
-        inputs: Mapping[Key[Any], Any],
-        input_identity: Mapping[Key[Any], Any] | None = None,
-    ) -> tuple[dict[tuple[str, str], NodeOutputs], InputFingerprints]:
-        """Check the loaded record against what resume was given (R-REC-1, R-REC-3); return
-        the decoded outputs of the confirmed nodes, and the fingerprints of the inputs that
-        matched."""
-        if not 1 <= record.format <= RECORD_FORMAT:
-            raise CorruptRecordError(
-                f"run {run_id!r} has record format {record.format}; this version of Durable "
-                f"reads formats 1 to {RECORD_FORMAT}. Use the Durable version that wrote it; "
-                "nothing was saved.",
-                path="$.Format",
-                rule="R-REC-1",
-            )
-        if record.run_id != run_id:
-            raise CorruptRecordError(
-                f"the record loaded for run {run_id!r} names run {record.run_id!r}; nothing was "
-                "saved. Check the store.",
-                path="$.RunID",
-                rule="R-STORE-3",
-            )
-        if record.version != version:
-            raise VersionMismatchError(
-                f"run {run_id!r} was started with version {record.version!r}, resume was given "
-                f"{version!r}. Resume with the version it was started with, or start a new run "
-                "id. Nothing was saved."
-            )
-        definition = graph.fingerprint()
-        if record.definition != definition:
-            raise definition_mismatch(graph, record, self._ran.get(run_id), store=self.store)
-        try:
-            accepted = self._input_parts(graph, inputs, input_identity)
-        except CodecError as exc:
-            raise InputsMismatchError(
-                f"resume of run {run_id!r}: {exc}; such an input cannot be the one the run was "
-                "started with. Nothing was saved."
-            ) from exc
-        matched = [part for part in accepted if part.fingerprint == record.inputs]
-        if not matched:
-            paths = ""
-            if input_identity:  # inputs that name a place: moving the project may be the cause
-                paths = (
-                    " A { path = ... } input of a run configuration counts by its path relative "
-                    "to the configuration's folder; a run started before that rule counts it by "
-                    "its absolute path: resume such a run from its original folder, or fork it "
-                    "there."
-                )
-            changed = changed_inputs(self.store, record, accepted)
-            if changed:
-                names = ", ".join(repr(name) for name in changed)
-                what = f"input {names} differs" if len(changed) == 1 else f"inputs {names} differ"
-                raise InputsMismatchError(
-                    f"the inputs given to resume run {run_id!r} differ from those it was "
-                    f"started with: {what} (a value, or the codec id/version of its type, "
-                    f"changed). Resume needs the original inputs again.{paths} Nothing was "
-                    "saved.",
-                    changed=tuple(changed),
-                )
-            raise InputsMismatchError(
-                f"the inputs given to resume run {run_id!r} differ from those it was started "
-                "with (their fingerprints differ: a value, or the codec id/version of an input "
-                f"type, changed). Resume needs the original inputs again.{paths} Nothing was "
-                "saved."
-            )
-        validate_record(record, definition=graph.provided_names())
-        return decode_confirmed(graph, record, self.codecs), matched[0]
+        parts = input_parts(graph, self.codecs, inputs, input_identity)
+        return tuple(part.fingerprint for part in parts)
 
     def _failed_for_good(
-        self,
-        graph: Graph,
-        record: RunRecord,
-        inputs: Mapping[Key[Any], Any],
-        restored: dict[tuple[str, str], NodeOutputs],
-        failures: Failures,
+        self, request: RunRequest, record: RunRecord, plan: ResumePlan
     ) -> DurableResult:
         """The result of resuming a run whose root graph has a failed node: nothing runs.
 
         Its slots are what ``run`` would have shown: the root inputs and the outputs of the
         root graph's confirmed nodes.
         """
+        graph, failures = request.graph, plan.failures
         nodes = [node_id for node_id, _ in failures.terminal]
         first_node, first_attempt = failures.terminal[0]
         others = f" (and {nodes[1:]})" if len(nodes) > 1 else ""
@@ -936,10 +640,10 @@ class Runtime:
             "nodes, or start a new run id to run the graph again.",
             path=first_node,
         )
-        ready: dict[str, Any] = {key.name: value for key, value in inputs.items()}
+        ready: dict[str, Any] = {key.name: value for key, value in request.inputs.items()}
         skipped: set[str] = set()
         root_scope = record.root_scope
-        for (scope_id, _), outputs in restored.items():
+        for (scope_id, _), outputs in plan.restored.items():
             if scope_id == root_scope:
                 ready.update(outputs.ready)
                 skipped.update(outputs.skipped)
@@ -964,43 +668,38 @@ class Runtime:
         )
 
     async def _execute(
-        self,
-        graph: Graph,
-        ledger: Ledger,
-        inputs: Mapping[Key[Any], Any],
-        restored: dict[tuple[str, str], NodeOutputs],
-        failures: Failures,
-        max_running: int | None,
-        cancel: CancelToken | None,
-        streams: StreamPlan | None = None,
-        managed: Mapping[tuple[str, str], Adopted] | None = None,
+        self, request: RunRequest, ledger: Ledger, plan: ResumePlan
     ) -> DurableResult:
+        """Execute the graph from ``plan``, every change saved through ``ledger``; report how
+        the run ended (``RUN_FINISHED``) and raise an error that is not a node's failure."""
         target = self._history(ledger.record)
         checkpointer = DurableCheckpointer(
             ledger,
             self.codecs,
-            restored,
+            plan,
             lambda event: self._emit(event, target),
-            propagated=failures.propagated,
-            streams=streams,
-            managed=managed,
             listening=self._listening(),
             activity=self.activity,
         )
         services = RunServices(
-            self.store, ledger.record.run_id, self.codecs, graph, SUSPEND.get(), cancel
+            self.store,
+            ledger.record.run_id,
+            self.codecs,
+            request.graph,
+            SUSPEND.get(),
+            request.cancel,
         )
         options: dict[str, Any] = {
             "checkpointer": checkpointer,
             "cancel": services.cancel,
             "observers": (*self._graph_observers, services.observer),
         }
-        if max_running is not None:
-            options["max_running"] = max_running
+        if request.max_running is not None:
+            options["max_running"] = request.max_running
         try:
             async with services:  # inboxes, timers and waiting (X-INBOX-2, X-WAIT)
                 result = await execute_async(
-                    graph, inputs=dict(inputs), executor=self.executor, **options
+                    request.graph, inputs=dict(request.inputs), executor=self.executor, **options
                 )
         finally:
             if self._owns_executor and self.executor is not None:
@@ -1030,6 +729,7 @@ class Runtime:
             # The run was stopped by the checkpointer itself (an output no codec encodes, a
             # record that disagrees with the graph): not a node failure, raise it.
             raise error
+        cancel = request.cancel
         final = await services.status(
             str(result.status), record, cancel is not None and cancel.canceled
         )
@@ -1044,23 +744,13 @@ class Runtime:
             waiting=services.suspended if final == "waiting" else None,
         )
 
-    def _event_hooks(self) -> list[tuple[str, Callable[..., Any]]]:
-        """The callers of the ``durable_recovery_event`` implementations, built again only
-        when the implementations changed (events come several times per node)."""
-        impls = tuple(self._plugins.hook.durable_recovery_event.get_hookimpls())
-        if impls != self._hooked:
-            self._hooked = impls
-            self._hook_calls = (
-                each_implementation(self._plugins, "durable_recovery_event", reverse=True)
-                if impls
-                else []
-            )
-        return self._hook_calls
-
     def _listening(self) -> bool:
         """Whether any observer or ``durable_recovery_event`` implementation receives events
         (read as a run starts: without one, a resume builds no event per restored node)."""
-        return bool(self._observers) or (self._plugins is not None and bool(self._event_hooks()))
+        plugins = self._plugins
+        return bool(self._observers) or (
+            plugins is not None and plugins.listens_to_recovery_events()
+        )
 
     def _history(self, record: RunRecord) -> history.HistoryTarget:
         """Where the history of ``record``'s run goes: this runtime's store, that run."""
@@ -1072,38 +762,8 @@ class Runtime:
                 observer(event)
             except Exception:
                 log.exception("recovery event observer %r raised; the run goes on", observer)
-        if self._plugins is None:
-            return
-        for plugin_name, call in self._event_hooks():
-            try:
-                call(event=event, history=target)
-            except Exception:
-                log.exception(
-                    "the durable_recovery_event hook of plugin %r raised; the run goes on",
-                    plugin_name,
-                )
-
-
-def changed_inputs(store: Any, record: RunRecord, given: Iterable[InputFingerprints]) -> list[str]:
-    """The names of the root inputs that differ from those ``record``'s run started with,
-    judged by the per-input fingerprints its history keeps (the run log's ``inputs`` entry);
-    empty when the history has none for the record's inputs. With several ways to count the
-    given inputs (``input_identity``), the one with the fewest differences."""
-    from durable_core.runlog import saved_inputs
-
-    saved = saved_inputs(store, record.run_id, record.inputs, record.root_scope)
-    if saved is None:
-        return []
-    best: list[str] | None = None
-    for part in given:
-        names = sorted(
-            name
-            for name in saved.keys() | part.keys.keys()
-            if saved.get(name) != part.keys.get(name)
-        )
-        if best is None or len(names) < len(best):
-            best = names
-    return best or []
+        if self._plugins is not None:
+            self._plugins.emit_recovery_event(event, target)
 
 
 async def _release(session: Any, ledger: Ledger | None) -> None:

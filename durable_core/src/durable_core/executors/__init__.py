@@ -8,8 +8,7 @@ Timeouts, ``max_running`` and every commit. Executors are registered through the
 
 from durable_core.executors.base import Executor
 from durable_core.executors.process import ProcessExecutor
-from durable_core.executors.resolve import resolve_executor
 from durable_core.executors.thread import ThreadExecutor
 from durable_core.executors.transport import RemoteCall
 
-__all__ = ["Executor", "ProcessExecutor", "RemoteCall", "ThreadExecutor", "resolve_executor"]
+__all__ = ["Executor", "ProcessExecutor", "RemoteCall", "ThreadExecutor"]

@@ -1,4 +1,5 @@
-"""Graph definitions: nodes, Sub nodes and their bindings, static checks, fingerprints.
+"""Graph definitions: assembling a :class:`Graph` from nodes and Sub nodes, its static checks
+and its fingerprint.
 
 A :class:`Graph` has a name, root inputs (seeds) and nodes. Each node has an explicit id, the keys
 it ``requires`` and ``provides``, a body (``def`` or ``async def``) or a child graph (a Sub
@@ -16,6 +17,10 @@ Checks happen at two moments, always before any body runs (G-5):
 
 Every problem raises :class:`~durable_core.errors.GraphError` naming the graph, the node and the
 key.
+
+The declarations themselves (:class:`Node`, :class:`In`, :class:`Out`) are in
+:mod:`durable_core.graph.nodes`; the frozen plan ``validate`` builds is in
+:mod:`durable_core.graph.plan`. Both are importable from here.
 """
 
 from __future__ import annotations
@@ -27,13 +32,13 @@ from collections.abc import Callable, Iterable, Mapping
 from types import MappingProxyType
 from typing import Any, TypeVar
 
-import attrs
-
 from durable_core.errors import GraphError
 from durable_core.graph.aspects import Aspect, Retry
 from durable_core.graph.function import analyse_function
 from durable_core.graph.inbox import add_intakes
 from durable_core.graph.keys import Key
+from durable_core.graph.nodes import In, Node, Out
+from durable_core.graph.plan import _Plan
 from durable_core.graph.processor import Processor
 from durable_core.graph.waits import add_timer
 
@@ -43,82 +48,6 @@ FINGERPRINT_FORMAT = 1
 """Version of the canonical description hashed by :meth:`Graph.fingerprint`."""
 
 F = TypeVar("F", bound=Callable[..., Any])
-
-
-@attrs.frozen
-class In:
-    """Feed a parent slot into a child graph's input (G-9).
-
-    Args:
-        parent: a key of the parent graph; the Sub node requires it.
-        child: an input (seed) of the child graph, of the same type and kind.
-    """
-
-    parent: Key[Any]
-    child: Key[Any]
-
-
-@attrs.frozen
-class Out:
-    """Publish a child graph's result into the parent graph (G-9).
-
-    Args:
-        child: a key the child graph produces (a node's provides, or one of its inputs to pass
-            through), of the same type and kind as ``parent``.
-        parent: a key of the parent graph; the Sub node provides it.
-    """
-
-    child: Key[Any]
-    parent: Key[Any]
-
-
-@attrs.frozen(eq=False, repr=False)
-class Node:
-    """One node of a graph (G-2); built by :meth:`Graph.node`, :meth:`Graph.add_node` or
-    :meth:`Graph.sub`.
-
-    Attributes:
-        id: the node's id, unique in its graph.
-        requires: the keys it waits for, in declared order.
-        provides: the keys it produces, in declared order.
-        aspects: its own aspects, first = outermost (graph-wide aspects sit outside these).
-        body: the function run with a :class:`~durable_core.graph.RunContext`; None for a Sub.
-        child: the child graph of a Sub node; None for a plain node.
-        bindings: the ``In``/``Out`` bindings of a Sub node.
-        is_async: True when the body is an ``async def`` (runs on the event loop); plain
-            bodies run in worker threads.
-        executor: None for a body taking the run context; ``"default"`` (the run's executor)
-            or ``"local"`` (the owner's worker threads) for a function-form body, which takes
-            the required values as arguments and returns the provided ones (see
-            :mod:`durable_core.graph.function`).
-        defaults: for a function-form body, each input parameter's default value
-            (``inspect.Parameter.empty`` where there is none), in ``requires`` order.
-    """
-
-    id: str
-    requires: tuple[Key[Any], ...]
-    provides: tuple[Key[Any], ...]
-    aspects: tuple[Aspect, ...]
-    body: Callable[..., Any] | None = None
-    child: Graph | None = None
-    bindings: tuple[In | Out, ...] = ()
-    is_async: bool = False
-    executor: str | None = None
-    defaults: tuple[Any, ...] = ()
-
-    @property
-    def processor(self) -> Processor[Any] | None:
-        """The :class:`~durable_core.graph.Processor` of a processor node, else None."""
-        return self.body if isinstance(self.body, Processor) else None
-
-    @property
-    def is_sub(self) -> bool:
-        """True for a Sub node."""
-        return self.child is not None
-
-    def __repr__(self) -> str:
-        kind = f"Sub of {self.child.name!r}" if self.child is not None else "node"
-        return f"<{kind} {self.id!r} requires={list(self.requires)} provides={list(self.provides)}>"
 
 
 class Graph:
@@ -804,168 +733,3 @@ def _check_same_type(where: str, a: Key[Any], b: Key[Any]) -> None:
             f"{where}: binding connects key {a!r} with key {b!r}; both keys of a binding must "
             "have the same type and kind"
         )
-
-
-class _Plan:
-    """The validated, precomputed shape of a graph the scheduler runs (linear in its size)."""
-
-    __slots__ = (
-        "_chains",
-        "_readers",
-        "_roles",
-        "consumers",
-        "graph",
-        "index",
-        "nodes",
-        "out_of",
-        "prov_maps",
-        "provides",
-        "req_maps",
-        "requires",
-        "shapes",
-        "stream_keys",
-    )
-
-    def __init__(self, graph: Graph) -> None:
-        self.graph = graph
-        self.nodes: list[Node] = list(graph._nodes.values())
-        self.index = {node.id: i for i, node in enumerate(self.nodes)}
-        self.requires: list[tuple[str, ...]] = [
-            tuple(key.name for key in node.requires) for node in self.nodes
-        ]
-        self.provides: list[tuple[str, ...]] = [
-            tuple(key.name for key in node.provides) for node in self.nodes
-        ]
-        self.req_maps: list[dict[str, Key[Any]]] = [
-            {key.name: key for key in node.requires} for node in self.nodes
-        ]
-        self.prov_maps: list[dict[str, Key[Any]]] = [
-            {key.name: key for key in node.provides} for node in self.nodes
-        ]
-        consumers: dict[str, list[int]] = {}
-        for i, names in enumerate(self.requires):
-            for name in names:
-                consumers.setdefault(name, []).append(i)
-        self.consumers = consumers
-        self.stream_keys = frozenset(name for name, key in graph._keys.items() if key.stream)
-        self.shapes: Mapping[str, Mapping[str, tuple[str, ...]]] | None = None  # provided_names
-        # Out bindings of Sub nodes by child key name, for publishing child streams upward.
-        self.out_of: dict[int, dict[str, str]] = {}
-        for i, node in enumerate(self.nodes):
-            if node.child is not None:
-                self.out_of[i] = {
-                    b.child.name: b.parent.name for b in node.bindings if isinstance(b, Out)
-                }
-        self._readers: dict[str, tuple[str, ...]] = {}
-        self._roles: dict[str, tuple[tuple[str, str, bool], ...]] = {}
-        graph_chain = [(aspect, f"graph:{k}") for k, aspect in enumerate(graph._aspects)]
-        self._chains: list[tuple[tuple[Aspect, str], ...]] = [
-            (*graph_chain, *((aspect, f"node:{k}") for k, aspect in enumerate(node.aspects)))
-            for node in self.nodes
-        ]
-        _check_acyclic(graph, self)
-
-    def chain(self, i: int) -> tuple[tuple[Aspect, str], ...]:
-        """The aspect chain of node ``i`` with each aspect's fixed position, outermost first."""
-        return self._chains[i]
-
-    def stream_readers(self, name: str) -> tuple[str, ...]:
-        """Paths (relative to this graph) of every node reading stream ``name``, through Subs."""
-        readers = self._readers.get(name)
-        if readers is None:
-            found: list[str] = []
-            for i in self.consumers.get(name, ()):
-                node = self.nodes[i]
-                if node.child is None:
-                    found.append(node.id)
-                    continue
-                child_plan = node.child._ensure_plan()
-                for binding in node.bindings:
-                    if isinstance(binding, In) and binding.parent.name == name:
-                        found.extend(
-                            f"{node.id}/{path}"
-                            for path in child_plan.stream_readers(binding.child.name)
-                        )
-            readers = tuple(found)
-            self._readers[name] = readers
-        return readers
-
-    def retries(self, i: int) -> bool:
-        """Whether node ``i``'s aspect chain holds a Retry (it may run its inner chain again)."""
-        return any(isinstance(aspect, Retry) for aspect, _ in self._chains[i])
-
-    def stream_roles(self, name: str) -> tuple[tuple[str, str, bool], ...]:
-        """``(path, anchor, retried)`` of every node reading stream ``name``, through Subs,
-        in the order of :meth:`stream_readers` (S-2).
-
-        ``anchor`` is the path (relative to this graph) of the outermost Sub node on the way to
-        the reader whose aspect chain holds a Retry, ``""`` when there is none: while that Sub
-        node can still start a new try, the reader may read the stream again as a new group,
-        from its first element. ``retried``: the reading node's own chain holds a Retry, so a
-        try of it may end with elements received but not acknowledged, which the next try gets.
-        """
-        roles = self._roles.get(name)
-        if roles is None:
-            found: list[tuple[str, str, bool]] = []
-            for i in self.consumers.get(name, ()):
-                node = self.nodes[i]
-                if node.child is None:
-                    found.append((node.id, "", self.retries(i)))
-                    continue
-                child_plan = node.child._ensure_plan()
-                here = self.retries(i)
-                for binding in node.bindings:
-                    if isinstance(binding, In) and binding.parent.name == name:
-                        for path, anchor, retried in child_plan.stream_roles(binding.child.name):
-                            if here:
-                                anchor = node.id
-                            elif anchor:
-                                anchor = f"{node.id}/{anchor}"
-                            found.append((f"{node.id}/{path}", anchor, retried))
-            roles = tuple(found)
-            self._roles[name] = roles
-        return roles
-
-
-def _check_acyclic(graph: Graph, plan: _Plan) -> None:
-    """Kahn's algorithm over node -> consumer edges; raise naming a cycle if one exists."""
-    count = len(plan.nodes)
-    indegree = [0] * count
-    successors: list[list[int]] = [[] for _ in range(count)]
-    for i, names in enumerate(plan.requires):
-        for name in names:
-            source = graph._sources.get(name)
-            if source is not None:
-                j = plan.index[source]
-                successors[j].append(i)
-                indegree[i] += 1
-    queue = [i for i in range(count) if indegree[i] == 0]
-    done = 0
-    while queue:
-        j = queue.pop()
-        done += 1
-        for i in successors[j]:
-            indegree[i] -= 1
-            if indegree[i] == 0:
-                queue.append(i)
-    if done == count:
-        return
-    # Walk backwards along unfinished predecessors until a node repeats: that is a cycle.
-    start = next(i for i in range(count) if indegree[i] > 0)
-    seen: dict[int, int] = {}
-    path: list[int] = []
-    current = start
-    while current not in seen:
-        seen[current] = len(path)
-        path.append(current)
-        current = next(
-            plan.index[src]
-            for name in plan.requires[current]
-            if (src := graph._sources.get(name)) is not None and indegree[plan.index[src]] > 0
-        )
-    cycle = [plan.nodes[i].id for i in reversed(path[seen[current] :])]
-    cycle.append(cycle[0])
-    raise GraphError(
-        f"graph {graph.name!r}: dependency cycle {' -> '.join(repr(c) for c in cycle)}; a node "
-        "cannot (even indirectly) wait for its own outputs"
-    )
