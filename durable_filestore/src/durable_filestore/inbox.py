@@ -297,6 +297,14 @@ class FileInbox:
         _replace(path, note.encode("utf-8"), sync=True)
         _sync_directory(self._directory)
 
+    def waiting_note(self, run_id: str) -> str | None:
+        """``<key>.waiting``'s text, or ``None`` (RunInbox.waiting_note)."""
+        try:
+            with open(self.waiting_path(run_id), "rb") as f:
+                return f.read().decode("utf-8")
+        except FileNotFoundError:
+            return None
+
     def waiting_notes(self) -> dict[str, str]:
         """Every waiting note, by run id (read from the note itself) (RunInbox.waiting_notes)."""
         notes: dict[str, str] = {}

@@ -66,6 +66,7 @@ SET_WAITING = (
 )
 CLEAR_WAITING = f"DELETE FROM {SCHEMA}.waiting WHERE run_key = %s"
 WAITING = f"SELECT convert_from(run_id, 'UTF8'), note FROM {SCHEMA}.waiting"
+NOTE = f"SELECT note FROM {SCHEMA}.waiting WHERE run_key = %s"
 NOTIFY = "SELECT pg_catalog.pg_notify('durable_inbox', %s)"
 
 
@@ -219,6 +220,14 @@ class PostgresInbox:
             conn.close()
 
         return stop_listening
+
+    def waiting_note(self, run_id: str) -> str | None:
+        """The run's waiting note, or ``None`` (RunInbox.waiting_note)."""
+        row = self._inbox_call(
+            "reading a waiting note",
+            lambda conn: conn.execute(NOTE, [_key(run_id)]).fetchone(),
+        )
+        return None if row is None else str(row[0])
 
     def waiting_notes(self) -> dict[str, str]:
         """Every waiting note, by run id (RunInbox.waiting_notes)."""

@@ -197,6 +197,11 @@ class SQLiteInbox:
                 )
             )
 
+    def waiting_note(self, run_id: str) -> str | None:
+        """The run's waiting note, or ``None`` (RunInbox.waiting_note)."""
+        rows = self._select(f"SELECT note FROM {WAITING_TABLE} WHERE run_id = ?", (run_id,))
+        return rows[0][0] if rows else None
+
     def waiting_notes(self) -> dict[str, str]:
         """Every waiting note, by run id (RunInbox.waiting_notes)."""
         return dict(self._select(f"SELECT run_id, note FROM {WAITING_TABLE}", ()))

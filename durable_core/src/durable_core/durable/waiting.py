@@ -50,6 +50,7 @@ __all__ = [
     "is_due",
     "read_waiting",
     "suspending",
+    "waiting_of",
 ]
 
 WAITING = "waiting"
@@ -122,6 +123,19 @@ class Waiting:
         return " or ".join(parts) or "nothing known"
 
 
+def waiting_of(store: Any, run_id: str) -> Waiting | None:
+    """The waiting note of ``run_id`` (None: not waiting, or a store without inboxes)."""
+    if not has_inbox(store):
+        return None
+    text = store.waiting_note(run_id)
+    if text is None:
+        return None
+    try:
+        return Waiting.from_json(text)
+    except (ValueError, KeyError, TypeError):
+        return None  # a note Durable did not write: not a waiting run it can wake
+
+
 def read_waiting(store: Any) -> dict[str, Waiting]:
     """Every waiting note of ``store`` (empty for a store without inboxes), by run id."""
     if not has_inbox(store):
@@ -150,11 +164,8 @@ def waiting_row(store: Any, run_id: str, row: dict[str, Any]) -> None:
     """Mark a ``durable list`` row of a run at rest as ``waiting`` when it has a waiting note:
     ``row["waiting"]`` gets ``until`` (seconds since the epoch, or None) and ``for`` (what it
     waits for, in words)."""
-    if not has_inbox(store):
-        return
     try:
-        text = store.waiting_notes().get(run_id)
-        note = None if text is None else Waiting.from_json(text)
+        note = waiting_of(store, run_id)
     except Exception:  # extra information: never fail the listing on it
         return
     if note is not None:

@@ -13,7 +13,7 @@ import time
 from typing import Any
 
 from durable_core.durable.inbox import has_inbox, inbox_cursors
-from durable_core.durable.waiting import read_waiting
+from durable_core.durable.waiting import waiting_of
 
 __all__ = ["describe_waits", "print_waits"]
 
@@ -72,7 +72,7 @@ def describe_waits(store: Any, record: Any, graph: Any = None) -> dict[str, Any]
                             "remaining": max(0.0, deadline - now),
                         }
                     )
-    note = read_waiting(store).get(record.run_id)
+    note = waiting_of(store, record.run_id)
     waiting = None
     if note is not None:
         waiting = {"until": note.until, "for": note.describe(), "since": note.since}

@@ -116,6 +116,10 @@ class RunInbox(Protocol):
         it."""
         ...
 
+    def waiting_note(self, run_id: str) -> str | None:
+        """The run's waiting note, or ``None``."""
+        ...
+
     def waiting_notes(self) -> dict[str, str]:
         """Every run's waiting note, by run id."""
         ...

@@ -101,6 +101,12 @@ class MemoryInbox:
             else:
                 notes[run_id] = note
 
+    def waiting_note(self, run_id: str) -> str | None:
+        """The run's waiting note, or ``None`` (RunInbox.waiting_note)."""
+        with self._records_lock:
+            self._inboxes()
+            return self.__dict__["_waiting_data"].get(run_id)  # type: ignore[no-any-return]
+
     def waiting_notes(self) -> dict[str, str]:
         """Every waiting note, by run id (RunInbox.waiting_notes)."""
         with self._records_lock:

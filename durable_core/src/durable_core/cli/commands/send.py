@@ -74,7 +74,7 @@ def send_command(
     from durable_core.config import load_config, parse_store_url
     from durable_core.config.inputs import LiteralInput, _resolve_input
     from durable_core.durable.inbox import inbox_keys, send
-    from durable_core.durable.waiting import read_waiting
+    from durable_core.durable.waiting import waiting_of
     from durable_core.errors import ConfigError
     from durable_core.plugins import make_plugin_manager
 
@@ -101,7 +101,7 @@ def send_command(
     store = config.open_store(pm)
     try:
         sequence = send(store, run_id, key, value, idempotency_key, codecs=codecs)
-        waiting = None if no_wake else read_waiting(store).get(run_id)
+        waiting = None if no_wake else waiting_of(store, run_id)
     finally:
         store.close()
     if as_json:

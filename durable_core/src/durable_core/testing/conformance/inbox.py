@@ -215,6 +215,8 @@ class InboxClauses:
         note = '{"run_id": "w", "until": 12.5, "inboxes": ["box"]}'
         store.set_waiting("w", note)
         assert store.waiting_notes() == {"w": note}
+        assert store.waiting_note("w") == note
+        assert store.waiting_note("other") is None
         store.set_waiting("w", None)
         store.set_waiting("w", None)  # idempotent
         assert store.waiting_notes() == {}
