@@ -15,11 +15,13 @@ from durable_core.cli.commands.plugins import plugins_command
 from durable_core.cli.commands.prune import prune_command
 from durable_core.cli.commands.resume import resume_command
 from durable_core.cli.commands.run import run_command
+from durable_core.cli.commands.send import send_command
 from durable_core.cli.commands.show import show_command
 
 BUILTIN_COMMANDS = (
     run_command,
     resume_command,
+    send_command,
     fork_command,
     cancel_command,
     inspect_command,
