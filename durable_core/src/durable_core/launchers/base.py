@@ -34,6 +34,9 @@ class LaunchStatus(enum.StrEnum):
 
     - ``completed``, ``failed``, ``canceled``: the run's own end (its ``DurableResult.status``),
       from the worker that ran it, or read from the store after it ran elsewhere.
+    - ``waiting``: launched with ``suspend``, the run had nothing to do but wait for inbox
+      messages or a timer, and ended its worker's part with a waiting note (X-WAIT); a post or
+      its deadline makes it due, and ``durable send``/``durable recover`` launch it again.
     - ``busy``: another process owned the run when it was launched (not waited for).
     - ``incomplete``: the run ran elsewhere and was released unfinished (its owner stopped or
       died); ``durable recover`` continues it.
@@ -46,6 +49,7 @@ class LaunchStatus(enum.StrEnum):
     COMPLETED = "completed"
     FAILED = "failed"
     CANCELED = "canceled"
+    WAITING = "waiting"
     BUSY = "busy"
     INCOMPLETE = "incomplete"
     RUNNING = "running"
@@ -63,8 +67,9 @@ FAILED_STATUSES = frozenset(
         LaunchStatus.LOST,
     }
 )
-"""The ends that make ``durable submit --wait`` exit 1: every end but completed, and but a run
-still running elsewhere, busy or submitted (those are someone else's to report)."""
+"""The ends that make ``durable submit --wait`` exit 1: every end but completed and waiting,
+and but a run still running elsewhere, busy or submitted (those are someone else's to
+report)."""
 
 
 @attrs.frozen
@@ -81,6 +86,8 @@ class RunJob:
         max_running: ``[runtime] max_running`` override, or ``None``.
         busy_grace: seconds a worker retries a run that is owned before it reports ``busy``
             (a probe such as ``durable list`` holds a run for milliseconds, an owner for long).
+        suspend: a run with nothing to do but wait ends with status ``waiting`` instead of
+            holding its worker (``durable run --suspend``, X-WAIT).
     """
 
     config: str
@@ -88,7 +95,8 @@ class RunJob:
     inputs: Mapping[str, Any] = attrs.field(factory=dict)
     store: Any = None
     max_running: int | None = None
-    busy_grace: float = 2.0
+    busy_grace: float = 0.5
+    suspend: bool = False
 
 
 @attrs.frozen

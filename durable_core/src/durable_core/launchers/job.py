@@ -41,11 +41,14 @@ def run_job(job: RunJob) -> RunOutcome:
     started = time.monotonic()
     worker = f"{socket.gethostname()}:{os.getpid()}"
     pause = _FIRST_PAUSE
+    first_busy: float | None = None
     while True:
         try:
             return _run(job, started, worker)
         except BusyError as exc:
-            if time.monotonic() - started + pause > job.busy_grace:
+            now = time.monotonic()
+            first_busy = now if first_busy is None else first_busy
+            if now - first_busy + pause > job.busy_grace:
                 return RunOutcome(
                     job.run_id,
                     LaunchStatus.BUSY,
@@ -104,6 +107,7 @@ def _run(job: RunJob, started: float, worker: str) -> RunOutcome:
             max_running=config.runtime.max_running,
             cancel=token,
             input_identity=config.input_identity(graph),
+            suspend=job.suspend,
         )
     finally:
         if stop_watching is not None:

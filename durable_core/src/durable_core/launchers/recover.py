@@ -11,6 +11,11 @@ launch the same orphan make one run and one ``busy`` report. A probe that meets 
 recovery's probe (both hold a run for an instant) tries again a few times before it counts the
 run as owned.
 
+A **waiting** run (it ended its process to wait for inbox messages or a timer, X-WAIT) is left
+alone until it is due (a message was posted to it, or its deadline passed): then it is
+launched like an orphan. Every recovered run is launched with ``suspend``, so that one with
+nothing to do but wait ends waiting again instead of holding a worker.
+
 A run's record keeps a fingerprint of its inputs, not the inputs: a recovered run gets its
 inputs from ``runs_file`` (the JSON-lines file it was submitted with) when listed there, else
 from its configuration's ``[inputs]``. With ``runs_file``, the runs listed there that have no
@@ -83,7 +88,7 @@ def _probe(store: Any, run_id: str) -> Any:
 
 
 def find_orphans(store: Any, graph: Any) -> tuple[list[str], list[str], set[str]]:
-    """The incomplete, unowned runs of ``graph`` in ``store``.
+    """The incomplete, unowned runs of ``graph`` in ``store`` (a waiting one only when due).
 
     A run belongs to ``graph`` when its record's definition fingerprint is the graph's. Records
     that cannot be read are left out (``durable list`` shows them).
@@ -95,6 +100,7 @@ def find_orphans(store: Any, graph: Any) -> tuple[list[str], list[str], set[str]
     Raises:
         ConfigError: the store cannot list its runs.
     """
+    from durable_core.durable.waiting import is_due, waiting_of
     from durable_core.ops.runinfo import RunStatus, run_status
     from durable_core.store.capabilities import Capability, capabilities
 
@@ -117,7 +123,10 @@ def find_orphans(store: Any, graph: Any) -> tuple[list[str], list[str], set[str]
             continue
         if record is None or record.definition != fingerprint:
             continue
-        if run_status(record, nodes) == RunStatus.INCOMPLETE:
+        if run_status(record, nodes) != RunStatus.INCOMPLETE:
+            continue
+        note = waiting_of(store, summary.run_id)
+        if note is None or is_due(store, note):  # a waiting run only once it is due
             orphans.append(summary.run_id)
     return orphans, owned, known
 
@@ -187,7 +196,7 @@ def recover(
         orphans.extend(found)
         unstarted.extend(fresh)
         if specs:
-            parts.append(prepare(path, specs, store=store, pm=pm))
+            parts.append(prepare(path, specs, store=store, suspend=True, pm=pm))
     if not parts:
         return Recovery(owned=tuple(owned))
     launcher, is_owned = open_launcher(on, pm)

@@ -127,6 +127,7 @@ def prepare(
     store: str | None = None,
     max_running: int | None = None,
     busy_grace: float | None = None,
+    suspend: bool = False,
     pm: Any = None,
 ) -> Prepared:
     """The jobs of ``runs`` of ``config``, every run's inputs checked now.
@@ -137,6 +138,7 @@ def prepare(
         store: a store URL replacing the config's ``[store]``.
         max_running: ``[runtime] max_running`` override for every run.
         busy_grace: seconds a worker retries an owned run before it reports ``busy``.
+        suspend: a run with nothing to do but wait ends ``waiting`` (see :class:`RunJob`).
         pm: the plugin manager; ``None``: the process's (``default_plugins()``).
 
     Raises:
@@ -181,6 +183,7 @@ def prepare(
                 inputs=inputs,
                 store=override,
                 max_running=max_running,
+                suspend=suspend,
                 **options,
             )
         )
@@ -428,6 +431,7 @@ def submit(
     on_end: Callable[[RunOutcome], None] | None = None,
     on_busy: Callable[[RunOutcome], None] | None = None,
     per_graph: int | None = None,
+    suspend: bool = False,
     pm: Any = None,
 ) -> list[RunOutcome]:
     """Submit runs of ``config`` to a launcher: the Python form of ``durable submit``.
@@ -450,6 +454,8 @@ def submit(
         on_end: called with each run's outcome as it ends.
         on_busy: called with the outcome of a launch that found its run owned elsewhere.
         per_graph: at most this many of the runs at once (see :class:`Submitter`).
+        suspend: a run with nothing to do but wait for inbox messages or a timer ends
+            ``waiting`` instead of holding its worker (``durable run --suspend``).
         pm: the plugin manager; ``None``: the process's (``default_plugins()``).
 
     Returns:
@@ -465,7 +471,7 @@ def submit(
         from durable_core.plugins import default_plugins
 
         pm = default_plugins()
-    part = prepare(config, runs, store=store, max_running=max_running, pm=pm)
+    part = prepare(config, runs, store=store, max_running=max_running, suspend=suspend, pm=pm)
     launcher, owned = open_launcher(on, pm)
     submitter = Submitter(
         launcher,

@@ -32,6 +32,11 @@ __all__ = ["submit_command"]
     metavar="N",
     help="At most N node bodies at once in each run (overrides [runtime] max_running).",
 )
+@click.option(
+    "--suspend",
+    is_flag=True,
+    help="A run with nothing to do but wait (inbox, timer) ends waiting, freeing its worker.",
+)
 @fleet_options
 def submit_command(
     config_arg: str,
@@ -39,6 +44,7 @@ def submit_command(
     input_options: tuple[str, ...],
     inputs_file: str | None,
     max_running: int | None,
+    suspend: bool,
     on: str,
     store_url: str | None,
     per_graph: int | None,
@@ -77,7 +83,9 @@ def submit_command(
         ]
     else:
         specs = [RunSpec(run_id=run_id, inputs=overrides)]
-    part = prepare(config_arg, specs, store=store_url, max_running=max_running, pm=pm)
+    part = prepare(
+        config_arg, specs, store=store_url, max_running=max_running, suspend=suspend, pm=pm
+    )
     launcher, owned = open_launcher(on, pm)
     name = launcher.describe()
     submitter = Submitter(
