@@ -49,7 +49,7 @@ def test_send_to_a_waiting_run_on_an_unknown_launcher_is_refused(config: pathlib
     )
     assert started.exit_code == 0 and '"waiting"' in started.output
     refused = send(str(config), "w", "decisions", '"approve"', "--on", "nowhere")
-    assert refused.exit_code == 6 and "no launcher" in refused.output
+    assert refused.exit_code == 6 and "unknown launcher backend 'nowhere'" in refused.output
     assert "sequence 1" in refused.output  # the post itself was kept
     woken = send(str(config), "w", "decisions", '"approve"', "--idempotency-key", "k")
     assert woken.exit_code == 0 and "sequence 2" in woken.output and "completed" in woken.output

@@ -16,18 +16,30 @@ __all__ = ["send_command", "wake_on_launcher"]
 def wake_on_launcher(launcher: str, config_arg: str, run_id: str, store_url: str | None) -> Any:
     """Resume the waiting run ``run_id`` on ``launcher`` (``--on``) instead of in this process.
 
-    The hook point of launchers (``local[:N]``, ``dask://…``): they resume a run with
-    ``run_or_resume`` elsewhere; this version of Durable has none.
+    The run is submitted like any (``run_or_resume`` with ``suspend``, see
+    :func:`durable_core.launchers.submit`), with its config's inputs; a cluster's run goes on
+    after this command returns, a local launcher's ends first.
+
+    Returns:
+        The run's :class:`~durable_core.launchers.RunOutcome`.
 
     Raises:
-        ConfigError: no launcher of that name is available.
+        ConfigError, PluginError, UnsharedStoreError: as ``durable submit``.
     """
-    from durable_core.errors import ConfigError
+    from durable_core.cli.context import plugin_manager
+    from durable_core.launchers import RunSpec, submit
 
-    raise ConfigError(
-        f"--on {launcher!r}: no launcher of that name is available here; leave out --on to "
-        "resume the run in this process"
+    (outcome,) = submit(
+        config_arg,
+        [RunSpec(run_id=run_id)],
+        on=launcher,
+        store=store_url,
+        wait=False,
+        suspend=True,
+        pm=plugin_manager(),
     )
+    click.echo(f"run {run_id!r} was waiting: {outcome.status} on {launcher}", err=True)
+    return outcome
 
 
 @click.command("send")
