@@ -20,7 +20,9 @@ def config(tmp_path: pathlib.Path) -> pathlib.Path:
     head = text.partition("[store]")[0]
     path = tmp_path / "approval.toml"
     path.write_text(
-        head.replace("max_files = 40", "max_files = 2").replace('{ path = "out" }', '"out"')
+        head.replace("max_files = 40", "max_files = 2").replace(
+            '{ path = "out" }', f'"{tmp_path / "out"}"'
+        )
         + f'[store]\nbackend = "file"\ndirectory = "{tmp_path / "runs"}"\n'
     )
     return path
