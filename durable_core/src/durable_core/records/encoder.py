@@ -221,15 +221,21 @@ class RecordEncoder:
     ) -> tuple[bytes | None, Callable[[], bytes]]:
         """The delta of one save, and a function returning the complete bytes.
 
+        An encoder that has not seen the record before (the first save after a resume,
+        whose record was decoded from the store) writes the delta from the change alone: the
+        change names every part that differs from the record it was loaded as. It remembers
+        nothing then, so its complete bytes are encoded whole when they are asked for. The
+        delta is ``None`` (a whole save) only when such an encoder is told of a field
+        dropped that the record may not have held.
+
         Args:
             record: the record after the change (``record.revision`` is the new revision).
             change: what changed since the record last given to :meth:`encode` or
-                :meth:`encode_change`.
+                :meth:`encode_change`, or since the record was loaded.
             base: the revision before the change.
 
         Returns:
-            ``(delta, data)``: the delta's canonical bytes (``None`` when the encoder had not
-            seen the record before: the first save after a resume), and a function returning
+            ``(delta, data)``: the delta's canonical bytes, and a function returning
             ``record_to_json(record)``'s bytes; it may only be called before the next call of
             this encoder (afterwards it raises ``DurableError``).
 
