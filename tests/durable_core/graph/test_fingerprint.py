@@ -31,6 +31,14 @@ def test_fingerprint_is_stable_across_processes_and_hash_seeds():
     assert fingerprint_in_subprocess("4242") == here
 
 
+# covers: R-REC-2
+def test_fingerprint_of_a_known_definition_never_changes():
+    # Records hold the fingerprint: a faster way of computing it must give the same digest.
+    # sample_definition has Sub graphs, aspects, streams and several keys of one type.
+    expected = "0e4ced7903df50d95ee85e031c4cf9c6b51fc622f3615f82213f088a6e95e9e1"
+    assert sample_definition().fingerprint() == expected
+
+
 def build(**change):
     """A small graph; each keyword changes one part of the definition."""
     a = Key("a", change.get("a_type", int))

@@ -32,6 +32,7 @@ from collections.abc import Callable, Iterable, Mapping
 from types import MappingProxyType
 from typing import Any, TypeVar
 
+from durable_core._nogc import nogc
 from durable_core.errors import GraphError
 from durable_core.graph.aspects import Aspect, Retry
 from durable_core.graph.function import analyse_function
@@ -567,12 +568,13 @@ class Graph:
             GraphError: the graph is not valid (it is validated first).
         """
         self._ensure_plan()
+        names: dict[type, str] = {}  # each plain class named once
         nodes = []
         for node in sorted(self._nodes.values(), key=lambda n: n.id):
             entry: dict[str, Any] = {
                 "id": node.id,
-                "requires": sorted(key.name for key in node.requires),
-                "provides": sorted(key.name for key in node.provides),
+                "requires": sorted([key.name for key in node.requires]),
+                "provides": sorted([key.name for key in node.provides]),
                 "aspects": [aspect.describe() for aspect in node.aspects],
             }
             if node.processor is not None:
@@ -590,7 +592,7 @@ class Graph:
             "format": FINGERPRINT_FORMAT,
             "name": self._name,
             "inputs": sorted(key.name for key in self._inputs),
-            "keys": [self._keys[name].describe() for name in sorted(self._keys)],
+            "keys": [self._keys[name].describe(names) for name in sorted(self._keys)],
             "aspects": [aspect.describe() for aspect in self._aspects],
             "nodes": nodes,
         }
@@ -606,11 +608,15 @@ class Graph:
             GraphError: the graph is not valid.
         """
         if self._fingerprint is None:
-            text = json.dumps(
-                self.describe(), sort_keys=True, separators=(",", ":"), ensure_ascii=True
-            )
-            self._fingerprint = hashlib.sha256(text.encode("ascii")).hexdigest()
+            self._fingerprint = self._digest()
         return self._fingerprint
+
+    @nogc
+    def _digest(self) -> str:
+        """The fingerprint itself; the cyclic garbage collector is paused while the
+        description (several objects per node, none in a cycle) is built and encoded."""
+        text = json.dumps(self.describe(), sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+        return hashlib.sha256(text.encode("ascii")).hexdigest()
 
     def describe_provides(self) -> dict[str, dict[str, list[str]]]:
         """For this graph and every child graph: each node's provided key names.
