@@ -8,11 +8,13 @@ called, in CPU seconds of the whole process (``time.process_time``: less disturb
 work on a shared machine than wall time): reading the stored bytes, decoding them into a
 record, the checks of the record (``validate_record``), decoding every confirmed value
 (``decode_confirmed``), the stream plan, the saves (``Ledger._save``: encoding the change and
-the store's write); what is left is restoring every node in the engine and the checkpointer and
-finishing. The time the cyclic garbage collector took during the resume is shown beside them
-(it happens inside the steps; as in ``resume.py``, it runs once, untimed, before each timed
-step). Each figure is a median, in milliseconds and as a multiple of ``json.loads`` of the
-record's bytes measured right after each resume.
+the store's write), the definition's fingerprint (each resume is given a graph built anew, as a
+new process builds it; ``--same-graph`` keeps the one that made the run); what is left is
+restoring every node in the engine and the checkpointer and finishing. The time the cyclic
+garbage collector took during the resume is shown beside them (it happens inside the steps; as
+in ``resume.py``, it runs once, untimed, before each timed step). Each figure is a median, in
+milliseconds and as a multiple of ``json.loads`` of the record's bytes measured right after
+each resume.
 
 Run it with::
 
@@ -40,6 +42,7 @@ from _support import chain, killed_chain, median
 import durable_core.durable.ledger as ledger_module
 import durable_core.durable.resume as resume_module
 import durable_core.durable.runtime as runtime_module
+import durable_core.graph.definition as definition_module
 import durable_core.store.kit as kit_module
 import durable_core.store.memory as memory_module
 from durable_core import MemoryStore, Runtime, record_to_json
@@ -53,6 +56,7 @@ STEPS = {
     "streams": "plan_streams",
     "preflight": "checks before the store",
     "saves": "saves (encode the change, write)",
+    "fingerprint": "the definition's fingerprint",
 }
 
 
@@ -76,6 +80,11 @@ def main() -> None:
     parser.add_argument("--nodes", type=int, default=10_000, help="nodes in the chain")
     parser.add_argument("--repeat", type=int, default=7, help="timed runs (medians)")
     parser.add_argument("--run", choices=("killed", "finished"), default="killed")
+    parser.add_argument(
+        "--same-graph",
+        action="store_true",
+        help="resume with the graph object that made the run (default: a new one each time)",
+    )
     args = parser.parse_args()
 
     spent: dict[str, float] = defaultdict(float)
@@ -86,6 +95,7 @@ def main() -> None:
     _timed(resume_module, "plan_streams", "streams", spent)
     _timed(runtime_module, "preflight", "preflight", spent)
     _timed(ledger_module.Ledger, "_save", "saves", spent)
+    _timed(definition_module.Graph, "fingerprint", "fingerprint", spent)
     collecting = {"since": 0.0, "total": 0.0}
 
     def on_collect(phase: str, info: dict[str, Any]) -> None:
@@ -116,6 +126,8 @@ def main() -> None:
     for _ in range(args.repeat):
         if rewind is not None:
             rewind()
+        if not args.same_graph:  # as a new process: the graph built anew (untimed)
+            graph, seed = chain(args.nodes)
         gc.collect()  # as in resume.py: each step pays only for its own collections
         spent.clear()
         collecting["total"] = 0.0

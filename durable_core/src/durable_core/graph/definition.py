@@ -44,6 +44,11 @@ from durable_core.graph.processor import Processor
 __all__ = ["FINGERPRINT_FORMAT", "Graph", "In", "Node", "Out", "count_nodes"]
 
 FINGERPRINT_FORMAT = 1
+
+_ASCII: Callable[[str], str] = json.encoder.encode_basestring_ascii  # type: ignore[attr-defined]
+"""A string as ``json.dumps(..., ensure_ascii=True)`` writes it (the C encoder's own)."""
+_canonical = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode
+"""``json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True)``."""
 """Version of the canonical description hashed by :meth:`Graph.fingerprint`."""
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -571,23 +576,7 @@ class Graph:
         names: dict[type, str] = {}  # each plain class named once
         nodes = []
         for node in sorted(self._nodes.values(), key=lambda n: n.id):
-            entry: dict[str, Any] = {
-                "id": node.id,
-                "requires": sorted([key.name for key in node.requires]),
-                "provides": sorted([key.name for key in node.provides]),
-                "aspects": [aspect.describe() for aspect in node.aspects],
-            }
-            if node.processor is not None:
-                entry["processor"] = node.processor.describe()
-            if node.child is not None:
-                entry["graph"] = node.child.describe()
-                entry["bindings"] = sorted(
-                    ["in", b.parent.name, b.child.name]
-                    if isinstance(b, In)
-                    else ["out", b.child.name, b.parent.name]
-                    for b in node.bindings
-                )
-            nodes.append(entry)
+            nodes.append(self._describe_node(node))
         return {
             "format": FINGERPRINT_FORMAT,
             "name": self._name,
@@ -596,6 +585,27 @@ class Graph:
             "aspects": [aspect.describe() for aspect in self._aspects],
             "nodes": nodes,
         }
+
+    @staticmethod
+    def _describe_node(node: Node) -> dict[str, Any]:
+        """One node's entry in :meth:`describe`."""
+        entry: dict[str, Any] = {
+            "id": node.id,
+            "requires": sorted([key.name for key in node.requires]),
+            "provides": sorted([key.name for key in node.provides]),
+            "aspects": [aspect.describe() for aspect in node.aspects],
+        }
+        if node.processor is not None:
+            entry["processor"] = node.processor.describe()
+        if node.child is not None:
+            entry["graph"] = node.child.describe()
+            entry["bindings"] = sorted(
+                ["in", b.parent.name, b.child.name]
+                if isinstance(b, In)
+                else ["out", b.child.name, b.parent.name]
+                for b in node.bindings
+            )
+        return entry
 
     def fingerprint(self) -> str:
         """SHA-256 hex of the canonical description (the record's ``Definition``, R-REC-2).
@@ -613,10 +623,68 @@ class Graph:
 
     @nogc
     def _digest(self) -> str:
-        """The fingerprint itself; the cyclic garbage collector is paused while the
-        description (several objects per node, none in a cycle) is built and encoded."""
-        text = json.dumps(self.describe(), sort_keys=True, separators=(",", ":"), ensure_ascii=True)
-        return hashlib.sha256(text.encode("ascii")).hexdigest()
+        """The fingerprint itself; the cyclic garbage collector is paused meanwhile (the
+        description's objects are in no cycle)."""
+        return hashlib.sha256(self.describe_text().encode("ascii")).hexdigest()
+
+    def describe_text(self) -> str:
+        """The canonical JSON text of :meth:`describe`, the bytes :meth:`fingerprint` hashes:
+        exactly ``json.dumps(self.describe(), sort_keys=True, separators=(",", ":"),
+        ensure_ascii=True)``.
+
+        The usual node (no aspect, processor or child graph) and the usual key (not a stream)
+        are written straight into the text, their fields in sorted order, without building
+        their description first; anything else is described and encoded as above.
+
+        Raises:
+            GraphError: the graph is not valid.
+        """
+        self._ensure_plan()
+        names: dict[type, str] = {}
+        text = _ASCII
+        keys = []
+        for name in sorted(self._keys):
+            key = self._keys[name]
+            if key.stream:
+                keys.append(_canonical(key.describe(names)))
+            else:
+                tp = key.type
+                named = names.get(tp) if type(tp) is type else None
+                if named is None:
+                    named = key.describe(names)["type"]
+                keys.append('{"name":' + text(key.name) + ',"type":' + text(named) + "}")
+        nodes = []
+        for node in sorted(self._nodes.values(), key=lambda n: n.id):
+            if node.aspects or node.processor is not None or node.child is not None:
+                nodes.append(_canonical(self._describe_node(node)))
+                continue
+            requires = ",".join([text(n) for n in sorted([k.name for k in node.requires])])
+            provides = ",".join([text(n) for n in sorted([k.name for k in node.provides])])
+            nodes.append(
+                '{"aspects":[],"id":'
+                + text(node.id)
+                + ',"provides":['
+                + provides
+                + '],"requires":['
+                + requires
+                + "]}"
+            )
+        inputs = ",".join([text(n) for n in sorted([k.name for k in self._inputs])])
+        return (
+            '{"aspects":'
+            + _canonical([aspect.describe() for aspect in self._aspects])
+            + ',"format":'
+            + _canonical(FINGERPRINT_FORMAT)
+            + ',"inputs":['
+            + inputs
+            + '],"keys":['
+            + ",".join(keys)
+            + '],"name":'
+            + text(self._name)
+            + ',"nodes":['
+            + ",".join(nodes)
+            + "]}"
+        )
 
     def describe_provides(self) -> dict[str, dict[str, list[str]]]:
         """For this graph and every child graph: each node's provided key names.
