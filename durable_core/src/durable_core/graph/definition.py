@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import hashlib
 import inspect
-import json
 from collections.abc import Callable, Iterable, Mapping
 from types import MappingProxyType
 from typing import Any, TypeVar
@@ -35,6 +34,7 @@ from typing import Any, TypeVar
 from durable_core._nogc import nogc
 from durable_core.errors import GraphError
 from durable_core.graph.aspects import Aspect, Retry
+from durable_core.graph.describe import FINGERPRINT_FORMAT, canonical_text
 from durable_core.graph.function import analyse_function
 from durable_core.graph.keys import Key
 from durable_core.graph.nodes import In, Node, Out
@@ -43,12 +43,7 @@ from durable_core.graph.processor import Processor
 
 __all__ = ["FINGERPRINT_FORMAT", "Graph", "In", "Node", "Out", "count_nodes"]
 
-FINGERPRINT_FORMAT = 1
 
-_ASCII: Callable[[str], str] = json.encoder.encode_basestring_ascii  # type: ignore[attr-defined]
-"""A string as ``json.dumps(..., ensure_ascii=True)`` writes it (the C encoder's own)."""
-_canonical = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode
-"""``json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True)``."""
 """Version of the canonical description hashed by :meth:`Graph.fingerprint`."""
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -630,61 +625,13 @@ class Graph:
     def describe_text(self) -> str:
         """The canonical JSON text of :meth:`describe`, the bytes :meth:`fingerprint` hashes:
         exactly ``json.dumps(self.describe(), sort_keys=True, separators=(",", ":"),
-        ensure_ascii=True)``.
-
-        The usual node (no aspect, processor or child graph) and the usual key (not a stream)
-        are written straight into the text, their fields in sorted order, without building
-        their description first; anything else is described and encoded as above.
+        ensure_ascii=True)``, written by :func:`durable_core.graph.describe.canonical_text`.
 
         Raises:
             GraphError: the graph is not valid.
         """
         self._ensure_plan()
-        names: dict[type, str] = {}
-        text = _ASCII
-        keys = []
-        for name in sorted(self._keys):
-            key = self._keys[name]
-            if key.stream:
-                keys.append(_canonical(key.describe(names)))
-            else:
-                tp = key.type
-                named = names.get(tp) if type(tp) is type else None
-                if named is None:
-                    named = key.describe(names)["type"]
-                keys.append('{"name":' + text(key.name) + ',"type":' + text(named) + "}")
-        nodes = []
-        for node in sorted(self._nodes.values(), key=lambda n: n.id):
-            if node.aspects or node.processor is not None or node.child is not None:
-                nodes.append(_canonical(self._describe_node(node)))
-                continue
-            requires = ",".join([text(n) for n in sorted([k.name for k in node.requires])])
-            provides = ",".join([text(n) for n in sorted([k.name for k in node.provides])])
-            nodes.append(
-                '{"aspects":[],"id":'
-                + text(node.id)
-                + ',"provides":['
-                + provides
-                + '],"requires":['
-                + requires
-                + "]}"
-            )
-        inputs = ",".join([text(n) for n in sorted([k.name for k in self._inputs])])
-        return (
-            '{"aspects":'
-            + _canonical([aspect.describe() for aspect in self._aspects])
-            + ',"format":'
-            + _canonical(FINGERPRINT_FORMAT)
-            + ',"inputs":['
-            + inputs
-            + '],"keys":['
-            + ",".join(keys)
-            + '],"name":'
-            + text(self._name)
-            + ',"nodes":['
-            + ",".join(nodes)
-            + "]}"
-        )
+        return canonical_text(self)
 
     def describe_provides(self) -> dict[str, dict[str, list[str]]]:
         """For this graph and every child graph: each node's provided key names.
