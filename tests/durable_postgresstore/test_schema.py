@@ -29,10 +29,17 @@ def test_the_schema_is_created_with_the_documented_tables(make_store, admin):
         ("deltas_pkey", "i"),
         ("history", "r"),
         ("history_pkey", "i"),
+        ("inbox", "r"),
+        ("inbox_idempotency", "i"),
+        ("inbox_last", "r"),
+        ("inbox_last_pkey", "i"),
+        ("inbox_pkey", "i"),
         ("runs", "r"),
         ("runs_pkey", "i"),
         ("schema_version", "r"),
         ("schema_version_pkey", "i"),
+        ("waiting", "r"),
+        ("waiting_pkey", "i"),
     ]
     columns = admin.execute(
         "SELECT attname, format_type(atttypid, atttypmod) FROM pg_attribute "
@@ -52,7 +59,7 @@ def test_the_schema_is_created_with_the_documented_tables(make_store, admin):
         "WHERE attrelid = 'pulse_durable.deltas'::regclass AND attnum > 0 ORDER BY attnum"
     ).fetchall()
     assert deltas == [("run_key", "bytea"), ("base", "numeric(20,0)"), ("delta", "bytea")]
-    assert admin.execute("SELECT version FROM pulse_durable.schema_version").fetchall() == [(5,)]
+    assert admin.execute("SELECT version FROM pulse_durable.schema_version").fetchall() == [(6,)]
     # A second store (another process, or a restart) accepts what the first made.
     make_store()
 
@@ -66,10 +73,17 @@ def test_an_empty_schema_prepared_by_an_administrator_is_filled(make_store, admi
         "deltas_pkey",
         "history",
         "history_pkey",
+        "inbox",
+        "inbox_idempotency",
+        "inbox_last",
+        "inbox_last_pkey",
+        "inbox_pkey",
         "runs",
         "runs_pkey",
         "schema_version",
         "schema_version_pkey",
+        "waiting",
+        "waiting_pkey",
     ]
 
 
@@ -166,8 +180,8 @@ DRIFT = [
         id="row-level-security",
     ),
     pytest.param(
-        "UPDATE pulse_durable.schema_version SET version = 6",
-        "holds [6], expected [5] (made by a newer Durable",
+        "UPDATE pulse_durable.schema_version SET version = 7",
+        "holds [7], expected [6] (made by a newer Durable",
         id="newer-version",
     ),
     pytest.param(
@@ -259,7 +273,7 @@ def test_several_processes_creating_the_schema_at_once_all_succeed(postgres_dsn,
     outputs = [p.communicate(timeout=60) for p in procs]
     assert [p.returncode for p in procs] == [0] * 4, outputs
     assert all(out.strip() == "ok" for out, _ in outputs)
-    assert len(objects(admin)) == 8
+    assert len(objects(admin)) == 15
 
 
 # covers: B-PG-1
@@ -318,7 +332,7 @@ def make_v1(admin) -> None:
 def test_a_version_1_schema_is_upgraded_in_place_keeping_its_runs(make_store, admin):
     make_v1(admin)
     store = make_store()
-    assert admin.execute("SELECT version FROM pulse_durable.schema_version").fetchall() == [(5,)]
+    assert admin.execute("SELECT version FROM pulse_durable.schema_version").fetchall() == [(6,)]
     with store.acquire("old-run") as session:
         assert session.load() == RunRecord(run_id="old-run", revision=1)
         session.save(RunRecord(run_id="old-run", revision=2), 1)
@@ -356,7 +370,7 @@ def test_a_version_2_schema_gets_the_deltas_table(make_store, admin):
         "UPDATE pulse_durable.schema_version SET version = 2"
     )
     store = make_store()
-    assert admin.execute("SELECT version FROM pulse_durable.schema_version").fetchall() == [(5,)]
+    assert admin.execute("SELECT version FROM pulse_durable.schema_version").fetchall() == [(6,)]
     with store.acquire("old-run") as session:
         assert session.load() == RunRecord(run_id="old-run", revision=1)
 
@@ -369,10 +383,29 @@ def test_a_version_4_schema_gets_the_history_table(make_store, admin):
     store.close()
     # exactly what the previous Durable (version 4) left
     admin.execute("DROP TABLE pulse_durable.history")
+    for table in ("inbox", "inbox_last", "waiting"):
+        admin.execute(f"DROP TABLE pulse_durable.{table}")
     admin.execute("UPDATE pulse_durable.schema_version SET version = 4")
     upgraded = make_store()
-    assert admin.execute("SELECT version FROM pulse_durable.schema_version").fetchall() == [(5,)]
+    assert admin.execute("SELECT version FROM pulse_durable.schema_version").fetchall() == [(6,)]
     assert upgraded.peek("old-run") == RunRecord(run_id="old-run", revision=1)
     upgraded.append_history("old-run", "scope", ['{"event": "run_resumed"}'])
     assert upgraded.read_history("old-run", "scope") == ['{"event": "run_resumed"}']
+    make_store()  # the upgraded schema is accepted as it is
+
+
+def test_a_version_5_schema_gets_the_inbox_tables(make_store, admin):
+    # covers: X-INBOX-1
+    store = make_store()
+    with store.acquire("old-run") as session:
+        session.save(RunRecord(run_id="old-run", revision=1), 0)
+    store.close()
+    # exactly what the previous Durable (version 5) left
+    for table in ("inbox", "inbox_last", "waiting"):
+        admin.execute(f"DROP TABLE pulse_durable.{table}")
+    admin.execute("UPDATE pulse_durable.schema_version SET version = 5")
+    upgraded = make_store()
+    assert admin.execute("SELECT version FROM pulse_durable.schema_version").fetchall() == [(6,)]
+    assert upgraded.post_message("old-run", "box", b"{}") == 1
+    assert [m.sequence for m in upgraded.read_messages("old-run", "box")] == [1]
     make_store()  # the upgraded schema is accepted as it is

@@ -45,6 +45,7 @@ from durable_sqlitestore import (
     SCHEMA_V1,
     SCHEMA_VERSION,
     SQLiteStore,
+    schema,
 )
 from durable_sqlitestore.store import _configure
 from tests.bounded import returns_within
@@ -167,6 +168,8 @@ def test_a_database_that_cannot_use_wal_refuses_to_start(tmp_path: Path) -> None
     connection.execute(DELTAS_V3)
     connection.execute(HISTORY_V4)
     connection.execute(HISTORY_INDEX_V4)
+    for statement in schema.CREATE[4:]:  # the inbox tables
+        connection.execute(statement)
     connection.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
     connection.close()
     (directory / ".init.lock").touch()
@@ -245,7 +248,7 @@ def test_an_unwritable_directory_is_a_durable_error_about_wal(
 # -- schema (B-SQL-1, B-SQL-2) ---------------------------------------------------------------
 
 
-def test_schema_v4_is_created_exactly(store: SQLiteStore, db_path: Path) -> None:
+def test_schema_v5_is_created_exactly(store: SQLiteStore, db_path: Path) -> None:
     # covers: B-SQL-1, X-HIST
     connection = raw(db_path)
     objects = connection.execute(
@@ -255,7 +258,11 @@ def test_schema_v4_is_created_exactly(store: SQLiteStore, db_path: Path) -> None
         ("table", "durable_deltas", DELTAS_V3),
         ("table", "durable_history", HISTORY_V4),
         ("index", "durable_history_run", HISTORY_INDEX_V4),
+        ("table", "durable_inbox", schema.INBOX_V5),
+        ("index", "durable_inbox_idempotency", schema.INBOX_INDEX_V5),
+        ("table", "durable_inbox_last", schema.INBOX_LAST_V5),
         ("table", "durable_runs", RUNS_V3),
+        ("table", "durable_waiting", schema.WAITING_V5),
     ]
     assert connection.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
     connection.close()
@@ -284,7 +291,10 @@ def test_schema_v4_is_created_exactly(store: SQLiteStore, db_path: Path) -> None
         ("DROP TABLE durable_deltas", "durable_deltas"),
         ("ALTER TABLE durable_runs DROP COLUMN saved_at", "durable_runs"),
         ("ALTER TABLE durable_deltas DROP COLUMN saved_at", "durable_deltas"),
-        ("PRAGMA user_version = 5", "user_version"),
+        ("PRAGMA user_version = 6", "user_version"),
+        ("DROP TABLE durable_inbox", "durable_inbox"),
+        ("DROP INDEX durable_inbox_idempotency", "durable_inbox_idempotency"),
+        ("PRAGMA user_version = 4", "durable_inbox"),  # v4 has no inbox tables
         ("DROP TABLE durable_history", "durable_history"),
         ("DROP INDEX durable_history_run", "durable_history_run"),
         ("PRAGMA user_version = 3", "durable_history"),  # v3 has no history table
@@ -320,7 +330,16 @@ def test_a_v1_database_is_upgraded_in_place_keeping_its_runs(tmp_path: Path) -> 
     connection = raw(path)
     assert connection.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
     names = [r[0] for r in connection.execute("SELECT name FROM sqlite_master ORDER BY name")]
-    assert names == ["durable_deltas", "durable_history", "durable_history_run", "durable_runs"]
+    assert names == [
+        "durable_deltas",
+        "durable_history",
+        "durable_history_run",
+        "durable_inbox",
+        "durable_inbox_idempotency",
+        "durable_inbox_last",
+        "durable_runs",
+        "durable_waiting",
+    ]
     connection.close()
 
 
@@ -887,5 +906,5 @@ def test_a_v3_database_is_upgraded_to_v4_with_the_history_table(tmp_path: Path) 
         store.append_history("old", "scope", ['{"event": "run_resumed"}'])
         assert store.read_history("old", "scope") == ['{"event": "run_resumed"}']
     connection = raw(path)
-    assert connection.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 4
+    assert connection.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 5
     connection.close()

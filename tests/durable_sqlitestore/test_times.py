@@ -22,6 +22,7 @@ from durable_sqlitestore import (
     SCHEMA_V1,
     SCHEMA_VERSION,
     SQLiteStore,
+    schema,
 )
 
 
@@ -161,7 +162,11 @@ def test_an_older_database_is_upgraded_in_place_with_a_safe_saved_time(
         ("table", "durable_deltas", DELTAS_V3),
         ("table", "durable_history", HISTORY_V4),
         ("index", "durable_history_run", HISTORY_INDEX_V4),
+        ("table", "durable_inbox", schema.INBOX_V5),
+        ("index", "durable_inbox_idempotency", schema.INBOX_INDEX_V5),
+        ("table", "durable_inbox_last", schema.INBOX_LAST_V5),
         ("table", "durable_runs", RUNS_V3),
+        ("table", "durable_waiting", schema.WAITING_V5),
     ]
     assert connection.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
     connection.close()

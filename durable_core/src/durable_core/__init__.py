@@ -117,6 +117,7 @@ __all__ = [
     "ThreadExecutor",
     "Timeout",
     "UndeclaredKeyError",
+    "UnsharedStoreError",
     "ValueRecord",
     "ValueState",
     "Values",

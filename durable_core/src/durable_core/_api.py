@@ -35,6 +35,7 @@ from durable_core.errors import (
     StreamFailedError,
     StreamNotResumableError,
     UndeclaredKeyError,
+    UnsharedStoreError,
     VersionMismatchError,
     WorkerLostError,
 )

@@ -18,6 +18,7 @@ The hierarchy (builtin bases in brackets)::
     ├── SchemaError
     ├── CodecError [TypeError]
     ├── ConfigError [ValueError]
+    │   └── UnsharedStoreError
     ├── PluginError
     ├── MismatchError
     │   ├── DefinitionMismatchError
@@ -85,6 +86,7 @@ __all__ = [
     "StreamFailedError",
     "StreamNotResumableError",
     "UndeclaredKeyError",
+    "UnsharedStoreError",
     "VersionMismatchError",
     "WorkerLostError",
 ]
@@ -193,6 +195,15 @@ class CodecError(DurableError, TypeError):
 
 class ConfigError(DurableError, ValueError):
     """A run configuration is invalid; the message names the file, table and key."""
+
+
+class UnsharedStoreError(ConfigError):
+    """A launcher was given a store its workers cannot all reach (X-LAUNCH).
+
+    A memory store lives in one process; SQLite's write-ahead log needs every process on one
+    host. Give a store every worker reaches: PostgreSQL across hosts, and on one machine the
+    file or SQLite store too.
+    """
 
 
 class PluginError(DurableError):

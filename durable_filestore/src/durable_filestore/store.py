@@ -7,7 +7,9 @@ Layout of the directory (nothing else is read or written):
 - ``<key>.lock``: the run's ownership lock file (:mod:`durable_core.store.locks`); it stays;
 - ``<key>-<n>.tmp``: a save in progress, ``n`` a random uint32 in decimal;
 - ``<key>.history``: the run's history (RunHistory), appended with ``O_APPEND``, one line per
-  entry: the run's root scope, a tab, the entry (one JSON object); removed with the run.
+  entry: the run's root scope, a tab, the entry (one JSON object); removed with the run;
+- ``<key>.inbox/`` and ``<key>.waiting``: messages posted to the run and its waiting note
+  (RunInbox, see :mod:`durable_filestore.inbox`); removed with the run.
 
 ``<key>`` is the SHA-256 hex of the run id's UTF-8 bytes, so a run id never becomes a path.
 
@@ -61,6 +63,7 @@ from durable_core.store.deltas import FOLD_RATIO  # the kit's one fold policy; n
 from durable_core.store.history import check_entries, complete_lines
 from durable_core.store.local import watch_marker_file, write_marker_file
 from durable_core.store.locks import RunLock, make_private_directory, run_key
+from durable_filestore.inbox import FileInbox
 
 __all__ = ["FOLD_RATIO", "FileSession", "FileStore", "file_store_factory"]
 
@@ -254,7 +257,7 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[written:]
 
 
-class FileStore(BaseStore):
+class FileStore(FileInbox, BaseStore):
     """Runs saved as JSON files in one local directory (B-FILE-1…5; seed 001 §2).
 
     Exclusivity per run comes from an OS file lock on ``<key>.lock`` (BusyError at once, in
@@ -281,6 +284,7 @@ class FileStore(BaseStore):
             Capability.SAVE_TIMES,
             Capability.CANCEL_REQUESTS,
             Capability.RUN_HISTORY,
+            Capability.INBOX,
             Capability.DELETE,
             Capability.RESTORE,
             Capability.RESTORE_TIMES,
@@ -596,6 +600,7 @@ class FileSession(FoldingSession):
                 ) from exc
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(self._history_path)  # the run's history goes with it
+            self._store._forget_inbox(self._run_id)  # and its inbox
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(self._lock.path)
         self.close()

@@ -1,13 +1,17 @@
 """The dedicated ``pulse_durable`` schema: creation and strict checking (B-PG-1, B-PG-3).
 
-Version 5 of the schema holds four tables::
+Version 6 of the schema holds eight tables::
 
     pulse_durable.runs            one row per run: a complete record as JSON in BYTEA, and
                                   when the run was created and last saved
     pulse_durable.deltas          the deltas saved since each run's complete record
     pulse_durable.history         each run's history (RunHistory): one row per entry, by
                                   run_key and seq, with the run's root scope
-    pulse_durable.schema_version  one row: the schema version (5)
+    pulse_durable.inbox           messages posted to runs (RunInbox): one row per message, by
+                                  run_key, inbox key and seq
+    pulse_durable.inbox_last      each inbox's last sequence posted and last one dropped
+    pulse_durable.waiting         the waiting notes of runs that ended their process to wait
+    pulse_durable.schema_version  one row: the schema version (6)
 
 ``runs.run_id`` is the run id's UTF-8 bytes (BYTEA, so that any Unicode run id fits, NUL
 included, at any length); read it with ``convert_from(run_id, 'UTF8')``. ``runs.run_key`` is
@@ -25,9 +29,10 @@ a delta applies to, ``delta``) leads from the revision inside ``runs.record`` to
 
 Version 1 (an earlier Durable) had no ``run_key``: its primary key was the run id itself, which
 refused ids longer than about 2.7 KB; version 2 had no ``deltas``; version 3 had no times;
-version 4 had no ``history``. A schema that is exactly version 1, 2, 3 or 4 is upgraded in place
-to 5, in one transaction, the first time a store opens it (:data:`_UPGRADE_1_TO_2`,
-:data:`_UPGRADE_2_TO_3`, :data:`_UPGRADE_3_TO_4`, :data:`_UPGRADE_4_TO_5`); rows saved
+version 4 had no ``history``; version 5 had no inbox tables. A schema that is exactly version 1 to
+5 is upgraded in place to 6, in one transaction, the first time a store opens it
+(:data:`_UPGRADE_1_TO_2`, :data:`_UPGRADE_2_TO_3`, :data:`_UPGRADE_3_TO_4`,
+:data:`_UPGRADE_4_TO_5`, :data:`_UPGRADE_5_TO_6`); rows saved
 before the upgrade get ``created_at`` NULL (unknown) and
 ``saved_at`` the upgrade's time (no earlier than their real last save, so that ``durable prune
 --older-than`` never takes them for older than they are). A Durable that knows only an older
@@ -56,7 +61,7 @@ __all__ = ["SCHEMA", "SCHEMA_VERSION", "ensure_schema"]
 SCHEMA = "pulse_durable"
 """The name of the dedicated schema."""
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 """The version of the tables this store creates and accepts (older ones are upgraded)."""
 
 _MAX_REVISION = 2**64 - 1
@@ -126,6 +131,44 @@ _HISTORY = f"""
     )
     """
 
+_INBOX = f"""
+    CREATE TABLE {SCHEMA}.inbox (
+        run_key BYTEA NOT NULL,
+        inbox TEXT NOT NULL,
+        seq BIGINT NOT NULL,
+        idempotency_key TEXT,
+        payload BYTEA NOT NULL,
+        posted_at DOUBLE PRECISION NOT NULL,
+        CONSTRAINT inbox_pkey PRIMARY KEY (run_key, inbox, seq)
+    )
+    """
+
+_INBOX_IDEMPOTENCY = (
+    f"CREATE UNIQUE INDEX inbox_idempotency ON {SCHEMA}.inbox "
+    "USING btree (run_key, inbox, idempotency_key)"
+)
+
+_INBOX_LAST = f"""
+    CREATE TABLE {SCHEMA}.inbox_last (
+        run_key BYTEA NOT NULL,
+        inbox TEXT NOT NULL,
+        last BIGINT NOT NULL,
+        dropped BIGINT NOT NULL,
+        CONSTRAINT inbox_last_pkey PRIMARY KEY (run_key, inbox)
+    )
+    """
+
+_WAITING = f"""
+    CREATE TABLE {SCHEMA}.waiting (
+        run_key BYTEA NOT NULL,
+        run_id BYTEA NOT NULL,
+        note TEXT NOT NULL,
+        CONSTRAINT waiting_pkey PRIMARY KEY (run_key)
+    )
+    """
+
+_INBOX_DDL = (_INBOX, _INBOX_IDEMPOTENCY, _INBOX_LAST, _WAITING)
+
 _VERSION_TABLE = f"""
     CREATE TABLE {SCHEMA}.schema_version (
         version INTEGER NOT NULL,
@@ -140,6 +183,7 @@ def _ddl(version: int) -> tuple[str, ...]:
         runs,
         *((_DELTAS,) if version >= 3 else ()),
         *((_HISTORY,) if version >= 5 else ()),
+        *(_INBOX_DDL if version >= 6 else ()),
         _VERSION_TABLE,
         f"INSERT INTO {SCHEMA}.schema_version (version) VALUES ({version})",
     )
@@ -175,6 +219,12 @@ _UPGRADE_4_TO_5 = (
     # Version 5 adds the runs' histories.
     _HISTORY,
     f"UPDATE {SCHEMA}.schema_version SET version = 5",
+)
+
+_UPGRADE_5_TO_6 = (
+    # Version 6 adds the runs' inboxes and waiting notes.
+    *_INBOX_DDL,
+    f"UPDATE {SCHEMA}.schema_version SET version = 6",
 )
 
 # The expected shape of each version, as PostgreSQL's catalog functions print it.
@@ -254,6 +304,23 @@ _V4_COLUMNS = {
 }
 _V4_NULLABLE = frozenset({("runs", "created_at"), ("runs", "saved_at")})
 
+_V5_COLUMNS = {
+    **_V4_COLUMNS,
+    "history": (
+        ("run_key", "bytea"),
+        ("seq", "bigint"),
+        ("root_scope", "text"),
+        ("entry", "text"),
+    ),
+}
+_V5_CONSTRAINTS = {**_V3_CONSTRAINTS, ("history", "history_pkey"): "PRIMARY KEY (run_key, seq)"}
+_V5_INDEXES = {
+    **_V3_INDEXES,
+    "history_pkey": (
+        f"CREATE UNIQUE INDEX history_pkey ON {SCHEMA}.history USING btree (run_key, seq)"
+    ),
+}
+
 _SHAPES = {
     1: _Shape(
         {"runs": _RUNS_COLUMNS_V1, "schema_version": _VERSION_COLUMNS},
@@ -266,24 +333,48 @@ _SHAPES = {
     2: _Shape(_V2_COLUMNS, _V2_CONSTRAINTS, _V2_INDEXES),
     3: _Shape(_V3_COLUMNS, _V3_CONSTRAINTS, _V3_INDEXES),
     4: _Shape(_V4_COLUMNS, _V3_CONSTRAINTS, _V3_INDEXES, nullable=_V4_NULLABLE),
-    5: _Shape(
+    5: _Shape(_V5_COLUMNS, _V5_CONSTRAINTS, _V5_INDEXES, nullable=_V4_NULLABLE),
+    6: _Shape(
         {
-            **_V4_COLUMNS,
-            "history": (
+            **_V5_COLUMNS,
+            "inbox": (
                 ("run_key", "bytea"),
+                ("inbox", "text"),
                 ("seq", "bigint"),
-                ("root_scope", "text"),
-                ("entry", "text"),
+                ("idempotency_key", "text"),
+                ("payload", "bytea"),
+                ("posted_at", "double precision"),
             ),
+            "inbox_last": (
+                ("run_key", "bytea"),
+                ("inbox", "text"),
+                ("last", "bigint"),
+                ("dropped", "bigint"),
+            ),
+            "waiting": (("run_key", "bytea"), ("run_id", "bytea"), ("note", "text")),
         },
-        {**_V3_CONSTRAINTS, ("history", "history_pkey"): "PRIMARY KEY (run_key, seq)"},
         {
-            **_V3_INDEXES,
-            "history_pkey": (
-                f"CREATE UNIQUE INDEX history_pkey ON {SCHEMA}.history USING btree (run_key, seq)"
+            **_V5_CONSTRAINTS,
+            ("inbox", "inbox_pkey"): "PRIMARY KEY (run_key, inbox, seq)",
+            ("inbox_last", "inbox_last_pkey"): "PRIMARY KEY (run_key, inbox)",
+            ("waiting", "waiting_pkey"): "PRIMARY KEY (run_key)",
+        },
+        {
+            **_V5_INDEXES,
+            "inbox_pkey": (
+                f"CREATE UNIQUE INDEX inbox_pkey ON {SCHEMA}.inbox USING btree "
+                "(run_key, inbox, seq)"
+            ),
+            "inbox_idempotency": _INBOX_IDEMPOTENCY,
+            "inbox_last_pkey": (
+                f"CREATE UNIQUE INDEX inbox_last_pkey ON {SCHEMA}.inbox_last USING btree "
+                "(run_key, inbox)"
+            ),
+            "waiting_pkey": (
+                f"CREATE UNIQUE INDEX waiting_pkey ON {SCHEMA}.waiting USING btree (run_key)"
             ),
         },
-        nullable=_V4_NULLABLE,
+        nullable=_V4_NULLABLE | {("inbox", "idempotency_key")},
     ),
 }
 
@@ -298,18 +389,18 @@ def ensure_schema(conn: psycopg.Connection) -> None:
     Runs one transaction holding a transaction-level advisory lock, so concurrent constructors
     in several processes serialize: the first creates (or upgrades), the others only check.
 
-    A schema that is exactly version 1, 2, 3 or 4 (made by an earlier Durable) is upgraded to
-    version 5 in that same transaction: from version 1 the rows get their ``run_key`` (the
+    A schema that is exactly version 1 to 5 (made by an earlier Durable) is upgraded to
+    version 6 in that same transaction: from version 1 the rows get their ``run_key`` (the
     SHA-256 of the run id), which becomes the primary key; from version 2 the ``deltas`` table is
     added; from version 3 the ``created_at`` and ``saved_at`` columns (earlier rows: created
-    NULL, saved at the upgrade's time); from version 4 the ``history`` table. Anything else that
-    is not exactly version 5 is refused unchanged.
+    NULL, saved at the upgrade's time); from version 4 the ``history`` table; from version 5
+    the inbox tables. Anything else that is not exactly version 6 is refused unchanged.
 
     Args:
         conn: an open autocommit connection, idle.
 
     Raises:
-        SchemaError: the schema exists but is not exactly Durable's tables (version 1 to 5);
+        SchemaError: the schema exists but is not exactly Durable's tables (version 1 to 6);
             the message names every unexpected, missing or altered object. Nothing is changed.
         psycopg.Error: the database refused or failed (e.g. no CREATE privilege).
     """
@@ -329,10 +420,17 @@ def ensure_schema(conn: psycopg.Connection) -> None:
         else:
             version = _stored_version(conn)
             upgrades = {
-                1: (*_UPGRADE_1_TO_2, *_UPGRADE_2_TO_3, *_UPGRADE_3_TO_4, *_UPGRADE_4_TO_5),
-                2: (*_UPGRADE_2_TO_3, *_UPGRADE_3_TO_4, *_UPGRADE_4_TO_5),
-                3: (*_UPGRADE_3_TO_4, *_UPGRADE_4_TO_5),
-                4: _UPGRADE_4_TO_5,
+                1: (
+                    *_UPGRADE_1_TO_2,
+                    *_UPGRADE_2_TO_3,
+                    *_UPGRADE_3_TO_4,
+                    *_UPGRADE_4_TO_5,
+                    *_UPGRADE_5_TO_6,
+                ),
+                2: (*_UPGRADE_2_TO_3, *_UPGRADE_3_TO_4, *_UPGRADE_4_TO_5, *_UPGRADE_5_TO_6),
+                3: (*_UPGRADE_3_TO_4, *_UPGRADE_4_TO_5, *_UPGRADE_5_TO_6),
+                4: (*_UPGRADE_4_TO_5, *_UPGRADE_5_TO_6),
+                5: _UPGRADE_5_TO_6,
             }
             if version in upgrades and not check_schema(conn, version=version):
                 for statement in upgrades[version]:
@@ -383,7 +481,7 @@ def check_schema(conn: psycopg.Connection, version: int = SCHEMA_VERSION) -> lis
 
     Args:
         conn: an open connection (any transaction state that allows reading the catalogs).
-        version: the version to compare with (1 to 5).
+        version: the version to compare with (1 to 6).
 
     Returns:
         Human-readable problems, each naming one object.

@@ -74,11 +74,15 @@ APPEND = (
 )
 # Why a save found no row to write: the stored revision and row version.
 ROW_VERSION = f"SELECT revision, xmin::text FROM {SCHEMA}.runs WHERE run_key = %s"
-# Deleting a run: its row, its deltas and its history, in one statement.
+# Deleting a run: its row, its deltas, its history and its inbox, in one statement.
 DELETE = (
     f"WITH gone AS (DELETE FROM {SCHEMA}.runs WHERE run_key = %s RETURNING run_key), "
     f"deltas AS (DELETE FROM {SCHEMA}.deltas WHERE run_key IN (SELECT run_key FROM gone)), "
-    f"history AS (DELETE FROM {SCHEMA}.history WHERE run_key IN (SELECT run_key FROM gone)) "
+    f"history AS (DELETE FROM {SCHEMA}.history WHERE run_key IN (SELECT run_key FROM gone)), "
+    f"inbox AS (DELETE FROM {SCHEMA}.inbox WHERE run_key IN (SELECT run_key FROM gone)), "
+    f"inbox_last AS (DELETE FROM {SCHEMA}.inbox_last WHERE run_key IN "
+    "(SELECT run_key FROM gone)), "
+    f"waiting AS (DELETE FROM {SCHEMA}.waiting WHERE run_key IN (SELECT run_key FROM gone)) "
     "SELECT count(*) FROM gone"
 )
 # A run's history: entries numbered after the run's last one (under history_key's lock).

@@ -82,6 +82,7 @@ from durable_postgresstore._connections import (
 from durable_postgresstore._dsn import Dsn
 from durable_postgresstore._keepalives import Keepalives, keepalives_from
 from durable_postgresstore.errors import ForeignWriteError, PostgresStoreError
+from durable_postgresstore.inbox import PostgresInbox
 from durable_postgresstore.keys import advisory_key, history_key
 from durable_postgresstore.schema import SCHEMA, ensure_schema
 
@@ -163,7 +164,7 @@ def _fold(record: bytes, deltas: list[tuple[int, bytes]], location: str) -> byte
         ) from exc
 
 
-class PostgresStore(BaseStore):
+class PostgresStore(PostgresInbox, BaseStore):
     """A :class:`~durable_core.store.Store` in a shared PostgreSQL database (B-PG-1…3).
 
     Several processes and hosts may use the same database: each run is owned by at most one
@@ -216,6 +217,7 @@ class PostgresStore(BaseStore):
             Capability.CREATE_TIMES,
             Capability.CANCEL_REQUESTS,
             Capability.RUN_HISTORY,
+            Capability.INBOX,
             Capability.DELETE,
             Capability.RESTORE,
             Capability.RESTORE_TIMES,

@@ -1,14 +1,15 @@
 """The SQLite store's schema: its DDL and the steps that upgrade an older database (B-SQL-1).
 
-Schema v4 (``PRAGMA user_version = 4``) is ``durable_runs`` (:data:`RUNS_V3`), ``durable_deltas``
-(:data:`DELTAS_V3`) and ``durable_history`` with its index (:data:`HISTORY_V4`,
-:data:`HISTORY_INDEX_V4`). A new database is made at v4 at once (:data:`CREATE`). An older one
-is brought to v4 in place by :data:`MIGRATIONS`, an ordered list whose index is the version an
-entry upgrades to: ``MIGRATIONS[n]`` brings version ``n - 1`` to ``n``. Versions 0 and 1 have no
-entry: no database is ever upgraded to them (v1 was the first one written). :func:`upgrade` runs
-what a database needs, and the version stamp, in one transaction; :func:`check_existing` refuses
-a foreign database before anything touches it. Every object in ``sqlite_master`` must be exactly
-the statement of its version (:data:`OBJECTS`): the database is dedicated to Durable.
+Schema v5 (``PRAGMA user_version = 5``) is ``durable_runs`` (:data:`RUNS_V3`), ``durable_deltas``
+(:data:`DELTAS_V3`), ``durable_history`` with its index (:data:`HISTORY_V4`,
+:data:`HISTORY_INDEX_V4`) and the inbox tables (:data:`INBOX_V5`, :data:`INBOX_INDEX_V5`,
+:data:`INBOX_LAST_V5`, :data:`WAITING_V5`). A new database is made at v5 at once (:data:`CREATE`).
+An older one is brought to v5 in place by :data:`MIGRATIONS`, an ordered list whose index is the
+version an entry upgrades to: ``MIGRATIONS[n]`` brings version ``n - 1`` to ``n``. Versions 0 and 1
+have no entry: no database is ever upgraded to them (v1 was the first one written). :func:`upgrade`
+runs what a database needs, and the version stamp, in one transaction; :func:`check_existing`
+refuses a foreign database before anything touches it. Every object in ``sqlite_master`` must be
+exactly the statement of its version (:data:`OBJECTS`): the database is dedicated to Durable.
 """
 
 from __future__ import annotations
@@ -27,12 +28,16 @@ __all__ = [
     "HISTORY_INDEX_V4",
     "HISTORY_TABLE",
     "HISTORY_V4",
+    "INBOX_INDEX_V5",
+    "INBOX_LAST_V5",
+    "INBOX_V5",
     "MIGRATIONS",
     "OBJECTS",
     "RUNS_TABLE",
     "RUNS_V3",
     "SCHEMA_V1",
     "SCHEMA_VERSION",
+    "WAITING_V5",
     "Migration",
     "check_existing",
     "upgrade",
@@ -42,8 +47,11 @@ RUNS_TABLE = "durable_runs"
 DELTAS_TABLE = "durable_deltas"
 HISTORY_TABLE = "durable_history"
 
-SCHEMA_VERSION = 4
-"""``PRAGMA user_version`` of a Durable database with schema v4 (v1, v2 and v3 are upgraded on
+INBOX_TABLE = "durable_inbox"
+INBOX_LAST_TABLE = "durable_inbox_last"
+WAITING_TABLE = "durable_waiting"
+SCHEMA_VERSION = 5
+"""``PRAGMA user_version`` of a Durable database with schema v5 (v1 to v4 are upgraded on
 open)."""
 
 SCHEMA_V1 = (
@@ -101,7 +109,52 @@ statement."""
 HISTORY_INDEX_V4 = "CREATE INDEX durable_history_run ON durable_history (run_id, root_scope, id)"
 """How a run's history is found. ``sqlite_master`` must hold exactly this statement."""
 
-CREATE = (RUNS_V3, DELTAS_V3, HISTORY_V4, HISTORY_INDEX_V4)
+INBOX_V5 = (
+    "CREATE TABLE durable_inbox ("
+    "run_id TEXT NOT NULL CHECK (typeof(run_id) = 'text' AND run_id <> ''), "
+    "key TEXT NOT NULL CHECK (typeof(key) = 'text' AND key <> ''), "
+    "sequence INTEGER NOT NULL CHECK (typeof(sequence) = 'integer' AND sequence > 0), "
+    "idempotency_key TEXT CHECK (idempotency_key IS NULL OR typeof(idempotency_key) = 'text'), "
+    "payload BLOB NOT NULL CHECK (typeof(payload) = 'blob'), "
+    "posted_at REAL NOT NULL, "
+    "PRIMARY KEY (run_id, key, sequence)"
+    ") WITHOUT ROWID"
+)
+"""The table added by v5: messages posted to runs' inboxes (RunInbox), one row per message.
+``sqlite_master`` must hold exactly this statement."""
+
+INBOX_INDEX_V5 = (
+    "CREATE UNIQUE INDEX durable_inbox_idempotency ON durable_inbox "
+    "(run_id, key, idempotency_key) WHERE idempotency_key IS NOT NULL"
+)
+"""A repeated idempotency key is one row at most. ``sqlite_master`` must hold exactly this
+statement."""
+
+INBOX_LAST_V5 = (
+    "CREATE TABLE durable_inbox_last ("
+    "run_id TEXT NOT NULL, key TEXT NOT NULL, "
+    "last INTEGER NOT NULL CHECK (typeof(last) = 'integer' AND last > 0), "
+    "dropped INTEGER NOT NULL DEFAULT 0, "
+    "PRIMARY KEY (run_id, key)"
+    ") WITHOUT ROWID"
+)
+"""The last sequence posted to each inbox, so that dropping taken-in messages never lets a
+sequence be used again, and the last one dropped: a dropped message that carried an
+idempotency key keeps its row (with an empty payload), so that a repeated key is still known.
+``sqlite_master`` must hold exactly this statement."""
+
+WAITING_V5 = (
+    "CREATE TABLE durable_waiting ("
+    "run_id TEXT NOT NULL PRIMARY KEY CHECK (typeof(run_id) = 'text' AND run_id <> ''), "
+    "note TEXT NOT NULL CHECK (typeof(note) = 'text')"
+    ") WITHOUT ROWID"
+)
+"""Runs that ended their process to wait, with their waiting note. ``sqlite_master`` must hold
+exactly this statement."""
+
+_INBOX_V5 = (INBOX_V5, INBOX_INDEX_V5, INBOX_LAST_V5, WAITING_V5)
+
+CREATE = (RUNS_V3, DELTAS_V3, HISTORY_V4, HISTORY_INDEX_V4, *_INBOX_V5)
 """What a new (empty) database is given, in this order, before its version is set to
 :data:`SCHEMA_VERSION`."""
 
@@ -141,6 +194,8 @@ MIGRATIONS: tuple[Migration | None, ...] = (
     ),
     # v4: the runs' histories.
     Migration((HISTORY_V4, HISTORY_INDEX_V4)),
+    # v5: the runs' inboxes and waiting notes.
+    Migration(_INBOX_V5),
 )
 """The upgrade steps, indexed by the version each one upgrades to (see :class:`Migration`)."""
 
@@ -154,15 +209,22 @@ _V4_OBJECTS = {
     ("table", HISTORY_TABLE): HISTORY_V4,
     ("index", "durable_history_run"): HISTORY_INDEX_V4,
 }
-OBJECTS = {1: _V1_OBJECTS, 2: _V2_OBJECTS, 3: _V3_OBJECTS, 4: _V4_OBJECTS}
+_V5_OBJECTS = {
+    **_V4_OBJECTS,
+    ("table", INBOX_TABLE): INBOX_V5,
+    ("index", "durable_inbox_idempotency"): INBOX_INDEX_V5,
+    ("table", INBOX_LAST_TABLE): INBOX_LAST_V5,
+    ("table", WAITING_TABLE): WAITING_V5,
+}
+OBJECTS = {1: _V1_OBJECTS, 2: _V2_OBJECTS, 3: _V3_OBJECTS, 4: _V4_OBJECTS, 5: _V5_OBJECTS}
 """Per version, exactly what ``sqlite_master`` holds: ``(type, name)`` to its SQL."""
 
 _UPGRADABLE = tuple(range(1, SCHEMA_VERSION))
 
 
 def check_existing(connection: sqlite3.Connection, path: str) -> None:
-    """Refuse a database that is not empty and not Durable's schema (v4, or an exact v1, v2 or
-    v3), changing nothing.
+    """Refuse a database that is not empty and not Durable's schema (v5, or an exact v1 to
+    v4), changing nothing.
 
     Raises:
         SchemaError: the file is not an SQLite database, or holds anything else.
@@ -184,7 +246,7 @@ def check_existing(connection: sqlite3.Connection, path: str) -> None:
 
 
 def upgrade(connection: sqlite3.Connection, path: str, last_write: float) -> None:
-    """Create schema v4 in an empty database, upgrade an exact v1, v2 or v3, or check that v4
+    """Create schema v5 in an empty database, upgrade an exact v1 to v4, or check that v5
     is exactly there (B-SQL-1), in one ``BEGIN IMMEDIATE`` transaction. ``last_write`` (seconds
     since the epoch) becomes the ``saved_at`` of rows saved before an upgrade from v1 or v2.
 
@@ -221,7 +283,7 @@ def upgrade(connection: sqlite3.Connection, path: str, last_write: float) -> Non
 def _check_schema(
     objects: list[tuple[str, str, str | None]], version: int, path: str, *, upgradable: bool
 ) -> None:
-    """Refuse anything but exactly schema v4 (or exactly v1, v2 or v3, when ``upgradable``)."""
+    """Refuse anything but exactly schema v5 (or exactly v1 to v4, when ``upgradable``)."""
     advice = (
         "The SQLite store needs a database of its own: point it at a new file, or remove what "
         "was added"
@@ -233,7 +295,7 @@ def _check_schema(
             "one)"
         )
     expected = (
-        OBJECTS[version] if (version in (1, 2, 3) and upgradable) else OBJECTS[SCHEMA_VERSION]
+        OBJECTS[version] if (version in _UPGRADABLE and upgradable) else OBJECTS[SCHEMA_VERSION]
     )
     found = {(kind, name): sql for kind, name, sql in objects}
     for (kind, name), sql in sorted(found.items()):
@@ -257,9 +319,9 @@ def _check_schema(
             f"{path} (schema version {version}) lacks the table(s) {', '.join(missing)} of "
             f"Durable's schema v{version}; it was changed outside Durable. {advice}"
         )
-    if version not in (1, 2, 3, SCHEMA_VERSION) or (version in (1, 2, 3) and not upgradable):
+    if version not in (*_UPGRADABLE, SCHEMA_VERSION) or (version in _UPGRADABLE and not upgradable):
         raise SchemaError(
             f"{path} has schema version (PRAGMA user_version) {version}; this Durable reads "
-            f"version {SCHEMA_VERSION} (and upgrades versions 1 to 3). Use the Durable release "
-            "that wrote it"
+            f"version {SCHEMA_VERSION} (and upgrades versions 1 to {SCHEMA_VERSION - 1}). Use "
+            "the Durable release that wrote it"
         )

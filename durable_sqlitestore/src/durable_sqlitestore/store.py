@@ -9,26 +9,26 @@ Files, all in the database's directory:
 - ``.durable-probe-*``: made and removed at construction, to check that the directory is
   writable (WAL needs that) before SQLite is asked.
 
-Schema v4 (``PRAGMA user_version = 4``) is three tables: ``durable_runs`` (:data:`RUNS_V3`: one
-row per run with a complete record, when the run was created and when it was last saved),
-``durable_deltas`` (:data:`DELTAS_V3`: the deltas saved since that complete record, each with its
-save time) and ``durable_history`` (:data:`HISTORY_V4` and its index :data:`HISTORY_INDEX_V4`:
-each run's history, one row per entry, keyed by run id and root scope; written off the save
-path by the history writer, removed with the run). Times are REAL seconds since the Unix
-epoch (UTC), taken from SQLite's own clock (:data:`NOW`) by the statement that writes the
-row: ``created_at`` by the run's first save,
-``saved_at`` by every save. A run's last save time is the newest of its row's ``saved_at`` and
-its deltas'. In the sqlite3 shell: ``datetime(saved_at, 'unixepoch')``.
+Schema v5 (``PRAGMA user_version = 5``) is these tables, and the inbox tables of
+:mod:`durable_sqlitestore.inbox` (posted messages and waiting notes): ``durable_runs``
+(:data:`RUNS_V3`: one row per run with a complete record, when the run was created and when it was
+last saved), ``durable_deltas`` (:data:`DELTAS_V3`: the deltas saved since that complete record,
+each with its save time) and ``durable_history`` (:data:`HISTORY_V4` and its index
+:data:`HISTORY_INDEX_V4`: each run's history, one row per entry, keyed by run id and root scope;
+written off the save path by the history writer, removed with the run). Times are REAL seconds since
+the Unix epoch (UTC), taken from SQLite's own clock (:data:`NOW`) by the statement that writes the
+row: ``created_at`` by the run's first save, ``saved_at`` by every save. A run's last save time is
+the newest of its row's ``saved_at`` and its deltas'. In the sqlite3 shell: ``datetime(saved_at,
+'unixepoch')``.
 
-Older databases are upgraded in place, in one transaction, when a store opens them (the DDL
-and the ordered upgrade steps are :mod:`durable_sqlitestore.schema`): v1 (one
-table) gets the deltas table, v2 (:data:`SCHEMA_V1` + :data:`DELTAS_V2`) gets the time columns
-(``ALTER TABLE … ADD COLUMN``, which is why they come last in the DDL), v3 gets the history
-table. Rows saved before the
-upgrade have ``created_at`` NULL (unknown) and ``saved_at`` set to the last time the database
-file was written before the upgrade: a time no earlier than their real last save, so that
-``durable prune --older-than`` never takes them for older than they are. The database is
-dedicated to Durable: any other table, column, index, view or trigger is refused.
+Older databases are upgraded in place, in one transaction, when a store opens them (the DDL and the
+ordered upgrade steps are :mod:`durable_sqlitestore.schema`): v1 (one table) gets the deltas table,
+v2 (:data:`SCHEMA_V1` + :data:`DELTAS_V2`) gets the time columns (``ALTER TABLE … ADD COLUMN``,
+which is why they come last in the DDL), v3 gets the history table, v4 the inbox tables. Rows saved
+before the upgrade have ``created_at`` NULL (unknown) and ``saved_at`` set to the last time the
+database file was written before the upgrade: a time no earlier than their real last save, so that
+``durable prune --older-than`` never takes them for older than they are. The database is dedicated
+to Durable: any other table, column, index, view or trigger is refused.
 
 A save writes only its delta (one short row) when it has one, in the same ``BEGIN IMMEDIATE``
 transaction as the revision compare-and-swap: one ``INSERT`` that adds the delta only when the
@@ -85,6 +85,7 @@ from durable_core.store.history import check_entries
 from durable_core.store.local import watch_marker_file, write_marker_file
 from durable_core.store.locks import RunLock, acquire_run_lock, make_private_directory, run_key
 from durable_sqlitestore import schema
+from durable_sqlitestore.inbox import SQLiteInbox, forget_inbox
 from durable_sqlitestore.schema import DELTAS_TABLE, HISTORY_TABLE, RUNS_TABLE
 
 __all__ = [
@@ -117,7 +118,7 @@ _O_BINARY = getattr(os, "O_BINARY", 0)
 _O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 
 
-class SQLiteStore(BaseStore):
+class SQLiteStore(SQLiteInbox, BaseStore):
     """Runs saved in one dedicated local SQLite database (B-SQL-1, B-SQL-2; seed 001 §1).
 
     Construction creates the parent directories (0700), the database file (0600) and
@@ -159,6 +160,7 @@ class SQLiteStore(BaseStore):
             Capability.CREATE_TIMES,
             Capability.CANCEL_REQUESTS,
             Capability.RUN_HISTORY,
+            Capability.INBOX,
             Capability.DELETE,
             Capability.RESTORE,
             Capability.RESTORE_TIMES,
@@ -433,6 +435,7 @@ class SQLiteStore(BaseStore):
             raise
 
     def _close_medium(self, deadline: float | None) -> None:
+        self._close_inbox()
         with self._lock:
             self._connection.close()
         with self._history_lock:
@@ -508,8 +511,9 @@ class SQLiteSession(FoldingSession):
                     f"DELETE FROM {_TABLE} WHERE run_id = ?", (self._run_id,)
                 ).rowcount
                 connection.execute(f"DELETE FROM {_DELTAS} WHERE run_id = ?", (self._run_id,))
-                if deleted == 1:  # the run's history goes with it
+                if deleted == 1:  # the run's history and inbox go with it
                     connection.execute(f"DELETE FROM {_HISTORY} WHERE run_id = ?", (self._run_id,))
+                    forget_inbox(connection, self._run_id)
                 connection.execute("COMMIT")
                 self._chain = None
             except sqlite3.Error as exc:

@@ -162,6 +162,8 @@ _BROKEN_STORES = textwrap.dedent(
         "deletekeeps": lambda tmp: in_process(with_sessions(DeleteKeepsSession)()),
         "peeksfirst": lambda tmp: in_process(PeeksTheFirstRecord()),
         "quickonstore": lambda tmp: in_process(QuickOnTheStore()),
+        "inboxforgetskeys": lambda tmp: in_process(InboxForgetsKeys()),
+        "inboxanyrun": lambda tmp: in_process(InboxTakesAnyRun()),
         "correct": lambda tmp: in_process(MemoryStore()),
     }
 
@@ -228,6 +230,24 @@ _BROKEN_STORES = textwrap.dedent(
         """Declares a session's flag on the store class."""
 
         capabilities = MemoryStore.capabilities | {Capability.QUICK_SAVES}
+
+
+    class InboxForgetsKeys(MemoryStore):
+        """Posts every message, a repeated idempotency key too."""
+
+        def post_message(self, run_id, key, payload, idempotency_key=None):
+            return super().post_message(run_id, key, payload, None)
+
+
+    class InboxTakesAnyRun(MemoryStore):
+        """Keeps posts to runs it has no record of."""
+
+        def post_message(self, run_id, key, payload, idempotency_key=None):
+            with self._records_lock:
+                known = run_id in self._records
+            if not known:
+                return 1
+            return super().post_message(run_id, key, payload, idempotency_key)
 
 
     class RawRecords:
@@ -323,6 +343,8 @@ _STORES = {
     "deletekeeps",
     "peeksfirst",
     "quickonstore",
+    "inboxforgetskeys",
+    "inboxanyrun",
     "correct",
 }
 
@@ -382,6 +404,8 @@ _DESELECT = (
         ("deletekeeps", {"test_delete_removes_the_run_and_closes_the_session"}),
         ("peeksfirst", {"test_peek_reads_the_last_committed_record_without_owning_the_run"}),
         ("quickonstore", {"test_declared_capabilities_are_implemented"}),
+        ("inboxforgetskeys", {"test_a_repeated_idempotency_key_returns_the_first_sequence"}),
+        ("inboxanyrun", {"test_a_post_to_an_unknown_run_is_refused"}),
     ],
 )
 def test_kit_catches_a_broken_store(

@@ -27,6 +27,7 @@ from durable_core.durable.activity import RunActivity
 from durable_core.durable.checkpointer import DurableCheckpointer, describe_error
 from durable_core.durable.definition_diff import DefinitionFingerprints, RecentGraphs
 from durable_core.durable.events import STOPPED, EventKind, InputFingerprints, RecoveryEvent
+from durable_core.durable.inbox import send as send_message
 from durable_core.durable.ledger import Ledger, new_id
 from durable_core.durable.preflight import (
     Mode,
@@ -36,6 +37,7 @@ from durable_core.durable.preflight import (
     preflight,
 )
 from durable_core.durable.resume import ResumePlan, plan_resume, repair_streams
+from durable_core.durable.waiting import SUSPEND, RunServices, Waiting, suspending
 from durable_core.errors import (
     CheckpointError,
     CodecError,
@@ -72,7 +74,8 @@ class DurableResult:
 
     Attributes:
         run_id: the run.
-        status: ``"completed"``, ``"failed"`` or ``"canceled"``.
+        status: ``"completed"``, ``"failed"``, ``"canceled"``, or ``"waiting"`` (with
+            ``suspend=True``: the run stopped to wait for inbox messages or a timer, X-WAIT).
         error: the run's error when it failed (a ``NodeFailedError`` naming the node, the
             original exception as ``__cause__`` when it failed in this process), else None.
         revision: the record's revision when the run ended.
@@ -80,6 +83,7 @@ class DurableResult:
         restored: how many nodes were restored from the record instead of run (a count,
             Sub graphs' nodes included; the restored values are in ``result``).
         result: the engine's :class:`~durable_core.graph.RunResult` (values by key).
+        waiting: when ``status == "waiting"``: what the run waits for, and until when.
 
     Like the engine's ``RunResult``, it answers for the root graph's keys: ``result[KEY]``,
     ``KEY in result``, :meth:`get`, :meth:`skipped`, :meth:`pending` and :attr:`values`; a key
@@ -93,6 +97,7 @@ class DurableResult:
     saves: int
     restored: int
     result: RunResult = attrs.field(repr=False)
+    waiting: Waiting | None = None
 
     def __getitem__(self, key: Key[Any]) -> Any:
         """The ready value of ``key`` (see :meth:`RunResult.__getitem__`)."""
@@ -201,6 +206,8 @@ class Runtime:
 
     # -- public API ------------------------------------------------------------------------
 
+    send = staticmethod(send_message)
+
     def run(
         self,
         graph: Graph,
@@ -212,6 +219,7 @@ class Runtime:
         timeout: float | None = None,
         cancel: CancelToken | None = None,
         input_identity: Mapping[Key[Any], Any] | None = None,
+        suspend: bool = False,
     ) -> DurableResult:
         """Start a new run of ``graph`` and execute it (R-RT-3).
 
@@ -241,6 +249,10 @@ class Runtime:
                 returns ``status == "canceled"`` and the record stays resumable. Without one,
                 Ctrl-C raises ``KeyboardInterrupt`` once the running bodies have ended (a plain
                 body first finishes its current call); the record stays resumable as well.
+            suspend: when the run has nothing to do but wait for inbox messages or a timer,
+                end it with status ``"waiting"`` and a waiting note in the store, holding no
+                process and no lock (X-WAIT; see :mod:`durable_core.durable.waiting`); a post
+                to it or its deadline passing makes it due for ``resume``.
             input_identity: for some root input keys, a value of the key's type that stands
                 for the input in the record's input fingerprint instead of the value the graph
                 receives (see :meth:`input_fingerprints`). The run configuration uses it for
@@ -276,7 +288,13 @@ class Runtime:
         request = RunRequest(
             Mode.RUN, graph, run_id, version, inputs, max_running, timeout, cancel, input_identity
         )
-        return asyncio.run(self._perform(request))
+        return suspending(
+            suspend,
+            self.store,
+            lambda again: asyncio.run(
+                self._perform(attrs.evolve(request, mode=Mode.RESUME) if again else request)
+            ),
+        )
 
     def resume(
         self,
@@ -289,6 +307,7 @@ class Runtime:
         timeout: float | None = None,
         cancel: CancelToken | None = None,
         input_identity: Mapping[Key[Any], Any] | None = None,
+        suspend: bool = False,
     ) -> DurableResult:
         """Continue an existing run of ``graph`` from its record.
 
@@ -336,7 +355,13 @@ class Runtime:
             cancel,
             input_identity,
         )
-        return asyncio.run(self._perform(request))
+        return suspending(
+            suspend,
+            self.store,
+            lambda again: asyncio.run(
+                self._perform(attrs.evolve(request, mode=Mode.RESUME) if again else request)
+            ),
+        )
 
     def run_or_resume(
         self,
@@ -349,6 +374,7 @@ class Runtime:
         timeout: float | None = None,
         cancel: CancelToken | None = None,
         input_identity: Mapping[Key[Any], Any] | None = None,
+        suspend: bool = False,
     ) -> DurableResult:
         """Start ``run_id`` when it has no record, else continue it: one call for a scheduler.
 
@@ -376,7 +402,13 @@ class Runtime:
             cancel,
             input_identity,
         )
-        return asyncio.run(self._perform(request))
+        return suspending(
+            suspend,
+            self.store,
+            lambda again: asyncio.run(
+                self._perform(attrs.evolve(request, mode=Mode.RESUME) if again else request)
+            ),
+        )
 
     async def run_or_resume_async(
         self,
@@ -649,17 +681,26 @@ class Runtime:
             listening=self._listening(),
             activity=self.activity,
         )
+        services = RunServices(
+            self.store,
+            ledger.record.run_id,
+            self.codecs,
+            request.graph,
+            SUSPEND.get(),
+            request.cancel,
+        )
         options: dict[str, Any] = {
             "checkpointer": checkpointer,
-            "cancel": request.cancel,
-            "observers": self._graph_observers,
+            "cancel": services.cancel,
+            "observers": (*self._graph_observers, services.observer),
         }
         if request.max_running is not None:
             options["max_running"] = request.max_running
         try:
-            result = await execute_async(
-                request.graph, inputs=dict(request.inputs), executor=self.executor, **options
-            )
+            async with services:  # inboxes, timers and waiting (X-INBOX-2, X-WAIT)
+                result = await execute_async(
+                    request.graph, inputs=dict(request.inputs), executor=self.executor, **options
+                )
         finally:
             if self._owns_executor and self.executor is not None:
                 await asyncio.to_thread(self.executor.close)
@@ -688,14 +729,19 @@ class Runtime:
             # The run was stopped by the checkpointer itself (an output no codec encodes, a
             # record that disagrees with the graph): not a node failure, raise it.
             raise error
+        cancel = request.cancel
+        final = await services.status(
+            str(result.status), record, cancel is not None and cancel.canceled
+        )
         return DurableResult(
             run_id=record.run_id,
-            status=str(result.status),
+            status=final,
             error=error,
             revision=ledger.revision,
             saves=ledger.saves,
             restored=checkpointer.restored_count,
             result=result,
+            waiting=services.suspended if final == "waiting" else None,
         )
 
     def _listening(self) -> bool:

@@ -36,10 +36,12 @@ from durable_core.errors import GraphError
 from durable_core.graph.aspects import Aspect, Retry
 from durable_core.graph.describe import FINGERPRINT_FORMAT, canonical_text
 from durable_core.graph.function import analyse_function
+from durable_core.graph.inbox import add_intakes
 from durable_core.graph.keys import Key
 from durable_core.graph.nodes import In, Node, Out
 from durable_core.graph.plan import _Plan
 from durable_core.graph.processor import Processor
+from durable_core.graph.waits import add_timer
 
 __all__ = ["FINGERPRINT_FORMAT", "Graph", "In", "Node", "Out", "count_nodes"]
 
@@ -249,6 +251,30 @@ class Graph:
         )
         self._add(node)
         return node
+
+    def timer(
+        self,
+        id: str,
+        *,
+        provides: Key[Any],
+        seconds: float | None = None,
+        seconds_from: Key[Any] | None = None,
+        requires: Iterable[Key[Any]] = (),
+    ) -> Node:
+        """Add a durable timer: a node that sets ``provides`` (a ``float`` key) to the deadline
+        *now + seconds* once (X-TIMER). See :func:`durable_core.graph.waits.add_timer`.
+
+        Raises:
+            GraphError: see :func:`~durable_core.graph.waits.add_timer` and :meth:`add_node`.
+        """
+        return add_timer(
+            self,
+            id,
+            provides=provides,
+            seconds=seconds,
+            seconds_from=seconds_from,
+            requires=tuple(requires),
+        )
 
     def processor(
         self,
@@ -513,6 +539,7 @@ class Graph:
                 if node.child is not None:
                     node.child._validate(names, [*stack, self])
             return
+        add_intakes(self)  # a built-in intake node for each inbox key without a source
         for node in self._nodes.values():
             if node.processor is not None and any(isinstance(a, Retry) for a in self._aspects):
                 raise GraphError(

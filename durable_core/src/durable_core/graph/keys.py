@@ -48,10 +48,13 @@ class Key(Generic[T]):
         stream: True for a stream key (G-10).
         capacity: for a stream key, how many elements each reading group may buffer before the
             producer waits (back-pressure); default :data:`DEFAULT_STREAM_CAPACITY`.
+        inbox: for a stream key, True when the stream is fed from outside the run: messages
+            posted to the run (``Runtime.send``, ``durable send``) are its elements, taken in
+            by a built-in intake node (X-INBOX-1; see :mod:`durable_core.graph.inbox`).
 
     Raises:
         GraphError: empty name, a ``type`` that is not a type, or a capacity on a value key / a
-            capacity below 1.
+            capacity below 1, or ``inbox`` on a value key.
 
     Example:
         >>> TEXT = Key("text", str)
@@ -62,6 +65,7 @@ class Key(Generic[T]):
     type: Any = attrs.field()
     stream: bool = attrs.field(default=False, kw_only=True)
     capacity: int = attrs.field(default=0, kw_only=True, eq=False)
+    inbox: bool = attrs.field(default=False, kw_only=True)
     _accepts: tuple[type, ...] | None = attrs.field(init=False, eq=False, default=None)
 
     def __attrs_post_init__(self) -> None:
@@ -85,10 +89,17 @@ class Key(Generic[T]):
             raise GraphError(
                 f"key {self.name!r}: capacity only applies to stream keys (stream=True)"
             )
+        if self.inbox and not self.stream:
+            raise GraphError(
+                f"key {self.name!r}: an inbox is a stream fed from outside; declare it with "
+                "stream=True and inbox=True"
+            )
         object.__setattr__(self, "_accepts", _accepted_classes(tp))
 
     def __repr__(self) -> str:
         kind = ", stream=True" if self.stream else ""
+        if self.inbox:
+            kind += ", inbox=True"
         return f"Key({self.name!r}, {type_name(self.type)}{kind})"
 
     def accepts(self, value: object) -> bool:
@@ -115,6 +126,8 @@ class Key(Generic[T]):
         if self.stream:
             description["stream"] = True
             description["capacity"] = self.capacity
+        if self.inbox:
+            description["inbox"] = True
         return description
 
 

@@ -60,6 +60,7 @@ from durable_core.graph.messages import (
 from durable_core.graph.signals import direct_call, settle
 from durable_core.graph.streams import _NOTHING as _NO_ELEMENT
 from durable_core.graph.streams import Stream
+from durable_core.graph.waits import waiting
 
 if TYPE_CHECKING:
     from durable_core.graph.checkpoint import Attempt
@@ -309,6 +310,10 @@ class _ProcessorRun:
                 break
             if item is _NO_ELEMENT:
                 if not self.batch:
+                    if p.input.inbox:  # nothing posted yet: the run waits (X-WAIT)
+                        with waiting(group, p.input.name):
+                            await rc._idle(stream.wait_readable(group))
+                        continue
                     await rc._idle(stream.wait_readable(group))
                     continue
                 wait = deadline - time.monotonic()

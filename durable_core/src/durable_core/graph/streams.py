@@ -60,6 +60,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 from durable_core.errors import SlotError
 from durable_core.graph.signals import direct_call
 from durable_core.graph.streamstate import _NOTHING, Stream, StreamState
+from durable_core.graph.waits import waiting
 
 if TYPE_CHECKING:
     from durable_core.graph.context import RunContext
@@ -336,6 +337,10 @@ class StreamReader(Generic[T]):
             item = stream.poll(self._group)
             if item is not _NOTHING:
                 return item
+            if self._key.inbox:  # nothing posted for this group yet: the run waits (X-WAIT)
+                with waiting(self._rc.path, self._key.name):
+                    await self._rc._idle(stream.wait_readable(self._group))
+                continue
             await self._rc._idle(stream.wait_readable(self._group))
 
     async def receive(self) -> T:

@@ -7,7 +7,7 @@ and fills their registries from the plugins; nothing below it builds a manager o
 - :mod:`~durable_core.plugins.hookspecs`: every hook, and ``hookimpl`` (pluggy alone);
 - :mod:`~durable_core.plugins.manager`: the manager and its typed facade, one method per hook;
   :func:`make_plugin_manager` and the process-wide :func:`default_plugins`;
-- :mod:`~durable_core.plugins.registries`: the store and executor registries;
+- :mod:`~durable_core.plugins.registries`: the store, executor and launcher registries;
 - :mod:`~durable_core.plugins.builtins`, :mod:`~durable_core.plugins.runlog`: the core's plugins.
 
 The names below load on first use (PEP 562), so that importing the hook specs (every plugin
@@ -30,9 +30,11 @@ if typing.TYPE_CHECKING:
     from durable_core.plugins.registries import (
         ENTRY_POINT_GROUP,
         KNOWN_EXECUTORS,
+        KNOWN_LAUNCHERS,
         KNOWN_STORE_SCHEMES,
         KNOWN_STORES,
         ExecutorRegistry,
+        LauncherRegistry,
         StoreRegistry,
     )
 
@@ -44,19 +46,23 @@ _WHERE = {
     "make_plugin_manager": "manager",
     "ENTRY_POINT_GROUP": "registries",
     "KNOWN_EXECUTORS": "registries",
+    "KNOWN_LAUNCHERS": "registries",
     "KNOWN_STORES": "registries",
     "KNOWN_STORE_SCHEMES": "registries",
     "ExecutorRegistry": "registries",
+    "LauncherRegistry": "registries",
     "StoreRegistry": "registries",
 }
 
 __all__ = [
     "ENTRY_POINT_GROUP",
     "KNOWN_EXECUTORS",
+    "KNOWN_LAUNCHERS",
     "KNOWN_STORES",
     "KNOWN_STORE_SCHEMES",
     "DurablePluginManager",
     "ExecutorRegistry",
+    "LauncherRegistry",
     "PluginInfo",
     "StoreRegistry",
     "default_plugins",

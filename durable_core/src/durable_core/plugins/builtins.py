@@ -1,5 +1,5 @@
 """The core's own plugin: the memory store, the built-in JSON codecs, the thread and process
-executors.
+executors, the local launcher.
 
 Registered by :func:`durable_core.plugins.make_plugin_manager` through the same hooks as any
 third-party plugin (and declared as the entry point ``memory`` of ``durable-core``). The
@@ -16,6 +16,7 @@ from durable_core.plugins.hookspecs import hookimpl
 __all__ = [
     "durable_register_codecs",
     "durable_register_executors",
+    "durable_register_launchers",
     "durable_register_stores",
     "memory_url_options",
 ]
@@ -49,6 +50,13 @@ def durable_register_executors(register: Any) -> None:
 
     register("thread", ThreadExecutor)
     register("process", ProcessExecutor)
+
+
+@hookimpl
+def durable_register_launchers(register: Any) -> None:
+    from durable_core.launchers.local import local_launcher
+
+    register("local", local_launcher)
 
 
 @hookimpl

@@ -28,7 +28,11 @@ if TYPE_CHECKING:
 
     from durable_core.codecs import Codecs
     from durable_core.history import HistoryTarget
-    from durable_core.plugins.registries import ExecutorRegistry, StoreRegistry
+    from durable_core.plugins.registries import (
+        ExecutorRegistry,
+        LauncherRegistry,
+        StoreRegistry,
+    )
 
 PROJECT_NAME = "durable"
 
@@ -75,6 +79,21 @@ def durable_register_executors(register: ExecutorRegistry) -> None:
     and ``process``. Registering a name twice raises
     :class:`~durable_core.errors.PluginError` naming both providers. The return value is
     ignored. See ``docs/executors.md``.
+    """
+
+
+@hookspec
+def durable_register_launchers(register: LauncherRegistry) -> None:
+    """Register launchers (where whole runs are started: ``durable submit --on NAME:…``) by name.
+
+    Called once per plugin manager, when the first launcher is looked up. Call
+    ``register(name, factory)`` for each launcher; ``factory(address)`` builds a
+    :class:`~durable_core.launchers.Launcher` from what follows the name in a ``--on`` target
+    (``"4"`` for ``local:4``, ``"10.0.0.5:8786"`` for ``dask://10.0.0.5:8786``, ``""`` for a
+    bare name) and raises :class:`~durable_core.errors.ConfigError` for an address it cannot
+    read. The core registers ``local``. Registering a name twice raises
+    :class:`~durable_core.errors.PluginError` naming both providers. The return value is
+    ignored. See ``docs/fleet.md``.
     """
 
 

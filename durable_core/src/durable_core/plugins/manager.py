@@ -33,7 +33,12 @@ from durable_core.codecs import Codecs
 from durable_core.errors import CodecError, ConfigError, ConflictError, PluginError
 from durable_core.executors.base import Executor
 from durable_core.plugins import builtins, hookspecs
-from durable_core.plugins.registries import ENTRY_POINT_GROUP, ExecutorRegistry, StoreRegistry
+from durable_core.plugins.registries import (
+    ENTRY_POINT_GROUP,
+    ExecutorRegistry,
+    LauncherRegistry,
+    StoreRegistry,
+)
 
 if TYPE_CHECKING:
     import click
@@ -69,6 +74,7 @@ class PluginInfo:
     stores: tuple[str, ...] = ()
     url_schemes: tuple[str, ...] = ()
     executors: tuple[str, ...] = ()
+    launchers: tuple[str, ...] = ()
     codecs: tuple[str, ...] = ()
     commands: tuple[str, ...] = ()
     error: str | None = None
@@ -84,6 +90,7 @@ class DurablePluginManager(pluggy.PluginManager):
         self._sources: dict[str, _Source] = {}
         self._stores: StoreRegistry | None = None
         self._executors: ExecutorRegistry | None = None
+        self._launchers: LauncherRegistry | None = None
         self._event_impls: tuple[Any, ...] = ()
         self._event_calls: list[tuple[str, Callable[..., Any]]] = []
 
@@ -127,6 +134,23 @@ class DurablePluginManager(pluggy.PluginManager):
         When the plugin expected to provide ``name`` failed to load, its load error is raised.
         """
         return self._factory(self.executors(), name)
+
+    def launchers(self) -> LauncherRegistry:
+        """The launcher registry, filled through ``durable_register_launchers`` on first use.
+
+        Raises:
+            PluginError: two plugins registered the same launcher name.
+        """
+        if self._launchers is None:
+            self._launchers = self._filled(LauncherRegistry(), "durable_register_launchers")
+        return self._launchers
+
+    def launcher_factory(self, name: str) -> Callable[..., Any]:
+        """The factory of launcher ``name`` (see :meth:`LauncherRegistry.factory`).
+
+        When the plugin expected to provide ``name`` failed to load, its load error is raised.
+        """
+        return self._factory(self.launchers(), name)
 
     def _filled(self, registry: Any, hook_name: str) -> Any:
         """``registry`` after every implementation of ``hook_name`` registered into it (first
@@ -314,6 +338,7 @@ class DurablePluginManager(pluggy.PluginManager):
         infos: dict[str, PluginInfo] = {}
         stores = self.stores()
         executors = self.executors()
+        launchers = self.launchers()
         for plugin_name, plugin in self.list_name_plugin():
             if plugin is None:
                 continue
@@ -341,6 +366,9 @@ class DurablePluginManager(pluggy.PluginManager):
                 url_schemes=tuple(s for n in own_stores for s in stores.schemes_of(n)),
                 executors=tuple(
                     n for n in executors.names() if executors.provider(n) == plugin_name
+                ),
+                launchers=tuple(
+                    n for n in launchers.names() if launchers.provider(n) == plugin_name
                 ),
                 codecs=tuple(codec_ids),
                 commands=tuple(commands),

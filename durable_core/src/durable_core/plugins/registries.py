@@ -1,6 +1,6 @@
-"""The store and executor registries: factories by name, filled through the
-``durable_register_stores`` and ``durable_register_executors`` hooks, and the names Durable's
-own distributions provide."""
+"""The store, executor and launcher registries: factories by name, filled through the
+``durable_register_stores``, ``durable_register_executors`` and ``durable_register_launchers``
+hooks, and the names Durable's own distributions provide."""
 
 from __future__ import annotations
 
@@ -13,9 +13,11 @@ from durable_core.errors import PluginError
 __all__ = [
     "ENTRY_POINT_GROUP",
     "KNOWN_EXECUTORS",
+    "KNOWN_LAUNCHERS",
     "KNOWN_STORES",
     "KNOWN_STORE_SCHEMES",
     "ExecutorRegistry",
+    "LauncherRegistry",
     "StoreRegistry",
     "UrlParser",
 ]
@@ -50,6 +52,12 @@ KNOWN_EXECUTORS: dict[str, str] = {
     "dask": "durable-executor-dask",
 }
 """Executor names Durable's own distributions provide, and which distribution to install."""
+
+KNOWN_LAUNCHERS: dict[str, str] = {
+    "local": "durable-core",
+    "dask": "durable-executor-dask",
+}
+"""Launcher names Durable's own distributions provide, and which distribution to install."""
 
 
 class _NameRegistry:
@@ -205,3 +213,15 @@ class ExecutorRegistry(_NameRegistry):
     kind = "executor"
     example = "process"
     known = KNOWN_EXECUTORS
+
+
+class LauncherRegistry(_NameRegistry):
+    """Launcher factories by name, filled through the ``durable_register_launchers`` hook.
+
+    Call an instance as ``register(name, factory)``; ``factory(address)`` returns a
+    :class:`~durable_core.launchers.Launcher`.
+    """
+
+    kind = "launcher"
+    example = "local"
+    known = KNOWN_LAUNCHERS

@@ -39,6 +39,8 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 import attrs
 
+from durable_core.store.inbox import RunInbox
+
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
@@ -56,6 +58,7 @@ __all__ = [
     "RecordRestorer",
     "RunDeleter",
     "RunHistory",
+    "RunInbox",
     "RunLister",
     "SaveTimes",
     "TimesRestorer",
@@ -93,7 +96,11 @@ class Capability(enum.Enum):
     """The session's saves never use an event loop: the runtime may save on its loop while no
     body runs."""
 
-    # The next capabilities go here (posting to a run's inbox; what launchers need of a store),
+    INBOX = "inbox"
+    """Messages can be posted to the store's runs, which may wait for them without a process
+    (:class:`~durable_core.store.inbox.RunInbox`, X-INBOX-1, X-WAIT)."""
+
+    # The next capabilities go here (what launchers need of a store),
     # each with its row in CAPABILITY_SPECS below and its clauses in
     # durable_core.testing.conformance.capabilities: docs/architecture.md has the steps.
 
@@ -304,6 +311,7 @@ CAPABILITY_SPECS: Mapping[Capability, CapabilitySpec] = {
     Capability.IDLE_SAVES: CapabilitySpec(
         "session", "session", None, "save on an idle event loop", legacy="idle_saves"
     ),
+    Capability.INBOX: CapabilitySpec("store", "store", RunInbox, "keep runs' inboxes"),
 }
 """Every capability's row: where it is declared, what implements it, the protocol it promises."""
 

@@ -14,12 +14,13 @@ from durable_core.store.capabilities import Capability
 from durable_core.store.checks import check_options, summary_of
 from durable_core.store.history import check_entries
 from durable_core.store.kit import Acquiring, BaseSession, BaseStore
+from durable_core.store.memory_inbox import MemoryInbox
 from durable_core.store.protocol import EncodedRecord, RunSummary, sort_summaries
 
 __all__ = ["MemorySession", "MemoryStore", "memory_store_factory"]
 
 
-class MemoryStore(BaseStore):
+class MemoryStore(MemoryInbox, BaseStore):
     """A store that keeps records in this process's memory (B-MEM; seed 000 "内置 Store").
 
     Usable without arguments. ``load`` and ``save`` copy the record (it is kept as its canonical
@@ -39,6 +40,7 @@ class MemoryStore(BaseStore):
             Capability.LIST_RUNS,
             Capability.PEEK,
             Capability.RUN_HISTORY,
+            Capability.INBOX,
             Capability.DELETE,
             Capability.RESTORE,
         }
@@ -117,6 +119,7 @@ class MemorySession(BaseSession):
                 stored = self._memory._records.pop(self._run_id, None)
                 if stored is not None:
                     self._memory._history.pop(self._run_id, None)  # the history goes with it
+                    self._memory._forget_inbox(self._run_id)  # and its inbox
             if stored is None:
                 raise self._not_found()
         self.close()

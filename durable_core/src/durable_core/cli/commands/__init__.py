@@ -13,14 +13,20 @@ from durable_core.cli.commands.log import log_command
 from durable_core.cli.commands.migrate import migrate_command
 from durable_core.cli.commands.plugins import plugins_command
 from durable_core.cli.commands.prune import prune_command
+from durable_core.cli.commands.recover import recover_command
 from durable_core.cli.commands.resume import resume_command
 from durable_core.cli.commands.run import run_command
+from durable_core.cli.commands.send import send_command
 from durable_core.cli.commands.show import show_command
+from durable_core.cli.commands.submit import submit_command
 
 BUILTIN_COMMANDS = (
     run_command,
     resume_command,
+    send_command,
     fork_command,
+    submit_command,
+    recover_command,
     cancel_command,
     inspect_command,
     list_command,

@@ -92,6 +92,12 @@ def inspect_command(
             entries = []
         times = run_times(store, run_id, entries=entries)
         info = describe_record(record, graph, explain_mismatch=True, store=store, plugins=pm)
+        from durable_core.durable.waitview import describe_waits, print_waits
+
+        try:
+            waits = describe_waits(store, record, graph if info.definition_matches else None)
+        except Exception:  # extra information: never fail inspect on it
+            waits = {"inboxes": [], "timers": [], "waiting": None}
     finally:
         store.close()
     failures = _last_failures(entries, info)
@@ -118,6 +124,7 @@ def inspect_command(
         ]
         if show_nodes:
             data["nodes"] = [n.to_json() for n in nodes]
+        data.update(waits)
         click.echo(json.dumps(data, indent=2))
         return
     if peek:
@@ -127,6 +134,7 @@ def inspect_command(
             err=True,
         )
     print_info(info, store_config.describe())
+    print_waits(waits, click.echo)
     if times:
         shown = [
             f"{label} {show(times[key])}"

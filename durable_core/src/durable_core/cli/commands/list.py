@@ -18,6 +18,7 @@ STATUSES = (
     "incomplete",
     "settled",
     "running",
+    "waiting",
     "corrupt",
     "unreadable",
     "unknown",
@@ -203,6 +204,8 @@ def print_table(rows: list[dict[str, Any]], *, with_definition: bool) -> None:
     for r in rows:
         if r["error"] is not None:
             click.echo(f"{r['run_id'] or r['location']}: {r['status']}: {r['error']}", err=True)
+        if r.get("waiting") is not None:
+            click.echo(f"{r['run_id']}: waiting for {r['waiting']['for']}")
 
 
 def _unnamed(location: str) -> str:
@@ -284,4 +287,8 @@ def list_row(store: Any, summary: Any, graph: Any) -> dict[str, Any]:
         nodes_total=info.nodes_total,
         definition_matches=info.definition_matches,
     )
+    if info.status in (RunStatus.INCOMPLETE, RunStatus.SETTLED):
+        from durable_core.durable.waiting import waiting_row
+
+        waiting_row(store, summary.run_id, row)
     return row

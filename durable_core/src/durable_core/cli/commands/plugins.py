@@ -29,6 +29,7 @@ def plugins_command(as_json: bool) -> None:
                         "stores": list(i.stores),
                         "url_schemes": list(i.url_schemes),
                         "executors": list(i.executors),
+                        "launchers": list(i.launchers),
                         "codecs": list(i.codecs),
                         "commands": list(i.commands),
                         "error": i.error,
@@ -50,6 +51,8 @@ def plugins_command(as_json: bool) -> None:
             click.echo(f"  --store URL schemes: {', '.join(s + ':' for s in i.url_schemes)}")
         if i.executors:
             click.echo(f"  executors: {', '.join(i.executors)}")
+        if i.launchers:
+            click.echo(f"  launchers: {', '.join(i.launchers)}")
         if i.codecs:
             click.echo(f"  codecs: {', '.join(i.codecs)}")
         if i.commands:

@@ -15,11 +15,18 @@ __all__ = ["resume_command"]
 @click.option(
     "--run-id", "run_id", metavar="ID", help="Run id instead of the config's run_id (or RUN_ID)."
 )
+@click.option(
+    "--suspend",
+    is_flag=True,
+    help="When the run has nothing to do but wait (inbox messages, a timer), end with status "
+    "waiting instead of holding the process ('durable send' or 'durable recover' wakes it).",
+)
 @launch_options
 def resume_command(
     config_arg: str,
     run_id_arg: str | None,
     run_id: str | None,
+    suspend: bool,
     input_options: tuple[str, ...],
     max_running: int | None,
     store_url: str | None,
@@ -41,4 +48,5 @@ def resume_command(
         input_options=input_options,
         max_running=max_running,
         store_url=store_url,
+        suspend=suspend,
     )

@@ -20,12 +20,19 @@ __all__ = ["run_command"]
     is_flag=True,
     help="Continue the run when it already has a record, instead of refusing it.",
 )
+@click.option(
+    "--suspend",
+    is_flag=True,
+    help="When the run has nothing to do but wait (inbox messages, a timer), end with status "
+    "waiting instead of holding the process ('durable send' or 'durable recover' wakes it).",
+)
 @launch_options
 def run_command(
     config_arg: str,
     run_id_arg: str | None,
     run_id: str | None,
     resume_if_exists: bool,
+    suspend: bool,
     input_options: tuple[str, ...],
     max_running: int | None,
     store_url: str | None,
@@ -49,4 +56,5 @@ def run_command(
         input_options=input_options,
         max_running=max_running,
         store_url=store_url,
+        suspend=suspend,
     )

@@ -30,9 +30,11 @@ def launch(
     fork_from: str | None = None,
     rerun: tuple[str, ...] = (),
     store_url: str | None = None,
+    suspend: bool = False,
 ) -> None:
     """Run (or resume, or fork) the CONFIG's graph and report the result; exits 1 unless
-    completed (130/143 when interrupted). The arguments are :class:`LaunchRequest`'s."""
+    completed (or, with ``suspend``, waiting; 130/143 when interrupted). The arguments are
+    :class:`LaunchRequest`'s."""
     request = LaunchRequest(
         config_arg,
         run_id_option,
@@ -44,6 +46,7 @@ def launch(
         fork_from=fork_from,
         rerun=tuple(rerun),
         store_url=store_url,
+        suspend=suspend,
     )
     prepared = prepare(request)
     try:

@@ -105,6 +105,8 @@ def execute(request: LaunchRequest, prepared: Prepared) -> Outcome:
                 "cancel": token,
                 "input_identity": config.input_identity(prepared.graph),
             }
+            if request.suspend:
+                options["suspend"] = True
             try:
                 _start(run, runtime, request, prepared, options, counter)
             except KeyboardInterrupt:

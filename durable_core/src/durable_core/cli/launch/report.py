@@ -35,7 +35,7 @@ def report(request: LaunchRequest, prepared: Prepared, outcome: Outcome) -> None
     status = str(result.status)
     if not request.as_json:
         _text_report(request, prepared, outcome, status)
-    if status != "completed":
+    if status not in ("completed", "waiting"):
         sys.exit(ExitCode.RUN_FAILED)
 
 
@@ -101,6 +101,11 @@ def _text_report(request: LaunchRequest, prepared: Prepared, outcome: Outcome, s
         click.echo(f"run {config.run_id!r} completed in {snap.elapsed:.1f} s: {summary}")
         for name, value in _leaf_outputs(prepared.graph, result):
             click.echo(f"  {name} = {_short(value)}")
+        return
+    if status == "waiting":
+        from durable_core.durable.waiting import report_waiting
+
+        report_waiting(request.config_arg, config.run_id, result.waiting, summary)
         return
     click.echo(f"run {config.run_id!r} {status} after {snap.elapsed:.1f} s: {summary}")
     if result.error is not None:

@@ -28,6 +28,7 @@ class LaunchRequest:
         fork_from: (``fork``) the run to fork into the run id.
         rerun: (``fork``) the nodes to run again.
         store_url: ``--store URL``, replacing the config's ``[store]``.
+        suspend: ``--suspend``: a run with nothing to do but wait ends ``waiting`` (X-WAIT).
     """
 
     config_arg: str
@@ -40,6 +41,7 @@ class LaunchRequest:
     fork_from: str | None = None
     rerun: tuple[str, ...] = ()
     store_url: str | None = None
+    suspend: bool = False
 
     @property
     def verb(self) -> str:

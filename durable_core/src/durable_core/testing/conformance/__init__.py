@@ -14,7 +14,8 @@ the kit by subclassing it (see :mod:`durable_core.testing`):
   (R-STORE-1);
 - :mod:`~durable_core.testing.conformance.processes`: the same across killed processes;
 - :mod:`~durable_core.testing.conformance.capabilities`: the optional capabilities, run for
-  what the store declares; a declared capability that is not implemented fails the kit.
+  what the store declares; a declared capability that is not implemented fails the kit;
+- :mod:`~durable_core.testing.conformance.inbox`: the clauses of ``Capability.INBOX``.
 
 Ownership and compare-and-swap are never optional: every clause outside ``capabilities`` runs
 for every store. The kit needs pytest (``pip install "durable-core[testing]"``).
@@ -32,6 +33,7 @@ from durable_core.testing.conformance.base import (
 from durable_core.testing.conformance.capabilities import CAPABILITY_CLAUSES, CapabilityClauses
 from durable_core.testing.conformance.cas import CasClauses
 from durable_core.testing.conformance.encoding import EncodingClauses
+from durable_core.testing.conformance.inbox import InboxClauses
 from durable_core.testing.conformance.integrity import IntegrityClauses
 from durable_core.testing.conformance.lifecycle import LifecycleClauses
 from durable_core.testing.conformance.ownership import OwnershipClauses
@@ -54,6 +56,7 @@ class StoreConformance(
     OwnershipClauses,
     ProcessClauses,
     CapabilityClauses,
+    InboxClauses,
     KitFixtures,
 ):
     """Subclass this (as ``Test…``) and define the fixtures ``durable_store_factory`` and

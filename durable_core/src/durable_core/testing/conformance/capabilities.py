@@ -35,6 +35,7 @@ from durable_core.testing.conformance.base import (
     _json,
     needs,
 )
+from durable_core.testing.conformance.inbox import INBOX_CLAUSES
 from durable_core.testing.records import sample_record
 
 __all__ = ["CAPABILITY_CLAUSES", "CapabilityClauses"]
@@ -67,6 +68,7 @@ CAPABILITY_CLAUSES: Mapping[Capability, tuple[str, ...]] = {
     Capability.ENCODED_SAVES: ("test_save_takes_the_callers_encoding",),
     Capability.QUICK_SAVES: ("test_saves_may_run_on_an_event_loops_thread",),
     Capability.IDLE_SAVES: ("test_saves_may_run_on_an_event_loops_thread",),
+    Capability.INBOX: INBOX_CLAUSES,
 }
 """The clauses of each capability (names of :class:`CapabilityClauses`' tests)."""
 

@@ -1,0 +1,55 @@
+"""``durable send`` refusals: each mistake is a clear error with its exit code (X-INBOX-1)."""
+
+from __future__ import annotations
+
+import pathlib
+
+import pytest
+from click.testing import CliRunner
+
+from durable_core.cli.app import cli
+from durable_core.config import load_config
+
+EXAMPLE = pathlib.Path(__file__).resolve().parents[4] / "examples" / "approval"
+
+
+@pytest.fixture
+def config(tmp_path: pathlib.Path) -> pathlib.Path:
+    load_config(EXAMPLE / "approval.toml").load_graph()  # the example's module is importable
+    text = (EXAMPLE / "approval.toml").read_text()
+    head = text.partition("[store]")[0]
+    path = tmp_path / "approval.toml"
+    path.write_text(
+        head.replace("max_files = 40", "max_files = 2").replace('{ path = "out" }', '"out"')
+        + f'[store]\nbackend = "file"\ndirectory = "{tmp_path / "runs"}"\n'
+    )
+    return path
+
+
+def send(*args: str):
+    return CliRunner().invoke(cli, ["send", *args], catch_exceptions=False)
+
+
+def test_send_refuses_what_it_cannot_post(config: pathlib.Path) -> None:
+    # covers: X-INBOX-1
+    unknown_key = send(str(config), "r", "nope", '"approve"')
+    assert unknown_key.exit_code == 6 and "no inbox key 'nope'" in unknown_key.output
+    bad_json = send(str(config), "r", "decisions", "{not json")
+    assert bad_json.exit_code == 6 and "not valid JSON" in bad_json.output
+    wrong_type = send(str(config), "r", "decisions", "42")
+    assert wrong_type.exit_code == 6 and "str" in wrong_type.output
+    no_run = send(str(config), "nobody", "decisions", '"approve"')
+    assert no_run.exit_code == 4 and "no record" in no_run.output
+
+
+def test_send_to_a_waiting_run_on_an_unknown_launcher_is_refused(config: pathlib.Path) -> None:
+    # covers: X-WAIT
+    started = CliRunner().invoke(
+        cli, ["run", str(config), "w", "--suspend", "--json"], catch_exceptions=False
+    )
+    assert started.exit_code == 0 and '"waiting"' in started.output
+    refused = send(str(config), "w", "decisions", '"approve"', "--on", "nowhere")
+    assert refused.exit_code == 6 and "unknown launcher backend 'nowhere'" in refused.output
+    assert "sequence 1" in refused.output  # the post itself was kept
+    woken = send(str(config), "w", "decisions", '"approve"', "--idempotency-key", "k")
+    assert woken.exit_code == 0 and "sequence 2" in woken.output and "completed" in woken.output
