@@ -138,13 +138,15 @@ def test_describe_is_the_canonical_json_ready_description():
 
 
 def _unusual_names() -> Graph:
-    """Names that JSON escapes, keys of several types, a node without requires."""
+    """Names that JSON escapes, keys of several types, a node without requires, an inbox."""
     first, later = Key('ключ "1"', list[int]), Key("k\u00e9y\\2", int | str)
     third = Key("z\U0001f600", int)
     g = Graph("g\u00e8", inputs=[first])
     g.add_node("b\u2028", lambda rc: None, requires=[first], provides=[later])
     g.add_node("a", lambda rc: None, requires=[later, first], provides=[third])
     g.add_node("c", lambda rc: None, provides=[Key("alone", float)])
+    posted = Key("posted", str, stream=True, inbox=True)  # adds a built-in intake node
+    g.add_node("d", lambda rc: None, requires=[posted], provides=[Key("read", int)])
     return g
 
 
