@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -166,7 +167,12 @@ def test_ctrl_c_stops_the_workers_and_leaves_the_runs_resumable(fleet):
     assert submitter.returncode == 130, err
     hold.unlink()
     assert fleet.calls() == {}  # the workers were stopped before their first node ended
-    recover = durable(fleet, "recover", fleet.config, "--on", "local:2", "--inputs-file", runs)
+    hint = err.partition("finish them with ")[2].strip()  # the command to finish them
+    assert hint == (
+        f"durable recover {shlex.quote(str(fleet.config))} --inputs-file "
+        f"{shlex.quote(str(runs))} --on local:2 --wait"
+    ), err
+    recover = durable(fleet, *shlex.split(hint)[1:])
     out, err = recover.communicate(timeout=120)
     assert recover.returncode == 0, err
     assert "2 runs on local:2: 2 completed" in out

@@ -173,8 +173,11 @@ def waiting_row(store: Any, run_id: str, row: dict[str, Any]) -> None:
         row["waiting"] = {"until": note.until, "for": note.describe()}
 
 
-def report_waiting(config_arg: str, run_id: str, waiting: Waiting | None, summary: str) -> None:
-    """The lines ``durable run --suspend`` prints for a run that ended waiting."""
+def report_waiting(
+    config_arg: str, run_id: str, waiting: Waiting | None, summary: str, resume_command: str
+) -> None:
+    """The lines ``durable run --suspend`` prints for a run that ended waiting;
+    ``resume_command`` is the ``durable resume …`` that continues it."""
     import shlex
 
     import click
@@ -189,7 +192,11 @@ def report_waiting(config_arg: str, run_id: str, waiting: Waiting | None, summar
             err=True,
         )
     if waiting is not None and waiting.until is not None:
-        click.echo("'durable recover' resumes it once its deadline has passed", err=True)
+        click.echo(
+            f"once its deadline has passed, resume it with: {resume_command} "
+            "('durable recover --on local' resumes every waiting run that is due)",
+            err=True,
+        )
 
 
 def due_waiting_runs(store: Any, now: float | None = None) -> list[Waiting]:

@@ -53,3 +53,28 @@ def test_send_to_a_waiting_run_on_an_unknown_launcher_is_refused(config: pathlib
     assert "sequence 1" in refused.output  # the post itself was kept
     woken = send(str(config), "w", "decisions", '"approve"', "--idempotency-key", "k")
     assert woken.exit_code == 0 and "sequence 2" in woken.output and "completed" in woken.output
+
+
+def test_a_suspended_run_names_the_resume_that_continues_it(config: pathlib.Path) -> None:
+    # covers: X-WAIT
+    import shlex
+    import time
+
+    started = CliRunner().invoke(
+        cli,
+        ["run", str(config), "--run-id", "quick", "--suspend", "--input", "wait_seconds=1"],
+        catch_exceptions=False,
+    )
+    assert started.exit_code == 0 and "is waiting for" in started.output
+    hint = next(
+        line for line in started.stderr.splitlines() if "once its deadline has passed" in line
+    )
+    command = hint.partition("resume it with: ")[2].partition(" (")[0]
+    assert (
+        command
+        == f"durable resume {shlex.quote(str(config))} --run-id quick --input wait_seconds=1"
+    )
+    time.sleep(1.2)
+    resumed = CliRunner().invoke(cli, shlex.split(command)[1:], catch_exceptions=False)
+    assert resumed.exit_code == 0, resumed.output  # the inputs it started with came along
+    assert "completed" in resumed.output and "discarded" in resumed.output

@@ -97,5 +97,39 @@ def submit_command(
         per_graph=per_graph,
         pm=pm,
     )
-    outcomes = run_owned(submitter, [part], owned)
+    try:
+        outcomes = run_owned(submitter, [part], owned)
+    except KeyboardInterrupt:
+        from durable_core.cli.exitcodes import ExitCode
+
+        click.echo(
+            "interrupted: the runs that had not ended stay resumable; finish them with "
+            + _finish_hint(config_arg, inputs_file, input_options, on, store_url),
+            err=True,
+        )
+        raise click.exceptions.Exit(ExitCode.INTERRUPTED) from None
     report(outcomes, name, as_json)
+
+
+def _finish_hint(
+    config_arg: str,
+    inputs_file: str | None,
+    input_options: tuple[str, ...],
+    on: str,
+    store_url: str | None,
+) -> str:
+    """The command that finishes an interrupted submission: ``durable recover`` with its
+    runs file, or (``recover`` takes no ``--input``) the same ``durable submit`` again."""
+    import shlex
+
+    from durable_core.config._text import redact
+
+    if input_options:
+        return "the same 'durable submit' command (each run resumes where it stopped)"
+    command = f"durable recover {shlex.quote(config_arg)}"
+    if inputs_file is not None:
+        command += f" --inputs-file {shlex.quote(inputs_file)}"
+    command += f" --on {shlex.quote(on)}"
+    if store_url is not None:
+        command += f" --store {shlex.quote(redact(store_url))}"
+    return command + " --wait"

@@ -21,16 +21,20 @@ def _command(verb: str, request: LaunchRequest, run_id: str | None) -> str:
     command = f"durable {verb} {shlex.quote(request.config_arg)}"
     if run_id is not None:
         command += f" --run-id {shlex.quote(run_id)}"
-    return command + _store_option(request)
+    # a resume needs the inputs the run started with: the --input options come along
+    inputs = "".join(f" --input {shlex.quote(option)}" for option in request.input_options)
+    return command + inputs + _store_option(request)
 
 
 def resume_hint(request: LaunchRequest) -> str:
-    """``durable resume CONFIG [--run-id ID] [--store URL]``: continue this run."""
+    """``durable resume CONFIG [--run-id ID] [--input KEY=VALUE]... [--store URL]``: continue
+    this run, with the ``--input`` options it was given."""
     return _command("resume", request, request.run_id_option)
 
 
 def run_hint(request: LaunchRequest, run_id: str | None = None) -> str:
-    """``durable run CONFIG [--run-id ID] [--store URL]``: start this run (or ``run_id``)."""
+    """``durable run CONFIG [--run-id ID] [--input KEY=VALUE]... [--store URL]``: start this
+    run (or ``run_id``)."""
     return _command("run", request, run_id if run_id is not None else request.run_id_option)
 
 

@@ -105,7 +105,9 @@ def _text_report(request: LaunchRequest, prepared: Prepared, outcome: Outcome, s
     if status == "waiting":
         from durable_core.durable.waiting import report_waiting
 
-        report_waiting(request.config_arg, config.run_id, result.waiting, summary)
+        report_waiting(
+            request.config_arg, config.run_id, result.waiting, summary, resume_hint(request)
+        )
         return
     click.echo(f"run {config.run_id!r} {status} after {snap.elapsed:.1f} s: {summary}")
     if result.error is not None:
