@@ -23,7 +23,7 @@ import itertools
 import os
 import statistics
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -37,13 +37,20 @@ STORES = ("memory", "file", "sqlite", "postgres")
 # -- the chain ---------------------------------------------------------------------------------
 
 
-def chain(count: int, stamps: list[float] | None = None) -> tuple[Graph, Key[int]]:
+def chain(
+    count: int,
+    stamps: list[float] | None = None,
+    hook: Callable[[int], None] | None = None,
+) -> tuple[Graph, Key[int]]:
     """A chain of ``count`` trivial async nodes: node ``i`` sets ``k{i+1} = k{i} + 1``.
 
     Args:
         count: nodes (>= 1).
         stamps: when given, every body appends ``time.perf_counter()`` (seconds) to it as it
             runs, so ``stamps`` ends with one entry per node that ran, in chain order.
+        hook: when given, every body calls it with its node's index (0 to ``count - 1``)
+            before anything else: a benchmark may copy the store or end the process there
+            (a run killed at that node). The graph's definition does not depend on it.
 
     Returns:
         The validated graph and its only input key (give it 0).
@@ -54,7 +61,9 @@ def chain(count: int, stamps: list[float] | None = None) -> tuple[Graph, Key[int
     for i in range(count):
         src, dst = keys[i], keys[i + 1]
 
-        async def body(rc: Any, src: Key[int] = src, dst: Key[int] = dst) -> None:
+        async def body(rc: Any, src: Key[int] = src, dst: Key[int] = dst, i: int = i) -> None:
+            if hook is not None:
+                hook(i)
             if note is not None:
                 note(time.perf_counter())
             rc.set(dst, rc.get(src) + 1)
@@ -218,3 +227,44 @@ def postgres_url(dsn: str) -> str:
     host = parts.get("host", "localhost")
     port = parts.get("port", 5432)
     return f"postgresql://{auth}@{host}:{port}/{parts.get('dbname', 'postgres')}"
+
+
+# -- a run killed at its last node -------------------------------------------------------------
+
+
+def killed_chain(count: int, run_id: str) -> tuple[Graph, Key[int], MemoryStore, bytes, Any]:
+    """A chain of ``count`` nodes run on a fresh memory store, and the record a kill at its last
+    node leaves: the run's record as stored when the last node's body started (``count - 1``
+    nodes confirmed, the last one not).
+
+    The run goes on to the end in this process (untimed); ``rewind()`` puts the record back as
+    the kill left it, so that every ``Runtime.resume`` after it restores ``count - 1`` nodes
+    and runs the last one. Reads the store's private state: this is a benchmark's shortcut
+    for a process killed there (``resume_peers.py`` kills a real one on SQLite).
+
+    Returns:
+        ``(graph, seed, store, data, rewind)``: ``data`` is the record's canonical JSON as the
+        kill left it.
+    """
+    from durable_core import Runtime
+    from durable_core.store.memory import _MemoryRecord
+
+    store = MemoryStore()
+    kept: dict[str, Any] = {}
+
+    def hook(index: int) -> None:
+        if index == count - 1 and not kept:
+            with store._records_lock:
+                stored = store._records[run_id]
+                kept["data"], kept["revision"] = stored.complete(), stored.revision
+
+    graph, seed = chain(count, hook=hook)
+    result = Runtime(store).run(graph, run_id=run_id, version="1", inputs={seed: 0})
+    assert result.status == "completed", result.error
+
+    def rewind() -> None:
+        with store._records_lock:
+            store._records[run_id] = _MemoryRecord(kept["revision"], kept["data"])
+
+    rewind()
+    return graph, seed, store, kept["data"], rewind

@@ -164,12 +164,18 @@ def test_each_delta_folds_into_exactly_the_complete_record_of_its_save(
             Runtime(failing).run(scenario(log), run_id="r1", version="v1", inputs={SEED: 2})
         store.saves.clear()
         store.records.clear()
+        loaded = record_to_json(load(store.inner, "r1"))
         result = runtime.resume(scenario(log), run_id="r1", version="v1", inputs={SEED: 2})
     else:
+        loaded = None
         result = runtime.run(scenario(log), run_id="r1", version="v1", inputs={SEED: 2})
     assert result.status == "completed"
     revision, complete, delta = store.saves[0]
-    assert delta is None  # the first save of a process: no delta is known
+    if loaded is None:
+        assert delta is None  # the first record of a run: nothing to be a delta of
+    else:  # the first save after a resume: the change against the record it loaded
+        assert delta is not None
+        assert apply_delta(loaded, delta) == complete
     assert complete == store.records[0]
     for (revision, data, delta), given in zip(store.saves[1:], store.records[1:], strict=True):
         assert delta is not None

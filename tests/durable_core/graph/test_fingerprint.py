@@ -1,5 +1,7 @@
 """Definition fingerprints and the provides listing of a graph tree (R-REC-2 Definition)."""
 
+import hashlib
+import json
 import os
 import subprocess
 import sys
@@ -29,6 +31,14 @@ def test_fingerprint_is_stable_across_processes_and_hash_seeds():
     assert len(here) == 64 and int(here, 16) >= 0
     assert fingerprint_in_subprocess("1") == here
     assert fingerprint_in_subprocess("4242") == here
+
+
+# covers: R-REC-2
+def test_fingerprint_of_a_known_definition_never_changes():
+    # Records hold the fingerprint: a faster way of computing it must give the same digest.
+    # sample_definition has Sub graphs, aspects, streams and several keys of one type.
+    expected = "0e4ced7903df50d95ee85e031c4cf9c6b51fc622f3615f82213f088a6e95e9e1"
+    assert sample_definition().fingerprint() == expected
 
 
 def build(**change):
@@ -125,3 +135,32 @@ def test_describe_is_the_canonical_json_ready_description():
     sub = description["nodes"][0]
     assert sub["bindings"] == [["in", "b", "ci"], ["out", "co", "d"]]
     assert sub["graph"]["name"] == "child"
+
+
+def _unusual_names() -> Graph:
+    """Names that JSON escapes, keys of several types, a node without requires, an inbox."""
+    first, later = Key('ключ "1"', list[int]), Key("k\u00e9y\\2", int | str)
+    third = Key("z\U0001f600", int)
+    g = Graph("g\u00e8", inputs=[first])
+    g.add_node("b\u2028", lambda rc: None, requires=[first], provides=[later])
+    g.add_node("a", lambda rc: None, requires=[later, first], provides=[third])
+    g.add_node("c", lambda rc: None, provides=[Key("alone", float)])
+    posted = Key("posted", str, stream=True, inbox=True)  # adds a built-in intake node
+    g.add_node("d", lambda rc: None, requires=[posted], provides=[Key("read", int)])
+    return g
+
+
+# covers: R-REC-2
+@pytest.mark.parametrize(
+    "graph",
+    [sample_definition, build, lambda: build(x_aspects=[], graph_aspects=[]), _unusual_names],
+)
+def test_the_fingerprinted_text_is_the_canonical_json_of_the_description(graph):
+    # The text is written without building the usual node's description first; it must be
+    # exactly what encoding the description gives.
+    g = graph()
+    assert g.describe_text() == json.dumps(
+        g.describe(), sort_keys=True, separators=(",", ":"), ensure_ascii=True
+    )
+    digest = hashlib.sha256(g.describe_text().encode("ascii")).hexdigest()
+    assert g.fingerprint() == digest

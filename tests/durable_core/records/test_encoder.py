@@ -34,9 +34,12 @@ def _hex(rng: random.Random) -> str:
     return "".join(rng.choice("0123456789abcdef") for _ in range(32))
 
 
+@pytest.mark.parametrize("forget", [False, True])
 @pytest.mark.parametrize("seed", range(12))
-def test_copy_on_write_versions_encode_like_record_to_json(seed: int) -> None:
+def test_copy_on_write_versions_encode_like_record_to_json(seed: int, forget: bool) -> None:
     # covers: R-REC-4, R-RT-1
+    # forget: now and then a new encoder takes over, as the first save after a resume does:
+    # it remembers nothing of the record, and its delta must still apply to the stored bytes.
     rng = random.Random(seed)
     record = sample_record("run-1", 1)
     encoder = RecordEncoder()
@@ -81,6 +84,8 @@ def test_copy_on_write_versions_encode_like_record_to_json(seed: int) -> None:
             rollback(undo)
             assert record_to_json(record) == before
             continue
+        if forget and rng.random() < 0.4:
+            encoder, stale = RecordEncoder(), None
         delta, data = encoder.encode_change(record, change, base)
         complete = data()
         assert complete == record_to_json(record), step

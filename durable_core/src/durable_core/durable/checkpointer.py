@@ -243,12 +243,24 @@ class DurableCheckpointer(Checkpointer):
     @property
     def _history(self) -> dict[tuple[str, str, str], list[tuple[str, AttemptRecord]]]:
         """The attempts the record held when this process started, by (parent, node,
-        boundary), in index order; attempts implied failed count as failed."""
+        boundary), in index order; attempts implied failed count as failed.
+
+        The root attempts of restored nodes are left out: ``begin_node`` restores such a node
+        before it looks at the index, and no try of theirs begins (their bodies do not run).
+        A resume that runs only its last node indexes what that node needs, not every
+        attempt of the run."""
         if self._indexed is not None:
             return self._indexed
         failed = self._failed
+        started = self._started_with
+        if self._restored:
+            known = self._known_scopes
+            skip = {known[scope_id].nodes[node_id].attempt for scope_id, node_id in self._restored}
+            kept = [item for item in started.items() if item[0] not in skip]
+        else:
+            kept = list(started.items())
         history: dict[tuple[str, str, str], list[tuple[str, AttemptRecord]]] = defaultdict(list)
-        for attempt_id, attempt in self._started_with.items():
+        for attempt_id, attempt in kept:
             if attempt_id in failed:
                 attempt = AttemptRecord(
                     parent=attempt.parent,

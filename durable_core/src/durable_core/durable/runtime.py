@@ -689,10 +689,11 @@ class Runtime:
             SUSPEND.get(),
             request.cancel,
         )
+        watcher = () if services.observer is None else (services.observer,)
         options: dict[str, Any] = {
             "checkpointer": checkpointer,
             "cancel": services.cancel,
-            "observers": (*self._graph_observers, services.observer),
+            "observers": (*self._graph_observers, *watcher),
         }
         if request.max_running is not None:
             options["max_running"] = request.max_running

@@ -261,8 +261,9 @@ class RunServices:
     """What a durable run gives its nodes for inboxes and waiting, for one execution.
 
     Used by the runtime around the engine: ``async with services:`` installs the inbox feed
-    and the wait registry for the run's tasks; :attr:`cancel` and :attr:`observer` go to the
-    engine; :meth:`status` turns a run stopped to wait into ``"waiting"`` and saves its note.
+    and the wait registry for the run's tasks; :attr:`cancel` and :attr:`observer` (None unless
+    the run may suspend) go to the engine; :meth:`status` turns a run stopped to wait into
+    ``"waiting"`` and saves its note.
     """
 
     def __init__(
@@ -283,7 +284,9 @@ class RunServices:
         self.may_wait = has_inbox(store) and can_wait(graph)
         self.waits = RunWaits()
         self.feed = StoreInboxFeed(store, run_id, codecs)
-        self.observer = _Watcher()
+        # Only a run that may suspend watches its running nodes: without a watcher the engine
+        # builds no event per node, and a resume restores thousands of nodes at once.
+        self.observer: _Watcher | None = _Watcher() if self.suspend else None
         self.cancel = cancel
         self._own: CancelToken | None = None
         self._unsubscribe: Callable[[], None] | None = None
@@ -316,11 +319,13 @@ class RunServices:
             self._unsubscribe()
 
     async def _watch(self) -> None:
+        watcher = self.observer
+        assert watcher is not None  # made with the task (suspend)
         settled_since: float | None = None
         seen = -1
         while True:
             await asyncio.sleep(_CHECK)
-            leaves = self.observer.leaves()
+            leaves = watcher.leaves()
             waits = self.waits.snapshot()
             waiting_paths = {path for path, _, _ in waits}
             idle = bool(leaves) and leaves <= waiting_paths

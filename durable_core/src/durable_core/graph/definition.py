@@ -27,13 +27,14 @@ from __future__ import annotations
 
 import hashlib
 import inspect
-import json
 from collections.abc import Callable, Iterable, Mapping
 from types import MappingProxyType
 from typing import Any, TypeVar
 
+from durable_core._nogc import nogc
 from durable_core.errors import GraphError
 from durable_core.graph.aspects import Aspect, Retry
+from durable_core.graph.describe import FINGERPRINT_FORMAT, canonical_text
 from durable_core.graph.function import analyse_function
 from durable_core.graph.inbox import add_intakes
 from durable_core.graph.keys import Key
@@ -44,7 +45,7 @@ from durable_core.graph.waits import add_timer
 
 __all__ = ["FINGERPRINT_FORMAT", "Graph", "In", "Node", "Out", "count_nodes"]
 
-FINGERPRINT_FORMAT = 1
+
 """Version of the canonical description hashed by :meth:`Graph.fingerprint`."""
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -594,33 +595,39 @@ class Graph:
             GraphError: the graph is not valid (it is validated first).
         """
         self._ensure_plan()
+        names: dict[type, str] = {}  # each plain class named once
         nodes = []
         for node in sorted(self._nodes.values(), key=lambda n: n.id):
-            entry: dict[str, Any] = {
-                "id": node.id,
-                "requires": sorted(key.name for key in node.requires),
-                "provides": sorted(key.name for key in node.provides),
-                "aspects": [aspect.describe() for aspect in node.aspects],
-            }
-            if node.processor is not None:
-                entry["processor"] = node.processor.describe()
-            if node.child is not None:
-                entry["graph"] = node.child.describe()
-                entry["bindings"] = sorted(
-                    ["in", b.parent.name, b.child.name]
-                    if isinstance(b, In)
-                    else ["out", b.child.name, b.parent.name]
-                    for b in node.bindings
-                )
-            nodes.append(entry)
+            nodes.append(self._describe_node(node))
         return {
             "format": FINGERPRINT_FORMAT,
             "name": self._name,
             "inputs": sorted(key.name for key in self._inputs),
-            "keys": [self._keys[name].describe() for name in sorted(self._keys)],
+            "keys": [self._keys[name].describe(names) for name in sorted(self._keys)],
             "aspects": [aspect.describe() for aspect in self._aspects],
             "nodes": nodes,
         }
+
+    @staticmethod
+    def _describe_node(node: Node) -> dict[str, Any]:
+        """One node's entry in :meth:`describe`."""
+        entry: dict[str, Any] = {
+            "id": node.id,
+            "requires": sorted([key.name for key in node.requires]),
+            "provides": sorted([key.name for key in node.provides]),
+            "aspects": [aspect.describe() for aspect in node.aspects],
+        }
+        if node.processor is not None:
+            entry["processor"] = node.processor.describe()
+        if node.child is not None:
+            entry["graph"] = node.child.describe()
+            entry["bindings"] = sorted(
+                ["in", b.parent.name, b.child.name]
+                if isinstance(b, In)
+                else ["out", b.child.name, b.parent.name]
+                for b in node.bindings
+            )
+        return entry
 
     def fingerprint(self) -> str:
         """SHA-256 hex of the canonical description (the record's ``Definition``, R-REC-2).
@@ -633,11 +640,25 @@ class Graph:
             GraphError: the graph is not valid.
         """
         if self._fingerprint is None:
-            text = json.dumps(
-                self.describe(), sort_keys=True, separators=(",", ":"), ensure_ascii=True
-            )
-            self._fingerprint = hashlib.sha256(text.encode("ascii")).hexdigest()
+            self._fingerprint = self._digest()
         return self._fingerprint
+
+    @nogc
+    def _digest(self) -> str:
+        """The fingerprint itself; the cyclic garbage collector is paused meanwhile (the
+        description's objects are in no cycle)."""
+        return hashlib.sha256(self.describe_text().encode("ascii")).hexdigest()
+
+    def describe_text(self) -> str:
+        """The canonical JSON text of :meth:`describe`, the bytes :meth:`fingerprint` hashes:
+        exactly ``json.dumps(self.describe(), sort_keys=True, separators=(",", ":"),
+        ensure_ascii=True)``, written by :func:`durable_core.graph.describe.canonical_text`.
+
+        Raises:
+            GraphError: the graph is not valid.
+        """
+        self._ensure_plan()
+        return canonical_text(self)
 
     def describe_provides(self) -> dict[str, dict[str, list[str]]]:
         """For this graph and every child graph: each node's provided key names.

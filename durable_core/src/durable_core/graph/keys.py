@@ -107,9 +107,22 @@ class Key(Generic[T]):
         accepts = self._accepts
         return accepts is None or isinstance(value, accepts)
 
-    def describe(self) -> dict[str, Any]:
-        """The canonical, JSON-ready description of the key used by graph fingerprints."""
-        description: dict[str, Any] = {"name": self.name, "type": type_name(self.type)}
+    def describe(self, names: dict[type, str] | None = None) -> dict[str, Any]:
+        """The canonical, JSON-ready description of the key used by graph fingerprints.
+
+        Args:
+            names: the :func:`type_name` of the plain classes already named while describing
+                one graph (filled in here), so that a graph of many keys of one type names
+                it once.
+        """
+        tp = self.type
+        if names is not None and type(tp) is type:
+            named = names.get(tp)
+            if named is None:
+                named = names[tp] = type_name(tp)
+        else:
+            named = type_name(tp)
+        description: dict[str, Any] = {"name": self.name, "type": named}
         if self.stream:
             description["stream"] = True
             description["capacity"] = self.capacity

@@ -221,15 +221,21 @@ class RecordEncoder:
     ) -> tuple[bytes | None, Callable[[], bytes]]:
         """The delta of one save, and a function returning the complete bytes.
 
+        An encoder that has not seen the record before (the first save after a resume,
+        whose record was decoded from the store) writes the delta from the change alone: the
+        change names every part that differs from the record it was loaded as. It remembers
+        nothing then, so its complete bytes are encoded whole when they are asked for. The
+        delta is ``None`` (a whole save) only when such an encoder is told of a field
+        dropped that the record may not have held.
+
         Args:
             record: the record after the change (``record.revision`` is the new revision).
             change: what changed since the record last given to :meth:`encode` or
-                :meth:`encode_change`.
+                :meth:`encode_change`, or since the record was loaded.
             base: the revision before the change.
 
         Returns:
-            ``(delta, data)``: the delta's canonical bytes (``None`` when the encoder had not
-            seen the record before: the first save after a resume), and a function returning
+            ``(delta, data)``: the delta's canonical bytes, and a function returning
             ``record_to_json(record)``'s bytes; it may only be called before the next call of
             this encoder (afterwards it raises ``DurableError``).
 
@@ -238,12 +244,26 @@ class RecordEncoder:
         """
         self._generation += 1
         generation = self._generation
-        if self._root is None:
-            self.encode(record)
-            self._generation = generation
-            return None, self._data(generation, record)  # no delta known: a whole save
         sets: list[str] = []
         unsets: list[str] = []
+        if self._root is None:
+            # The first save after a resume: nothing remembered, but the change names every
+            # part that differs from the stored record, so the delta is those parts' text
+            # alone. The complete bytes, when a store asks for them, are encoded whole then.
+            try:
+                known = _unremembered(r.RunRecord, record, change, "[", sets, unsets)
+            except Exception:
+                check_shape(record)  # raises, naming the path
+                raise
+            if not known:  # a field dropped that may not have been stored: a whole save
+                self.encode(record)
+                self._generation = generation
+                return None, self._data(generation, record)
+            delta = (
+                f'{{"Base":{int.__repr__(base)},"Revision":{int.__repr__(record.revision)},'
+                f'"Set":[{",".join(sets)}],"Unset":[{",".join(unsets)}]}}'
+            ).encode()
+            return delta, self._whole(generation, record)
         try:
             self._apply(r.RunRecord, self._root, record, change, "[", sets, unsets)
             delta = (
@@ -255,6 +275,25 @@ class RecordEncoder:
             check_shape(record)  # raises, naming the path
             raise
         return delta, self._data(generation, record)
+
+    def _whole(self, generation: int, record: r.RunRecord) -> Callable[[], bytes]:
+        """The complete bytes of ``record`` encoded on demand, while no other change has been
+        encoded since ``generation`` (nothing is remembered of them)."""
+
+        def data() -> bytes:
+            if generation == self._generation:
+                text = _Object.build(r.RunRecord, record).text()
+                # Checked again: a change encoded meanwhile (another thread) may have been
+                # half applied to what was just read.
+                if generation == self._generation:
+                    return text.encode("utf-8")
+            raise DurableError(
+                f"the complete bytes of revision {record.revision} are no longer available: "
+                "the encoder has encoded another change since; read EncodedRecord.data before "
+                "the next save"
+            )
+
+        return data
 
     def _data(self, generation: int, record: r.RunRecord) -> Callable[[], bytes]:
         def data() -> bytes:
@@ -331,3 +370,47 @@ class RecordEncoder:
                 else:
                     text = parts.put(key, quoted, entry_cls, entry)
                     sets.append(f"[{within}{quoted}],{text}]")
+
+
+def _unremembered(
+    cls: type, value: Any, change: Any, path: str, sets: list[str], unsets: list[str]
+) -> bool:
+    """Add the ``Set`` entries and ``Unset`` paths of ``change`` of ``value`` (a ``cls``) to
+    ``sets`` and ``unsets`` without any remembered text, as :meth:`RecordEncoder._apply` does
+    with it; ``path`` as there. Returns False, having added only part of them, when the change
+    drops an omitted-when-None field: whether the stored record holds it is not known here."""
+    fields = _FIELDS_BY_ATTR[cls]
+    for attr in change.fields:
+        field = fields[attr]
+        item = getattr(value, attr)
+        if item is None and field.omit_none:
+            return False
+        sets.append(f"[{path}{_STR(field.key)}],{_field_text(cls, field, item)}]")
+    maps = _MAP_FIELDS[cls]
+    for attr in change.whole:
+        field = fields[attr]
+        text = _Parts.build(maps[field.key], getattr(value, attr)).text()
+        sets.append(f"[{path}{_STR(field.key)}],{text}]")
+    for attr, entries in change.maps.items():
+        field = fields[attr]
+        entry_cls = maps[field.key]
+        within = path + _STR(field.key) + ","
+        holds_maps = bool(_MAP_FIELDS[entry_cls])
+        for key, entry in entries.items():
+            if type(key) is not str:
+                raise TypeError("expected str map keys")
+            quoted = _STR(key)
+            if entry is GONE:
+                unsets.append(f"{within}{quoted}]")
+            elif type(entry) is Partial:
+                if not _unremembered(
+                    entry_cls, entry.value, entry.change, f"{within}{quoted},", sets, unsets
+                ):
+                    return False
+            else:
+                if holds_maps:
+                    text = _Object.build(entry_cls, entry).text()
+                else:
+                    text = _entry_text(entry_cls, entry)
+                sets.append(f"[{within}{quoted}],{text}]")
+    return True
