@@ -79,11 +79,13 @@ def test_a_waiting_run_is_recovered_once_its_deadline_passed(timing):
     waited = time.monotonic()  # the deadline is at most 3 s from now
     code, early = durable("recover", timing, "--on", "local:1", "--wait")
     assert code == 0 and early["orphans"] == [] and early["runs"] == []  # not due yet
+    assert early["waiting"] == ["sleeper"]  # left alone, and said so
     time.sleep(max(0.0, 3.2 - (time.monotonic() - waited)))
     code, due = durable("recover", timing, "--on", "local:1", "--wait")
     assert code == 0 and due["orphans"] == ["sleeper"], due
     assert [r["status"] for r in due["runs"]] == ["completed"]
     assert due["runs"][0]["outputs"]["ended"] >= 0
+    assert due["waiting"] == []
 
 
 INBOX_GRAPH = """

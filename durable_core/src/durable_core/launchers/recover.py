@@ -60,12 +60,15 @@ class Recovery:
         orphans: run ids found incomplete and unowned (in the order of the store's listing).
         unstarted: run ids listed in ``runs_file`` with no record, submitted too.
         owned: run ids of the graphs skipped because a process owns them.
+        waiting: run ids of the graphs left alone because they wait for a message or a
+            deadline that has not passed (``durable send`` or the deadline brings them back).
         outcomes: one :class:`RunOutcome` per submitted run.
     """
 
     orphans: tuple[str, ...] = ()
     unstarted: tuple[str, ...] = ()
     owned: tuple[str, ...] = ()
+    waiting: tuple[str, ...] = ()
     outcomes: tuple[RunOutcome, ...] = ()
 
 
@@ -87,8 +90,13 @@ def _probe(store: Any, run_id: str) -> Any:
     raise AssertionError("unreachable")  # pragma: no cover
 
 
-def find_orphans(store: Any, graph: Any) -> tuple[list[str], list[str], set[str]]:
+def find_orphans(
+    store: Any, graph: Any, not_due: list[str] | None = None
+) -> tuple[list[str], list[str], set[str]]:
     """The incomplete, unowned runs of ``graph`` in ``store`` (a waiting one only when due).
+
+    ``not_due``, when given, receives the run ids of ``graph`` that wait, unowned, for a message
+    or a deadline that has not passed (left alone).
 
     A run belongs to ``graph`` when its record's definition fingerprint is the graph's. Records
     that cannot be read are left out (``durable list`` shows them).
@@ -128,6 +136,8 @@ def find_orphans(store: Any, graph: Any) -> tuple[list[str], list[str], set[str]
         note = waiting_of(store, summary.run_id)
         if note is None or is_due(store, note):  # a waiting run only once it is due
             orphans.append(summary.run_id)
+        elif not_due is not None:
+            not_due.append(summary.run_id)
     return orphans, owned, known
 
 
@@ -179,13 +189,13 @@ def recover(
 
         pm = default_plugins()
     listed = {s.run_id: s for s in read_runs_file(runs_file)} if runs_file is not None else {}
-    parts, orphans, unstarted, owned = [], [], [], []
+    parts, orphans, unstarted, owned, waiting = [], [], [], [], []
     seen: set[str] = set()
     for path in paths:
         probe = prepare(path, [], store=store, pm=pm)
         opened = probe.config.open_store(pm)
         try:
-            found, busy, known = find_orphans(opened, probe.graph)
+            found, busy, known = find_orphans(opened, probe.graph, waiting)
         finally:
             opened.close()
         owned.extend(r for r in busy if r not in owned)
@@ -198,7 +208,7 @@ def recover(
         if specs:
             parts.append(prepare(path, specs, store=store, suspend=True, pm=pm))
     if not parts:
-        return Recovery(owned=tuple(owned))
+        return Recovery(owned=tuple(owned), waiting=tuple(waiting))
     launcher, is_owned = open_launcher(on, pm)
     submitter = Submitter(
         launcher,
@@ -215,5 +225,6 @@ def recover(
         orphans=tuple(orphans),
         unstarted=tuple(unstarted),
         owned=tuple(owned),
+        waiting=tuple(waiting),
         outcomes=tuple(outcomes),
     )

@@ -57,8 +57,10 @@ def recover_command(
         click.echo(
             f"found {len(result.orphans)} orphaned run{'s' if len(result.orphans) != 1 else ''}"
             + (f" and {len(result.unstarted)} not yet started" if result.unstarted else "")
+            + (f"; {len(result.owned)} owned by running processes, left alone" * bool(result.owned))
             + (
-                f"; {len(result.owned)} owned by running processes, left alone" * bool(result.owned)
+                f"; {len(result.waiting)} waiting for a message or a deadline not yet passed, "
+                "left alone" * bool(result.waiting)
             ),
             err=True,
         )
@@ -70,5 +72,6 @@ def recover_command(
             "orphans": list(result.orphans),
             "unstarted": list(result.unstarted),
             "owned": list(result.owned),
+            "waiting": list(result.waiting),
         },
     )
