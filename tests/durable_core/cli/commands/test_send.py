@@ -72,6 +72,9 @@ def test_a_suspended_run_names_the_resume_that_continues_it(config: pathlib.Path
         line for line in started.stderr.splitlines() if "once its deadline has passed" in line
     )
     command = hint.partition("resume it with: ")[2].partition(" (")[0]
+    looked = CliRunner().invoke(cli, ["inspect", str(config), "--run-id", "quick"])
+    status = next(line for line in looked.output.splitlines() if line.startswith("status"))
+    assert status.split()[1] == "waiting", looked.output  # as 'durable list' says
     assert (
         command
         == f"durable resume {shlex.quote(str(config))} --run-id quick --input wait_seconds=1"

@@ -133,7 +133,7 @@ def inspect_command(
             "newer revision",
             err=True,
         )
-    print_info(info, store_config.describe())
+    print_info(info, store_config.describe(), waiting=waits.get("waiting") is not None)
     print_waits(waits, click.echo)
     if times:
         shown = [
@@ -314,8 +314,9 @@ def _change_lines(changes: dict[str, Any] | None) -> list[str]:
     return lines
 
 
-def print_info(info: Any, store: str) -> None:
-    """The text form of :class:`~durable_core.ops.runinfo.RunInfo`."""
+def print_info(info: Any, store: str, *, waiting: bool = False) -> None:
+    """The text form of :class:`~durable_core.ops.runinfo.RunInfo`; ``waiting``: the run
+    ended its last process waiting (its status reads ``waiting``, as in ``durable list``)."""
 
     def row(label: str, value: object) -> None:
         click.echo(f"{label:<11}{value}")
@@ -325,7 +326,7 @@ def print_info(info: Any, store: str) -> None:
     row("format", info.format)
     row("revision", info.revision)
     row("version", info.version or "(empty)")
-    status = info.status
+    status = "waiting" if waiting and info.status == "incomplete" else info.status
     if info.root_nodes_total is not None:
         status += f" ({info.root_nodes_confirmed} of {info.root_nodes_total} root nodes confirmed"
         if info.nodes_total is not None and info.nodes_total != info.root_nodes_total:
