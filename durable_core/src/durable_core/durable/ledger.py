@@ -341,6 +341,13 @@ class Ledger:
             loop.call_soon(loop.call_soon, self._start_batch, loop)
         return future
 
+    def last_queued(self, future: asyncio.Future[Any]) -> bool:
+        """True when ``future`` is that of the last change queued and its batch was not taken
+        yet: a change added to that change's mutation is applied right after it, in the
+        same save, as if queued on its own."""
+        pending = self._pending
+        return bool(pending) and pending[-1][1] is future
+
     async def settle(self) -> None:
         """Wait until no save started by :meth:`commit_async` is in flight.
 

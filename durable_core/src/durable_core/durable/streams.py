@@ -477,6 +477,8 @@ class StreamBook:
         self._codec_of: dict[Any, Any] = {}
         self._opened: set[Source] = set()
         """Sources opened or restored in this process (their generation is raised once)."""
+        self._sends: dict[Source, tuple[list[tuple[Any, ...]], asyncio.Future[Any]]] = {}
+        """Per source, its last queued elements and the future of their save."""
         self._acks: dict[tuple[Source, str, int], _QueuedAck] = {}
         """Per source, group and generation, its last queued ack."""
 
@@ -554,20 +556,33 @@ class StreamBook:
         retain = stream.retaining
         self._activity.elements += 1
 
-        def send(proposal: Proposal) -> None:
-            append(
-                proposal,
-                source,
-                sequence=sequence,
-                data=data,
-                digest=digest,
-                cursor=cursor,
-                resumable=resumable,
-                groups=groups,
-                retain=retain,
-            )
+        element_fields = (sequence, data, digest, cursor, resumable, groups, retain)
+        ledger = self._ledger
+        queued = self._sends.get(source)
+        if queued is not None and ledger.last_queued(queued[1]):
+            # The source's last element is the ledger's last queued change: this one joins
+            # it, as if applied right after it (one mutation and one future per batch).
+            queued[0].append(element_fields)
+            return queued[1]
+        elements = [element_fields]
 
-        return self._ledger.commit_soon(send)
+        def send(proposal: Proposal) -> None:
+            for sequence, data, digest, cursor, resumable, groups, retain in elements:
+                append(
+                    proposal,
+                    source,
+                    sequence=sequence,
+                    data=data,
+                    digest=digest,
+                    cursor=cursor,
+                    resumable=resumable,
+                    groups=groups,
+                    retain=retain,
+                )
+
+        future = ledger.commit_soon(send)
+        self._sends[source] = (elements, future)
+        return future
 
     async def ack_elements(
         self,
