@@ -26,9 +26,9 @@ class MemoryStore(MemoryInbox, BaseStore):
     Usable without arguments. ``load`` and ``save`` copy the record (it is kept as its canonical
     JSON bytes, so the UTF-8 rules of B-FILE-5 apply here too). A save that comes with a delta
     (``EncodedRecord.delta``) keeps only the delta; deltas are folded into the complete bytes
-    once they outweigh them four times over, and before every ``load``. It offers in-process exclusive
-    sessions and compare-and-swap only: no cross-process ownership, and nothing survives the
-    process. Meant for examples, unit tests and checking the protocol. Runs' histories
+    once they outweigh them four times over, and before every ``load``. It offers in-process
+    exclusive sessions and compare-and-swap only: no cross-process ownership, and nothing
+    survives the process. Meant for examples, unit tests and checking the protocol. Runs' histories
     (:class:`~durable_core.store.capabilities.RunHistory`) are kept in memory too, and go with a
     deleted run.
 
