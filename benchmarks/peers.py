@@ -9,14 +9,16 @@ produced. The contenders, each on SQLite and on PostgreSQL:
   ``PostgresSaver`` and invoked with ``durability="sync"`` (every step's checkpoint is written
   before the next step starts);
 - ``dbos``: a ``@DBOS.workflow`` calling a ``@DBOS.step`` that many times, on a SQLite /
-  Postgres system database (every step's output is recorded before the workflow goes on).
+  Postgres system database (every step's output is recorded before the workflow goes on);
+- ``dboswal``: the same on SQLite, its database file switched to WAL mode before DBOS opens it
+  (SQLite keeps the mode in the file; DBOS's default is the rollback journal).
 
 Each contender runs in its own process (DBOS is a process-wide singleton), one after the other,
 round after round (``--repeat``); the time is that of the pipeline call alone (imports, schema
 setup and launch excluded), divided by the steps. It prints the median ms per step and each
 peer's time against Durable's on the same database (the ratio of each round, then their median:
 a noisy machine slows a whole round rather than one contender). Target: Durable at least 3
-times faster per step than each peer.
+times faster per step than each peer, 5 times LangGraph and DBOS on PostgreSQL.
 
 Does each really commit durably at every step? Two more, untimed runs per contender, of ``K``
 and ``2K`` steps (``--check-steps K``), count the flushes to disk, and the difference divided by
@@ -56,10 +58,13 @@ from typing import Any
 from _support import chain, make_store, median, postgres, postgres_url, sync_settings, wal_syncs
 
 TARGET = 3.0
+TARGETS = {"langgraph-postgres": 5.0, "dbos-postgres": 5.0}
+"""Where the target is higher than ``TARGET``: ``peer / Durable`` per contender."""
 FLUSH_FLOOR = 0.9
 """Flushes per step below which a contender is flagged: one per step, less the counting noise
 (a WAL flush by the server's background writer can carry a commit's records)."""
-SYSTEMS = ("durable", "langgraph", "dbos")
+SYSTEMS = ("durable", "langgraph", "dbos", "dboswal")
+ONLY_SQLITE = ("dboswal",)
 DATABASES = ("sqlite", "postgres")
 
 
@@ -133,11 +138,23 @@ def run_langgraph(database: str, steps: int, directory: str, dsn: str | None) ->
         return timed(saver)
 
 
-def run_dbos(database: str, steps: int, directory: str, dsn: str | None) -> float:
+def run_dbos(
+    database: str, steps: int, directory: str, dsn: str | None, wal: bool = False
+) -> float:
     from dbos import DBOS
 
     if database == "sqlite":
-        url = f"sqlite:///{os.path.join(directory, 'dbos.sqlite')}"
+        path = os.path.join(directory, "dbos.sqlite")
+        if wal:
+            import sqlite3
+
+            conn = sqlite3.connect(path)
+            try:
+                mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+            finally:
+                conn.close()
+            assert mode == "wal", mode
+        url = f"sqlite:///{path}"
     else:
         assert dsn is not None
         url = postgres_url(dsn)
@@ -169,6 +186,9 @@ RUNNERS: dict[str, Callable[[str, int, str, str | None], float]] = {
     "durable": run_durable,
     "langgraph": run_langgraph,
     "dbos": run_dbos,
+    "dboswal": lambda database, steps, directory, dsn: run_dbos(
+        database, steps, directory, dsn, wal=True
+    ),
 }
 
 
@@ -241,7 +261,12 @@ def main() -> None:
     if "sqlite" in args.databases and shutil.which("strace") is None:
         parser.error("counting fsync calls on SQLite needs strace (apt-get install strace)")
 
-    names = [f"{s}-{d}" for d in args.databases for s in args.systems]
+    names = [
+        f"{s}-{d}"
+        for d in args.databases
+        for s in args.systems
+        if d == "sqlite" or s not in ONLY_SQLITE
+    ]
     print(f"{args.steps}-step pipeline; median of {args.repeat} runs; one process per run")
     with tempfile.TemporaryDirectory(dir=args.dir) as base, contextlib.ExitStack() as stack:
         dsn = stack.enter_context(postgres()) if "postgres" in args.databases else None
@@ -272,9 +297,10 @@ def main() -> None:
             # Per round (the peer and Durable ran minutes apart at most), then the median.
             speedup = median([p / d for p, d in zip(per_step[name], per_step[own], strict=True)])
             line += f"  {speedup:.2f}"
+            target = TARGETS.get(name, TARGET)
             verdicts.append(
-                f"durable vs {name}: {speedup:.2f}x (target >= {TARGET:.0f}x) "
-                f"{'met' if speedup >= TARGET else 'NOT met'}"
+                f"durable vs {name}: {speedup:.2f}x (target >= {target:.0f}x) "
+                f"{'met' if speedup >= target else 'NOT met'}"
             )
         if per_flush[name] < FLUSH_FLOOR:
             line += "  (fewer flushes than steps: not every step is durable)"

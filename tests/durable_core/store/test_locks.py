@@ -177,3 +177,28 @@ def test_waiting_lock_times_out_or_gets_the_lock(tmp_path: Path) -> None:
     threading.Timer(0.2, holder.release).start()
     with RunLock.acquire(path, wait=None) as lock:
         assert lock.held
+
+
+# covers: B-FILE-1
+def test_make_private_directory_made_by_many_at_once(tmp_path: Path) -> None:
+    import threading
+
+    errors: list[BaseException] = []
+    for round_ in range(40):
+        target = tmp_path / f"r{round_}" / "a" / "b" / "c"
+        start = threading.Barrier(8)
+
+        def make(target: Path = target, start: threading.Barrier = start) -> None:
+            start.wait(10)
+            try:
+                make_private_directory(target)
+            except BaseException as exc:  # reported below
+                errors.append(exc)
+
+        threads = [threading.Thread(target=make) for _ in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(10)
+        assert target.is_dir()
+    assert errors == []  # one that lost the race to create a parent is not refused

@@ -75,3 +75,25 @@ def test_registered_as_memory_backend() -> None:
     pm = make_plugin_manager(autoload=False)
     store = pm.store_factory("memory")()
     assert isinstance(store, MemoryStore)
+
+
+def test_deltas_fold_once_they_outweigh_the_record_four_times() -> None:
+    # covers: B-MEM
+    from durable_core.records.delta import apply_delta, canonical_json, encode_delta
+
+    complete = canonical_json({"Items": {}, "Revision": 0, "Pad": "p" * 40_000})
+    stored = _MemoryRecord(0, complete)
+    deltas, folds = [], 0
+    for revision in range(1, 400):
+        delta = encode_delta(revision - 1, revision, set=[(("Items", f"k{revision}"), "v" * 900)])
+        deltas.append(delta)
+        stored.append(revision, delta)
+        held = sum(map(len, stored._deltas))
+        if stored._deltas:  # not folded yet: at most four records' worth is held
+            assert held <= max(4 * len(stored._complete), 1 << 16)
+        else:  # folded: the deltas held had just passed four records' worth
+            assert sum(map(len, deltas)) > 4 * len(complete)
+            complete, deltas, folds = stored._complete, [], folds + 1
+    assert folds == 1
+    assert stored.revision == 399
+    assert stored.complete() == apply_delta(complete, *deltas)

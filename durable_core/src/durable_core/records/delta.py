@@ -147,9 +147,11 @@ def _revision(value: Any, name: str) -> int:
     return value
 
 
-def _path(value: Any, where: str) -> tuple[str, ...]:
+def _path(value: Any, where: str, index: int) -> tuple[str, ...]:
+    """``value`` as a path; ``where`` names it (``{}`` takes ``index``) in the error only."""
     if not isinstance(value, list) or not value or not all(isinstance(part, str) for part in value):
-        raise _bad(f"{where} must be a non-empty list of object keys, found {value!r}")
+        place = where.format(index)
+        raise _bad(f"{place} must be a non-empty list of object keys, found {value!r}")
     return tuple(value)
 
 
@@ -168,6 +170,10 @@ def _unique_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return tree
 
 
+_DECODE = json.JSONDecoder(object_pairs_hook=_unique_pairs).decode
+"""``json.loads`` with the hook, built once (``json.loads`` builds a decoder per call)."""
+
+
 def load_tree(data: bytes | bytearray | memoryview) -> Any:
     """Parse stored JSON bytes (a complete record or a delta) into a tree, refusing an object
     that holds the same key twice (``json.loads`` would keep the last one silently, R-REC-4).
@@ -177,7 +183,7 @@ def load_tree(data: bytes | bytearray | memoryview) -> Any:
         ValueError: the bytes are not JSON, or an object holds a key twice.
         RecursionError: the JSON nests too deeply.
     """
-    return json.loads(bytes(data).decode("utf-8"), object_pairs_hook=_unique_pairs)
+    return _DECODE(bytes(data).decode("utf-8"))
 
 
 def read_delta(data: bytes | bytearray | memoryview) -> Delta:
@@ -213,11 +219,11 @@ def read_delta(data: bytes | bytearray | memoryview) -> Delta:
     for index, item in enumerate(sets):
         if not isinstance(item, list) or len(item) != 2:
             raise _bad(f"Set[{index}] must be a [path, value] pair, found {item!r:.200}")
-        pairs.append((_path(item[0], f"the path of Set[{index}]"), item[1]))
+        pairs.append((_path(item[0], "the path of Set[{}]", index), item[1]))
     unsets = tree["Unset"]
     if not isinstance(unsets, list):
         raise _bad(f"Unset must be a list, found {type(unsets).__name__}")
-    paths = tuple(_path(item, f"Unset[{index}]") for index, item in enumerate(unsets))
+    paths = tuple(_path(item, "Unset[{}]", index) for index, item in enumerate(unsets))
     return Delta(base=base, revision=revision, set=tuple(pairs), unset=paths)
 
 

@@ -115,6 +115,8 @@ def make_private_directory(path: str | os.PathLike[str]) -> str:
     current = absolute
     while not os.path.isdir(current):
         if os.path.lexists(current):
+            if os.path.isdir(current):  # made by another process or thread in the meantime
+                break
             hint = "Choose another path or move the file away"
             if _is_sqlite_database(current):
                 url = f"sqlite://{current}" if current.startswith("/") else f"sqlite:{current}"

@@ -26,9 +26,9 @@ class MemoryStore(MemoryInbox, BaseStore):
     Usable without arguments. ``load`` and ``save`` copy the record (it is kept as its canonical
     JSON bytes, so the UTF-8 rules of B-FILE-5 apply here too). A save that comes with a delta
     (``EncodedRecord.delta``) keeps only the delta; deltas are folded into the complete bytes
-    once they outweigh them, and before every ``load``. It offers in-process exclusive
-    sessions and compare-and-swap only: no cross-process ownership, and nothing survives the
-    process. Meant for examples, unit tests and checking the protocol. Runs' histories
+    once they outweigh them four times over, and before every ``load``. It offers in-process
+    exclusive sessions and compare-and-swap only: no cross-process ownership, and nothing
+    survives the process. Meant for examples, unit tests and checking the protocol. Runs' histories
     (:class:`~durable_core.store.capabilities.RunHistory`) are kept in memory too, and go with a
     deleted run.
 
@@ -153,9 +153,19 @@ class MemorySession(BaseSession):
         return 0 if stored is None else stored.revision
 
 
+_FOLD_AFTER = 4
+"""Deltas are folded into a record once their bytes exceed this many times its own."""
+
+
 class _MemoryRecord:
     """One run's bytes in a :class:`MemoryStore`: the last complete record and the deltas saved
-    after it, folded in once they outweigh it (so a save costs what it changed)."""
+    after it, folded in once they outweigh it ``_FOLD_AFTER`` times (so a save costs what it
+    changed).
+
+    A fold parses the complete record and writes it again, whatever the deltas changed: folding
+    only when the deltas are several times its size spreads that over more saves (at most
+    ``_FOLD_AFTER`` times the record's bytes held as deltas).
+    """
 
     __slots__ = ("_complete", "_deltas", "_size", "revision")
 
@@ -169,7 +179,7 @@ class _MemoryRecord:
         self._deltas.append(delta)
         self._size += len(delta)
         self.revision = revision
-        if self._size > max(len(self._complete), 1 << 16):
+        if self._size > max(_FOLD_AFTER * len(self._complete), 1 << 16):
             self.complete()
 
     def complete(self) -> bytes:
