@@ -288,13 +288,7 @@ class Runtime:
         request = RunRequest(
             Mode.RUN, graph, run_id, version, inputs, max_running, timeout, cancel, input_identity
         )
-        return suspending(
-            suspend,
-            self.store,
-            lambda again: asyncio.run(
-                self._perform(attrs.evolve(request, mode=Mode.RESUME) if again else request)
-            ),
-        )
+        return self._perform_sync(request, suspend)
 
     def resume(
         self,
@@ -355,13 +349,7 @@ class Runtime:
             cancel,
             input_identity,
         )
-        return suspending(
-            suspend,
-            self.store,
-            lambda again: asyncio.run(
-                self._perform(attrs.evolve(request, mode=Mode.RESUME) if again else request)
-            ),
-        )
+        return self._perform_sync(request, suspend)
 
     def run_or_resume(
         self,
@@ -402,13 +390,7 @@ class Runtime:
             cancel,
             input_identity,
         )
-        return suspending(
-            suspend,
-            self.store,
-            lambda again: asyncio.run(
-                self._perform(attrs.evolve(request, mode=Mode.RESUME) if again else request)
-            ),
-        )
+        return self._perform_sync(request, suspend)
 
     async def run_or_resume_async(
         self,
@@ -479,6 +461,17 @@ class Runtime:
             input_identity,
         )
         return await self._perform(request)
+
+    def _perform_sync(self, request: RunRequest, suspend: bool) -> DurableResult:
+        """``request`` on a new event loop; with ``suspend``, a run found due again after it
+        let go (a post or its deadline) is resumed at once (:func:`suspending`)."""
+        return suspending(
+            suspend,
+            self.store,
+            lambda again: asyncio.run(
+                self._perform(attrs.evolve(request, mode=Mode.RESUME) if again else request)
+            ),
+        )
 
     async def _perform(self, request: RunRequest) -> DurableResult:
         """The one path of every public method: ``run_or_resume`` tries to start the run,
