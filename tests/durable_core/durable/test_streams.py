@@ -966,12 +966,14 @@ SEEN = Key("seen", int)
 def _last_save_bytes(store: Any, location: Path) -> int | None:
     """The bytes of the store's last kept delta (None: the last save wrote the whole record)."""
     if isinstance(store, FileStore):
-        (journal,) = location.glob("*.journal") or (None,)
-        return None if journal is None else journal.stat().st_size
+        journals = list(location.glob("*.journal"))
+        return journals[0].stat().st_size if journals else None
     import sqlite3
 
     with sqlite3.connect(location / "runs.sqlite") as db:
-        row = db.execute("SELECT length(delta) FROM durable_deltas ORDER BY base DESC").fetchone()
+        row = db.execute(  # base is decimal TEXT: order by its number
+            "SELECT length(delta) FROM durable_deltas ORDER BY length(base) DESC, base DESC"
+        ).fetchone()
     return None if row is None else row[0]
 
 
