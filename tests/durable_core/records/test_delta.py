@@ -196,3 +196,76 @@ def test_a_key_written_twice_is_refused_in_the_complete_record_and_in_a_delta() 
     nested = b'{"Base":1,"Revision":2,"Set":[[["a"],{"x":1,"x":2}]],"Unset":[]}'
     with pytest.raises(CorruptRecordError, match="appears twice"):
         apply_delta(canonical_json({"Revision": 1, "a": {}}), nested)
+
+
+# -- Splices: a list of sequence-ordered objects changed in part ------------------------------
+
+_HEAD = b'{"Base":1,"Revision":2,"Set":[],"Splice":%s,"Unset":[]}'
+_PENDING = {"Revision": 1, "S": {"e": {"Pending": [{"Sequence": n} for n in (2, 3, 5, 8)]}}}
+
+
+def _spliced(drop: list[int], append: list[int]) -> list[int]:
+    delta = encode_delta(
+        1, 2, splice=[(("S", "e", "Pending"), drop, [{"Sequence": n} for n in append])]
+    )
+    folded = json.loads(apply_delta(canonical_json(_PENDING), delta))
+    return [item["Sequence"] for item in folded["S"]["e"]["Pending"]]
+
+
+# covers: R-STORE-3, S-2
+def test_a_splice_drops_sequences_then_appends_past_the_last() -> None:
+    assert _spliced([2, 3], []) == [5, 8]  # the front: acknowledged in order
+    assert _spliced([3, 8], [9]) == [2, 5, 9]  # out of order, and a new element
+    assert _spliced([], [9, 12]) == [2, 3, 5, 8, 9, 12]
+    assert _spliced([2, 3, 5, 8], [1]) == [1]  # emptied: anything may follow
+
+
+def test_a_delta_without_a_splice_is_written_as_before() -> None:
+    assert encode_delta(1, 2) == b'{"Base":1,"Revision":2,"Set":[],"Unset":[]}'
+    data = encode_delta(1, 2, splice=[(("a",), [1], [])])
+    assert data == b'{"Base":1,"Revision":2,"Set":[],"Splice":[[["a"],[1],[]]],"Unset":[]}'
+    assert read_delta(data).to_json() == data
+
+
+# covers: R-STORE-3, R-REC-4
+@pytest.mark.parametrize(
+    ("splice", "problem"),
+    [
+        (b"[]", "Splice, when present, must be a non-empty list"),
+        (b"{}", "Splice, when present, must be a non-empty list"),
+        (b'[[["a"],[1]]]', r"Splice\[0\] must be a \[path, drop, append\] triple"),
+        (b"[[[],[1],[]]]", r"the path of Splice\[0\] must be a non-empty list"),
+        (b'[[["a"],[0],[]]]', r"drop list of Splice\[0\] must hold sequences"),
+        (b'[[["a"],[true],[]]]', r"drop list of Splice\[0\] must hold sequences"),
+        (b'[[["a"],{"1":1},[]]]', r"drop list of Splice\[0\] must hold sequences"),
+        (b'[[["a"],[3,3],[]]]', r"drop list of Splice\[0\] must increase strictly"),
+        (b'[[["a"],[],[1]]]', r"append list of Splice\[0\] must hold objects"),
+        (b'[[["a"],[],[{"Sequence":"1"}]]]', r"append list of Splice\[0\] must hold objects"),
+        (b'[[["a"],[],[{"Sequence":4},{"Sequence":2}]]]', "appended sequences .* increase"),
+        (b'[[["a"],[],[]]]', r"Splice\[0\] changes nothing"),
+    ],
+)
+def test_a_malformed_splice_is_a_corrupt_record_error(splice: bytes, problem: str) -> None:
+    data = _HEAD % splice
+    with pytest.raises(CorruptRecordError, match=problem) as caught:
+        read_delta(data)
+    assert "restore the run" in str(caught.value)
+
+
+# covers: R-STORE-3, R-REC-4
+@pytest.mark.parametrize(
+    ("tree", "splice", "problem"),
+    [
+        (_PENDING, b'[[["S","e","Pending"],[4],[]]]', "drops sequence 4 .* does not hold"),
+        (_PENDING, b'[[["S","e","Pending"],[],[{"Sequence":8}]]]', "not past its last one"),
+        (_PENDING, b'[[["S","x","Pending"],[2],[]]]', "no object at"),
+        (_PENDING, b'[[["S","e","Other"],[2],[]]]', "holds no list there"),
+        ({"Revision": 1, "L": [1, 2]}, b'[[["L"],[1],[]]]', "integer sequences"),
+        ({"Revision": 1, "L": [{"Seq": 1}]}, b'[[["L"],[],[{"Sequence":3}]]]', "integer sequences"),
+    ],
+)
+def test_a_splice_that_does_not_fit_the_record_is_refused(
+    tree: dict[str, Any], splice: bytes, problem: str
+) -> None:
+    with pytest.raises(CorruptRecordError, match=problem):
+        apply_delta(canonical_json(tree), _HEAD % splice)

@@ -14,6 +14,7 @@ bytes are produced without looking at the rest of the record.
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Callable, Iterator, MutableMapping
 from typing import Any
 
@@ -26,7 +27,7 @@ from durable_core.records import (
     ScopeRecord,
     StreamRecord,
 )
-from durable_core.records.delta import GONE, ObjectChange, Partial
+from durable_core.records.delta import GONE, ListSplice, ObjectChange, Partial
 
 __all__ = ["Overlay", "Proposal", "adopt", "rollback"]
 
@@ -97,6 +98,7 @@ _RUN_FIELDS = tuple(
 )
 _ADOPTED_FIELDS = (*_RUN_FIELDS, "revision")
 _SCOPE_FIELDS = tuple(a.name for a in attrs.fields(ScopeRecord) if a.name != "nodes")
+_STREAM_FIELDS = tuple(a.name for a in attrs.fields(StreamRecord) if a.name != "pending")
 
 
 class Proposal:
@@ -242,6 +244,51 @@ def _scope_partial(undo: Undo) -> Callable[[Any, Any], Any]:
     return partial
 
 
+def _sequence(message: Any) -> int:
+    return message.sequence  # type: ignore[no-any-return]
+
+
+def _pending_splice(old: list[Any], new: list[Any]) -> ListSplice | None:
+    """How ``new`` follows from ``old`` (two sequence-ordered lists of pending messages) as
+    sequences dropped, then messages appended past the last one left; ``None`` when it does
+    not (the entry is then written whole). Exact: the splice applied to ``old`` gives a list
+    equal to ``new``. The comparisons run over the lists in C (the messages a proposal kept
+    are the committed objects); what is built in Python is in proportion to the change, except
+    for acknowledgements out of order, which look at every pending message once."""
+    cut = bisect.bisect_right(new, old[-1].sequence, key=_sequence) if old and new else 0
+    kept = new[:cut]
+    count = len(old) - cut
+    if count < 0:
+        return None
+    if old[count:] == kept:  # the front was dropped (acknowledged in order), or nothing
+        dropped = [m.sequence for m in old[:count]]
+    else:
+        survivors = {m.sequence for m in kept}
+        dropped = [m.sequence for m in old if m.sequence not in survivors]
+        if len(dropped) != count or [m for m in old if m.sequence in survivors] != kept:
+            return None
+    return ListSplice(dropped, new[cut:])
+
+
+def _changed(new: Any, old: Any) -> bool:
+    return new is not old and (new != old or type(new) is not type(old))
+
+
+def _stream_partial(old: StreamRecord, new: StreamRecord) -> Any:
+    """A stream entry changed in place: the fields that changed, and its pending list as a
+    splice (S-2: a save's bytes follow what changed, not the group's backlog); ``None`` (set
+    it whole) when its pending list did not change by drops and appends."""
+    splice = None if new.pending is old.pending else _pending_splice(old.pending, new.pending)
+    if splice is None and new.pending is not old.pending:
+        return None
+    change = ObjectChange(
+        fields=[name for name in _STREAM_FIELDS if _changed(getattr(new, name), getattr(old, name))]
+    )
+    if splice is not None and (splice.dropped or splice.appended):
+        change.splices["pending"] = splice
+    return Partial(new, change)
+
+
 def adopt(proposal: Proposal, committed: RunRecord) -> tuple[ObjectChange, Undo]:
     """Write ``proposal``'s changes into ``committed`` in place.
 
@@ -267,7 +314,13 @@ def adopt(proposal: Proposal, committed: RunRecord) -> tuple[ObjectChange, Undo]
         if isinstance(value, Overlay) and value.base is base:
             if not value.changes:
                 continue
-            partial = _scope_partial(undo) if name == "scopes" else None
+            partial = (
+                _scope_partial(undo)
+                if name == "scopes"
+                else _stream_partial
+                if name == "streams"
+                else None
+            )
             changed = _apply_map(base, value, undo, partial)
             if changed:
                 change.maps[name] = changed

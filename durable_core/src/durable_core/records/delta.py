@@ -9,18 +9,30 @@ A delta is canonical JSON (UTF-8, sorted keys, no whitespace)::
 
     {"Base": <expected revision>, "Revision": <new revision>,
      "Set":   [[<path>, <json value>], ...],
-     "Unset": [<path>, ...]}
+     "Unset": [<path>, ...],
+     "Splice": [[<path>, [<sequence>, ...], [<json object>, ...]], ...]}
 
-A path is a non-empty list of JSON object keys from the record's root object, for example
-``["Revision"]``, ``["Attempts", "<attempt id>"]`` or ``["Scopes", "<scope id>", "Nodes",
-"<node id>"]``. Applying a delta to a complete record checks that the record is at revision
-``Base``, assigns every ``Set`` value at its path (the parent object must exist), deletes every
-``Unset`` path (the key must exist), and sets ``Revision``. The result, encoded canonically,
+``Splice`` is present only when the save changes a stream entry's list of pending messages in
+part; a delta without it is exactly as before. A path is a non-empty list of JSON object keys
+from the record's root object, for example ``["Revision"]``, ``["Attempts", "<attempt id>"]``
+or ``["Scopes", "<scope id>", "Nodes", "<node id>"]``. Applying a delta to a complete record
+checks that the record is at revision ``Base``, assigns every ``Set`` value at its path (the
+parent object must exist), deletes every ``Unset`` path (the key must exist), then applies
+every ``Splice``, and sets ``Revision``.
+
+A splice ``[path, drop, append]`` changes the list at ``path`` (a list of objects ordered by
+their integer ``"Sequence"``, such as a stream entry's ``Pending``): the objects whose sequence
+is in ``drop`` (strictly increasing integers, each held by the list) leave it, then ``append``
+(objects whose ``"Sequence"`` increase strictly, past every sequence left in the list) is added
+at its end. So a save that acknowledges one message of a long backlog, or adds one, writes that
+much and not the backlog (S-2). The result, encoded canonically,
 equals :func:`~durable_core.records.jsonio.record_to_json` of the new record byte for byte.
 """
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import json
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -32,6 +44,7 @@ from durable_core.errors import CorruptRecordError
 __all__ = [
     "GONE",
     "Delta",
+    "ListSplice",
     "ObjectChange",
     "Partial",
     "apply_delta",
@@ -43,6 +56,7 @@ __all__ = [
 
 _DUMPS = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode
 _KEYS = frozenset({"Base", "Revision", "Set", "Unset"})
+_OPTIONAL_KEYS = frozenset({"Splice"})
 _ADVICE = (
     "The journal of this run is damaged: keep the stored files as evidence and restore the run "
     "from a backup, or start a new run id"
@@ -64,10 +78,11 @@ class Delta:
     revision: int
     set: tuple[tuple[tuple[str, ...], Any], ...] = ()
     unset: tuple[tuple[str, ...], ...] = ()
+    splice: tuple[tuple[tuple[str, ...], tuple[int, ...], tuple[Any, ...]], ...] = ()
 
     def to_json(self) -> bytes:
         """The canonical bytes of this delta (see :func:`encode_delta`)."""
-        return encode_delta(self.base, self.revision, self.set, self.unset)
+        return encode_delta(self.base, self.revision, self.set, self.unset, self.splice)
 
 
 class _Gone:
@@ -90,19 +105,31 @@ class Partial:
 
 
 @attrs.define
+class ListSplice:
+    """What changed in a list of sequence-ordered record objects (a stream entry's pending
+    messages): ``dropped`` sequences left it, then ``appended`` objects were added at its end."""
+
+    dropped: list[int] = attrs.Factory(list)
+    appended: list[Any] = attrs.Factory(list)
+
+
+@attrs.define
 class ObjectChange:
-    """What changed in one record object (the run record, or a scope).
+    """What changed in one record object (the run record, a scope, a stream entry).
 
     Attributes:
         fields: attribute names of changed fields that are not maps.
         maps: by attribute name of a map field, the changed entries: the new value (the entry
             is set whole), :data:`GONE` (deleted) or a :class:`Partial`.
         whole: map fields replaced as a whole (a new map object was assigned).
+        splices: by attribute name of a list field, a :class:`ListSplice` (the list changed
+            in part: written as a delta's ``Splice``).
     """
 
     fields: list[str] = attrs.Factory(list)
     maps: dict[str, dict[str, Any]] = attrs.Factory(dict)
     whole: list[str] = attrs.Factory(list)
+    splices: dict[str, ListSplice] = attrs.Factory(dict)
 
 
 def canonical_json(tree: Any) -> bytes:
@@ -115,6 +142,7 @@ def encode_delta(
     revision: int,
     set: Iterable[tuple[Sequence[str], Any]] = (),
     unset: Iterable[Sequence[str]] = (),
+    splice: Iterable[tuple[Sequence[str], Sequence[int], Sequence[Any]]] = (),
 ) -> bytes:
     """The canonical bytes of a delta from revision ``base`` to ``revision``.
 
@@ -123,18 +151,22 @@ def encode_delta(
         revision: the revision it writes.
         set: ``(path, value)`` pairs, ``value`` a JSON value (dicts, lists, str, int, bool).
         unset: paths to delete.
+        splice: ``(path, dropped sequences, appended objects)`` of lists changed in part; the
+            ``Splice`` key is written only when there is one.
 
     Returns:
         Canonical UTF-8 JSON bytes.
     """
-    return canonical_json(
-        {
-            "Base": base,
-            "Revision": revision,
-            "Set": [[list(path), value] for path, value in set],
-            "Unset": [list(path) for path in unset],
-        }
-    )
+    tree = {
+        "Base": base,
+        "Revision": revision,
+        "Set": [[list(path), value] for path, value in set],
+        "Unset": [list(path) for path in unset],
+    }
+    splices = [[list(path), list(drop), list(append)] for path, drop, append in splice]
+    if splices:
+        tree["Splice"] = splices
+    return canonical_json(tree)
 
 
 def _bad(problem: str) -> CorruptRecordError:
@@ -198,7 +230,10 @@ def read_delta(data: bytes | bytearray | memoryview) -> Delta:
     Raises:
         CorruptRecordError: the bytes are not UTF-8 JSON of the delta shape: an object with
             exactly ``Base``, ``Revision`` (``Base + 1``), ``Set`` (a list of ``[path, value]``)
-            and ``Unset`` (a list of paths), every path a non-empty list of strings.
+            and ``Unset`` (a list of paths), and perhaps ``Splice`` (a non-empty list of
+            ``[path, drop, append]``: ``drop`` strictly increasing sequences, ``append``
+            objects whose integer ``Sequence`` increase strictly), every path a non-empty list
+            of strings.
     """
     try:
         tree = load_tree(data)
@@ -206,8 +241,12 @@ def read_delta(data: bytes | bytearray | memoryview) -> Delta:
         raise _bad(f"its bytes are not UTF-8 JSON ({type(exc).__name__}: {exc})") from None
     if not isinstance(tree, dict):
         raise _bad(f"it must be a JSON object, found {type(tree).__name__}")
-    if set(tree) != _KEYS:
-        raise _bad(f"it must have exactly the keys {sorted(_KEYS)}, found {sorted(tree)}")
+    keys = set(tree)
+    if not keys >= _KEYS or not keys <= _KEYS | _OPTIONAL_KEYS:
+        raise _bad(
+            f"it must have exactly the keys {sorted(_KEYS)} and perhaps {sorted(_OPTIONAL_KEYS)}, "
+            f"found {sorted(tree)}"
+        )
     base = _revision(tree["Base"], "Base")
     revision = _revision(tree["Revision"], "Revision")
     if revision != base + 1:
@@ -224,7 +263,48 @@ def read_delta(data: bytes | bytearray | memoryview) -> Delta:
     if not isinstance(unsets, list):
         raise _bad(f"Unset must be a list, found {type(unsets).__name__}")
     paths = tuple(_path(item, "Unset[{}]", index) for index, item in enumerate(unsets))
-    return Delta(base=base, revision=revision, set=tuple(pairs), unset=paths)
+    splices = _splices(tree["Splice"]) if "Splice" in tree else ()
+    return Delta(base=base, revision=revision, set=tuple(pairs), unset=paths, splice=splices)
+
+
+def _sequence(value: Any) -> bool:
+    return type(value) is int and 1 <= value < 2**63
+
+
+def _splices(value: Any) -> tuple[tuple[tuple[str, ...], tuple[int, ...], tuple[Any, ...]], ...]:
+    """The checked ``Splice`` entries of a delta (see :func:`read_delta`)."""
+    if not isinstance(value, list) or not value:
+        raise _bad(f"Splice, when present, must be a non-empty list, found {value!r:.200}")
+    result = []
+    for index, item in enumerate(value):
+        if not isinstance(item, list) or len(item) != 3:
+            raise _bad(
+                f"Splice[{index}] must be a [path, drop, append] triple, found {item!r:.200}"
+            )
+        path = _path(item[0], "the path of Splice[{}]", index)
+        drop, append = item[1], item[2]
+        if not isinstance(drop, list) or not all(_sequence(s) for s in drop):
+            raise _bad(f"the drop list of Splice[{index}] must hold sequences, found {drop!r:.200}")
+        if any(a >= b for a, b in itertools.pairwise(drop)):
+            raise _bad(
+                f"the drop list of Splice[{index}] must increase strictly, found {drop!r:.200}"
+            )
+        if not isinstance(append, list) or not all(
+            isinstance(o, dict) and _sequence(o.get("Sequence")) for o in append
+        ):
+            raise _bad(
+                f"the append list of Splice[{index}] must hold objects with a Sequence, found "
+                f"{append!r:.200}"
+            )
+        added = [o["Sequence"] for o in append]
+        if any(a >= b for a, b in itertools.pairwise(added)):
+            raise _bad(
+                f"the appended sequences of Splice[{index}] must increase strictly, found {added}"
+            )
+        if not drop and not append:
+            raise _bad(f"Splice[{index}] changes nothing")
+        result.append((path, tuple(drop), tuple(append)))
+    return tuple(result)
 
 
 def _parent(tree: dict[str, Any], path: tuple[str, ...], revision: int) -> dict[str, Any]:
@@ -263,7 +343,54 @@ def apply_tree(tree: dict[str, Any], delta: Delta) -> None:
                 "does not hold"
             )
         del parent[path[-1]]
+    for path, drop, append in delta.splice:
+        _splice(_parent(tree, path, delta.revision), path, drop, append, delta.revision)
     tree["Revision"] = delta.revision
+
+
+def _order(item: Any) -> Any:
+    return item["Sequence"]
+
+
+def _splice(
+    parent: dict[str, Any],
+    path: tuple[str, ...],
+    drop: tuple[int, ...],
+    append: tuple[Any, ...],
+    revision: int,
+) -> None:
+    """Apply one checked splice to the list at ``path`` (``parent[path[-1]]``), in place."""
+    items = parent.get(path[-1])
+    if not isinstance(items, list):
+        raise _bad(
+            f"the delta to revision {revision} splices {list(path)}, but the record holds no list "
+            "there"
+        )
+    try:
+        if drop:
+            count = len(drop)
+            if len(items) >= count and [_order(o) for o in items[:count]] == list(drop):
+                del items[:count]  # the front of the list: acknowledged in order
+            else:
+                for sequence in reversed(drop):
+                    index = bisect.bisect_left(items, sequence, key=_order)
+                    if index == len(items) or _order(items[index]) != sequence:
+                        raise _bad(
+                            f"the delta to revision {revision} drops sequence {sequence} from "
+                            f"{list(path)}, which the record does not hold"
+                        )
+                    del items[index]
+        if append and items and _order(items[-1]) >= append[0]["Sequence"]:
+            raise _bad(
+                f"the delta to revision {revision} appends sequence {append[0]['Sequence']} to "
+                f"{list(path)}, which is not past its last one ({_order(items[-1])})"
+            )
+    except (TypeError, KeyError):
+        raise _bad(
+            f"the delta to revision {revision} splices {list(path)}, but that list does not hold "
+            "objects with integer sequences"
+        ) from None
+    items.extend(append)
 
 
 def apply_delta(complete: bytes | bytearray | memoryview, *deltas: bytes) -> bytes:

@@ -98,13 +98,16 @@ class _Parts:
     keys; ``subs`` the memos of entries that hold maps themselves (scopes), whose part is
     rebuilt on demand after they changed (``stale``)."""
 
-    __slots__ = ("order", "parts", "stale", "subs")
+    __slots__ = ("lazy", "order", "parts", "stale", "subs")
 
     def __init__(self) -> None:
         self.parts: dict[str, str] = {}
         self.order: list[str] = []
         self.subs: dict[str, _Object] = {}
         self.stale: set[str] = set()
+        self.lazy: dict[str, tuple[type, Any]] = {}
+        """Entries without maps changed in part (a stream entry): ``(class, value)``, whose
+        text is encoded when the complete bytes are asked for, not with every save."""
 
     def put(self, key: str, quoted: str, cls: type, value: Any) -> str:
         """Encode entry ``key`` (``quoted``: its JSON string) anew; returns its value's text."""
@@ -119,6 +122,8 @@ class _Parts:
         parts[key] = quoted + ":" + text
         if self.stale:
             self.stale.discard(key)
+        if self.lazy:
+            self.lazy.pop(key, None)
         return text
 
     def remove(self, key: str) -> None:
@@ -126,11 +131,15 @@ class _Parts:
         del self.order[bisect_left(self.order, key)]
         self.subs.pop(key, None)
         self.stale.discard(key)
+        self.lazy.pop(key, None)
 
     def text(self) -> str:
         for key in self.stale:
             self.parts[key] = _key_prefix(key) + self.subs[key].text()
         self.stale.clear()
+        for key, (cls, value) in self.lazy.items():
+            self.parts[key] = _key_prefix(key) + _entry_text(cls, value)
+        self.lazy.clear()
         return "{" + ",".join(map(self.parts.__getitem__, self.order)) + "}"
 
     @classmethod
@@ -181,6 +190,47 @@ class _Object:
         for key, parts in self.maps.items():
             items[key] = _key_prefix(key) + parts.text()
         return "{" + ",".join(items[key] for key in sorted(items)) + "}"
+
+
+def _delta_text(
+    base: int, revision: int, sets: list[str], unsets: list[str], splices: list[str]
+) -> bytes:
+    """A delta's canonical bytes from the texts of its entries (keys in sorted order; the
+    ``Splice`` key only when there is one)."""
+    spliced = f',"Splice":[{",".join(splices)}]' if splices else ""
+    return (
+        f'{{"Base":{int.__repr__(base)},"Revision":{int.__repr__(revision)},'
+        f'"Set":[{",".join(sets)}]{spliced},"Unset":[{",".join(unsets)}]}}'
+    ).encode()
+
+
+def _flat_change(
+    cls: type,
+    value: Any,
+    change: Any,
+    path: str,
+    sets: list[str],
+    splices: list[str],
+) -> bool:
+    """Add the ``Set`` entries and ``Splice`` texts of ``change`` of ``value``, a record object
+    without maps (a stream entry) changed in part; ``path`` as in :meth:`RecordEncoder._apply`.
+    Returns False, having added nothing, when a field dropped that is omitted when None (the
+    entry is then written whole)."""
+    fields = _FIELDS_BY_ATTR[cls]
+    texts = []
+    for attr in change.fields:
+        field = fields[attr]
+        item = getattr(value, attr)
+        if item is None and field.omit_none:
+            return False
+        texts.append(f"[{path}{_STR(field.key)}],{_field_text(cls, field, item)}]")
+    item_cls = r.PendingMessageRecord
+    for attr, splice in change.splices.items():
+        dropped = ",".join(map(int.__repr__, splice.dropped))
+        appended = ",".join(_entry_text(item_cls, m) for m in splice.appended)
+        splices.append(f"[{path}{_STR(fields[attr].key)}],[{dropped}],[{appended}]]")
+    sets.extend(texts)
+    return True
 
 
 class RecordEncoder:
@@ -246,12 +296,13 @@ class RecordEncoder:
         generation = self._generation
         sets: list[str] = []
         unsets: list[str] = []
+        splices: list[str] = []
         if self._root is None:
             # The first save after a resume: nothing remembered, but the change names every
             # part that differs from the stored record, so the delta is those parts' text
             # alone. The complete bytes, when a store asks for them, are encoded whole then.
             try:
-                known = _unremembered(r.RunRecord, record, change, "[", sets, unsets)
+                known = _unremembered(r.RunRecord, record, change, "[", sets, unsets, splices)
             except Exception:
                 check_shape(record)  # raises, naming the path
                 raise
@@ -259,17 +310,11 @@ class RecordEncoder:
                 self.encode(record)
                 self._generation = generation
                 return None, self._data(generation, record)
-            delta = (
-                f'{{"Base":{int.__repr__(base)},"Revision":{int.__repr__(record.revision)},'
-                f'"Set":[{",".join(sets)}],"Unset":[{",".join(unsets)}]}}'
-            ).encode()
+            delta = _delta_text(base, record.revision, sets, unsets, splices)
             return delta, self._whole(generation, record)
         try:
-            self._apply(r.RunRecord, self._root, record, change, "[", sets, unsets)
-            delta = (
-                f'{{"Base":{int.__repr__(base)},"Revision":{int.__repr__(record.revision)},'
-                f'"Set":[{",".join(sets)}],"Unset":[{",".join(unsets)}]}}'
-            ).encode()
+            self._apply(r.RunRecord, self._root, record, change, "[", sets, unsets, splices)
+            delta = _delta_text(base, record.revision, sets, unsets, splices)
         except Exception:
             self._root = None
             check_shape(record)  # raises, naming the path
@@ -321,11 +366,13 @@ class RecordEncoder:
         path: str,
         sets: list[str],
         unsets: list[str],
+        splices: list[str],
     ) -> None:
         """Encode ``change`` of ``value`` (of class ``cls``, remembered in ``memo``) into
-        ``memo``, adding each ``Set`` entry's and each ``Unset`` path's text to ``sets`` and
-        ``unsets``; ``path`` is the JSON text of the object's path without its closing bracket
-        (``[`` for the record, ``["Scopes","<id>",`` for a scope)."""
+        ``memo``, adding each ``Set`` entry's, each ``Unset`` path's and each ``Splice``'s text
+        to ``sets``, ``unsets`` and ``splices``; ``path`` is the JSON text of the object's path
+        without its closing bracket (``[`` for the record, ``["Scopes","<id>",`` for a
+        scope)."""
         fields = _FIELDS_BY_ATTR[cls]
         for attr in change.fields:
             field = fields[attr]
@@ -356,7 +403,7 @@ class RecordEncoder:
                 if entry is GONE:
                     parts.remove(key)
                     unsets.append(f"{within}{quoted}]")
-                elif type(entry) is Partial:
+                elif type(entry) is Partial and key in parts.subs:
                     self._apply(
                         entry_cls,
                         parts.subs[key],
@@ -365,15 +412,32 @@ class RecordEncoder:
                         f"{within}{quoted},",
                         sets,
                         unsets,
+                        splices,
                     )
                     parts.stale.add(key)
+                elif (
+                    type(entry) is Partial
+                    and key in parts.parts
+                    and _flat_change(
+                        entry_cls, entry.value, entry.change, f"{within}{quoted},", sets, splices
+                    )
+                ):
+                    parts.lazy[key] = (entry_cls, entry.value)
                 else:
+                    if type(entry) is Partial:
+                        entry = entry.value
                     text = parts.put(key, quoted, entry_cls, entry)
                     sets.append(f"[{within}{quoted}],{text}]")
 
 
 def _unremembered(
-    cls: type, value: Any, change: Any, path: str, sets: list[str], unsets: list[str]
+    cls: type,
+    value: Any,
+    change: Any,
+    path: str,
+    sets: list[str],
+    unsets: list[str],
+    splices: list[str],
 ) -> bool:
     """Add the ``Set`` entries and ``Unset`` paths of ``change`` of ``value`` (a ``cls``) to
     ``sets`` and ``unsets`` without any remembered text, as :meth:`RecordEncoder._apply` does
@@ -402,11 +466,22 @@ def _unremembered(
             quoted = _STR(key)
             if entry is GONE:
                 unsets.append(f"{within}{quoted}]")
-            elif type(entry) is Partial:
+            elif type(entry) is Partial and holds_maps:
                 if not _unremembered(
-                    entry_cls, entry.value, entry.change, f"{within}{quoted},", sets, unsets
+                    entry_cls,
+                    entry.value,
+                    entry.change,
+                    f"{within}{quoted},",
+                    sets,
+                    unsets,
+                    splices,
                 ):
                     return False
+            elif type(entry) is Partial:
+                if not _flat_change(
+                    entry_cls, entry.value, entry.change, f"{within}{quoted},", sets, splices
+                ):
+                    sets.append(f"[{within}{quoted}],{_entry_text(entry_cls, entry.value)}]")
             else:
                 if holds_maps:
                     text = _Object.build(entry_cls, entry).text()

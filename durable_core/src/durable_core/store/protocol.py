@@ -41,7 +41,8 @@ class EncodedRecord:
     :func:`~durable_core.records.jsonio.record_to_json` returns for it. A store may write these
     bytes instead of encoding the record again; a store that ignores them and encodes the record
     itself is just as correct. ``delta``, when given, is the change against the record stored at the
-    save's ``expected_revision`` (canonical JSON: ``{"Base", "Revision", "Set", "Unset"}``; see
+    save's ``expected_revision`` (canonical JSON: ``{"Base", "Revision", "Set", "Unset"}`` and,
+    for a list of pending stream elements changed in part, ``"Splice"``; see
     :mod:`durable_core.records.delta`); a store may keep it instead of the complete record.
 
     Args:
