@@ -1,6 +1,7 @@
 """Streams: one producer, reading groups in order, back-pressure, end and failure (G-10)."""
 
 import asyncio
+import itertools
 import threading
 import time
 
@@ -125,7 +126,7 @@ def test_a_held_back_producer_resumes_once_half_the_buffer_is_free():
 
     execute(g, {START: 0})
     assert max(gaps) == wide.capacity
-    after_full = [b for a, b in zip(gaps, gaps[1:], strict=False) if a == wide.capacity]
+    after_full = [b for a, b in itertools.pairwise(gaps) if a == wide.capacity]
     assert after_full  # the producer was held back
     # Woken with half the buffer free: the next send finds at most half of it taken.
     assert all(gap <= wide.capacity // 2 + 1 for gap in after_full), gaps
