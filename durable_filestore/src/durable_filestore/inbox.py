@@ -20,6 +20,10 @@ exist), writes the message to a temp file created exclusively and syncs it, link
 the two links leaves only the newest message without its second name; the next poster repairs
 that first, so a repeated idempotency key is always found. The newest message file is never
 dropped, so a sequence is never reused.
+
+A reader lists the directory only to find the first and the last message after its cursor, and
+reads the messages between them by name: a listing made while a poster links a message may
+leave that one out and still show a later one (a directory is not listed in creation order).
 """
 
 from __future__ import annotations
@@ -228,21 +232,30 @@ class FileInbox:
         folder = self.inbox_path(run_id, key)
         try:
             with os.scandir(folder) as entries:
-                found = sorted(
+                found = [
                     int(e.name[:-4])
                     for e in entries
                     if e.name.endswith(".msg") and e.name[:-4].isdigit()
-                )
+                ]
         except FileNotFoundError:
             return []
+        later = [sequence for sequence in found if sequence > after]
+        if not later:
+            return []
+        # A listing made while a poster links a message may leave it out and still show a
+        # later one (a directory is not listed in creation order). Posters link in sequence
+        # order, one at a time, so every message below a listed one was linked before it: the
+        # messages are read by name, from the first one on disk after ``after`` up to the last
+        # one listed. Below that first one, only dropped messages are missing.
+        first = min(later)
+        while first - 1 > after and os.path.lexists(os.path.join(folder, _message_name(first - 1))):
+            first -= 1
         messages = []
-        for sequence in found:
-            if sequence <= after:
-                continue
+        for sequence in range(first, max(later) + 1):
             if limit is not None and len(messages) >= limit:
                 break
             message = _read_message(os.path.join(folder, _message_name(sequence)), sequence)
-            if message is not None:
+            if message is not None:  # None: dropped meanwhile
                 messages.append(message)
         return messages
 

@@ -170,6 +170,10 @@ class Ledger:
         """Number of successful saves made through this ledger."""
         self.changes = 0
         """Number of mutations saved through this ledger (``changes - saves`` were grouped)."""
+        self.batches = 0
+        """Number of batches taken from the queue so far (on the event loop). While it has not
+        moved, a mutation queued by :meth:`commit_soon` has not been applied yet: its caller
+        may still add to what it will write (acks coalescing into one)."""
 
     @property
     def record(self) -> RunRecord:
@@ -337,6 +341,13 @@ class Ledger:
             loop.call_soon(loop.call_soon, self._start_batch, loop)
         return future
 
+    def last_queued(self, future: asyncio.Future[Any]) -> bool:
+        """True when ``future`` is that of the last change queued and its batch was not taken
+        yet: a change added to that change's mutation is applied right after it, in the
+        same save, as if queued on its own."""
+        pending = self._pending
+        return bool(pending) and pending[-1][1] is future
+
     async def settle(self) -> None:
         """Wait until no save started by :meth:`commit_async` is in flight.
 
@@ -351,6 +362,7 @@ class Ledger:
 
     def _start_batch(self, loop: asyncio.AbstractEventLoop) -> None:
         self._starting = False
+        self.batches += 1
         batch, self._pending = self._pending, []
         mutations = [mutation for mutation, _ in batch]
         if self._inline or (self._idle is not None and self._idle()):

@@ -477,6 +477,10 @@ class StreamBook:
         self._codec_of: dict[Any, Any] = {}
         self._opened: set[Source] = set()
         """Sources opened or restored in this process (their generation is raised once)."""
+        self._sends: dict[Source, tuple[list[tuple[Any, ...]], asyncio.Future[Any]]] = {}
+        """Per source, its last queued elements and the future of their save."""
+        self._acks: dict[tuple[Source, str, int], _QueuedAck] = {}
+        """Per source, group and generation, its last queued ack."""
 
     def codec(self, key: Key[Any]) -> Any:
         """The codec of ``key``'s element type (cached)."""
@@ -552,20 +556,33 @@ class StreamBook:
         retain = stream.retaining
         self._activity.elements += 1
 
-        def send(proposal: Proposal) -> None:
-            append(
-                proposal,
-                source,
-                sequence=sequence,
-                data=data,
-                digest=digest,
-                cursor=cursor,
-                resumable=resumable,
-                groups=groups,
-                retain=retain,
-            )
+        element_fields = (sequence, data, digest, cursor, resumable, groups, retain)
+        ledger = self._ledger
+        queued = self._sends.get(source)
+        if queued is not None and ledger.last_queued(queued[1]):
+            # The source's last element is the ledger's last queued change: this one joins
+            # it, as if applied right after it (one mutation and one future per batch).
+            queued[0].append(element_fields)
+            return queued[1]
+        elements = [element_fields]
 
-        return self._ledger.commit_soon(send)
+        def send(proposal: Proposal) -> None:
+            for sequence, data, digest, cursor, resumable, groups, retain in elements:
+                append(
+                    proposal,
+                    source,
+                    sequence=sequence,
+                    data=data,
+                    digest=digest,
+                    cursor=cursor,
+                    resumable=resumable,
+                    groups=groups,
+                    retain=retain,
+                )
+
+        future = ledger.commit_soon(send)
+        self._sends[source] = (elements, future)
+        return future
 
     async def ack_elements(
         self,
@@ -581,13 +598,32 @@ class StreamBook:
         source = stream.data
         if not isinstance(source, Source):
             return None  # a stream given as a root input: nothing is saved for it
+        ledger = self._ledger
+        waiter = asyncio.get_running_loop().create_future()
+        where = (source, group, generation)
+        queued = self._acks.get(where)
+        if (
+            before is None
+            and queued is not None
+            and queued.batch == ledger.batches
+            and not queued.saved.done()
+        ):
+            # The group's last ack is still queued (its batch not taken yet): this one joins
+            # it, one mutation and one copy of the group's entry for every ack of the batch.
+            queued.sequences.extend(sequences)
+            queued.waiters.append(waiter)
+            return waiter
+        joined = _QueuedAck(list(sequences), [waiter], ledger.batches)
 
         def ack_(proposal: Proposal) -> None:
             if before is not None:
                 before(proposal)
-            ack(proposal, source, group, generation, sequences)
+            ack(proposal, source, group, generation, tuple(joined.sequences))
 
-        return self._ledger.commit_soon(ack_)
+        joined.saved = ledger.commit_soon(ack_)
+        joined.saved.add_done_callback(joined.hand_on)
+        self._acks[where] = joined
+        return waiter
 
     def output_record(self, key: Key[Any], stream: Stream) -> ValueRecord:
         """The ValueRecord of a stream output: the descriptor of its source (S-1).
@@ -617,6 +653,33 @@ class StreamBook:
                 terminal=StreamTerminal.COMPLETED,
             ),
         )
+
+
+class _QueuedAck:
+    """One queued ack mutation and the acks that joined it: each caller has a future of its
+    own (canceling one caller's wait leaves the others'), answered when the save returns."""
+
+    __slots__ = ("batch", "saved", "sequences", "waiters")
+
+    def __init__(self, sequences: list[int], waiters: list[asyncio.Future[None]], batch: int):
+        self.sequences = sequences
+        self.waiters = waiters
+        self.batch = batch
+        """The ledger's batch count when queued: joining is allowed while it has not moved."""
+        self.saved: asyncio.Future[Any]
+
+    def hand_on(self, saved: asyncio.Future[Any]) -> None:
+        canceled = saved.cancelled()
+        error = None if canceled else saved.exception()
+        for waiter in self.waiters:
+            if waiter.done():  # its caller stopped waiting; the ack is saved all the same
+                continue
+            if canceled:
+                waiter.cancel()
+            elif error is None:
+                waiter.set_result(None)
+            else:
+                waiter.set_exception(error)
 
 
 def _group_entry(source: Source, writer: StreamRecord, group: str, **fields: Any) -> StreamRecord:

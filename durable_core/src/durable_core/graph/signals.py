@@ -1,5 +1,5 @@
 """The engine's own control flow between the scheduler, its checkpointer calls and the stream
-ends (G-12): :class:`RunAborted`, :func:`settle` and :func:`direct_call`.
+ends (G-12): :class:`RunAborted`, :func:`settle`, :func:`direct_call` and :func:`eager_call`.
 
 A checkpointer call that raises stops the whole run; whoever made the call raises
 :class:`RunAborted`, which unwinds the scheduler without treating anything as a node failure. A
@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import types
 from collections.abc import Coroutine
 from typing import Any, Protocol, TypeVar
 
-__all__ = ["Abortable", "RunAborted", "direct_call", "settle"]
+__all__ = ["Abortable", "RunAborted", "direct_call", "eager_call", "settle"]
 
 T = TypeVar("T")
 
@@ -60,3 +61,62 @@ async def direct_call(run: Abortable, coroutine: Coroutine[Any, Any, T]) -> T:
     except Exception as error:
         run.abort(error)
         raise RunAborted from error
+
+
+def eager_call(run: Abortable, coroutine: Coroutine[Any, Any, Any]) -> asyncio.Future[Any]:
+    """:func:`direct_call` without a task when the call does not wait: run ``coroutine`` at
+    once; a call that returns without suspending (the durable checkpointer's per-element
+    calls, which only queue a save) answers with a finished future, and one that suspends
+    goes on in a task of its own, as it would have from the start.
+
+    Returns:
+        A future of the call's result; its exception is ``RunAborted`` when the run was
+        already stopped or the call raised (the run is then stopped with that error).
+    """
+    loop = asyncio.get_running_loop()
+    if run.aborted:
+        coroutine.close()
+        future = loop.create_future()
+        future.set_exception(RunAborted())
+        return future
+    try:
+        yielded = coroutine.send(None)
+    except StopIteration as stop:
+        future = loop.create_future()
+        future.set_result(stop.value)
+        return future
+    except Exception as error:
+        run.abort(error)
+        future = loop.create_future()
+        aborted = RunAborted()
+        aborted.__cause__ = error
+        future.set_exception(aborted)
+        return future
+    return asyncio.ensure_future(_finish(run, coroutine, yielded))
+
+
+async def _finish(run: Abortable, coroutine: Coroutine[Any, Any, Any], yielded: Any) -> Any:
+    try:
+        return await _resume(coroutine, yielded)
+    except Exception as error:
+        run.abort(error)
+        raise RunAborted from error
+
+
+@types.coroutine
+def _resume(coroutine: Coroutine[Any, Any, Any], yielded: Any) -> Any:
+    # The rest of a coroutine that already ran up to its first suspension (``yielded``): what
+    # the task sends or throws in goes on to it, as if the task had driven it from the start.
+    while True:
+        try:
+            sent = yield yielded
+        except BaseException as exc:  # everything the task throws goes on
+            try:
+                yielded = coroutine.throw(exc)
+            except StopIteration as stop:
+                return stop.value
+        else:
+            try:
+                yielded = coroutine.send(sent)
+            except StopIteration as stop:
+                return stop.value

@@ -58,7 +58,7 @@ from collections.abc import AsyncIterator, Iterable, Iterator
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from durable_core.errors import SlotError
-from durable_core.graph.signals import direct_call
+from durable_core.graph.signals import direct_call, eager_call
 from durable_core.graph.streamstate import _NOTHING, Stream, StreamState
 from durable_core.graph.waits import waiting
 
@@ -161,9 +161,15 @@ class StreamWriter(Generic[T]):
             return
         attempt = rc._node_run.attempt
         assert attempt is not None
-        saved = await run._call(run.cp.send_element(attempt, self._key, stream, sequence, element))
+        # The call only queues the element's save: no task of its own, it cannot be canceled
+        # midway. The producer then gives the loop a turn, as a task would have, so that
+        # readers, saves and cancellations keep pace with it.
+        saved = await direct_call(
+            run, run.cp.send_element(attempt, self._key, stream, sequence, element)
+        )
         future = None if saved is None else asyncio.ensure_future(saved)
         stream.push(sequence, element, future, run.abort)
+        await asyncio.sleep(0)
 
     async def send_many(self, elements: Iterable[T]) -> None:
         """Send each element of ``elements`` in order (with :meth:`send`)."""
@@ -250,9 +256,16 @@ class Delivery(Generic[T]):
         reader = self._reader
         reader._rc._check_live(reader._key)
         reader._stream.acked(reader._group, self.sequence)  # a failed try does not hand it on
-        future = asyncio.ensure_future(reader._ack(self))
+        future = reader._ack_soon(self)
         future.add_done_callback(_retrieve)
         return future
+
+
+async def _saved(call: asyncio.Future[Any]) -> None:
+    # The ack call's outcome, then the save it returned.
+    saved = await call
+    if saved is not None:
+        await saved
 
 
 def _retrieve(future: asyncio.Future[Any]) -> None:
@@ -373,14 +386,19 @@ class StreamReader(Generic[T]):
             except StopAsyncIteration:
                 return
 
-    async def _ack(self, delivery: Delivery[T]) -> None:
+    def _ack_soon(self, delivery: Delivery[T]) -> asyncio.Future[None]:
+        """Queue ``delivery``'s ack; the future succeeds once it is saved. No task is made
+        when the checkpointer's call only queues the save and hands back a future of its own
+        (the durable one)."""
         rc = self._rc
         run = rc._node_run.scope.run
         if run.noop:
-            return
+            done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            done.set_result(None)
+            return done
         attempt = rc._node_run.attempt
         assert attempt is not None
-        saved = await direct_call(
+        call = eager_call(
             run,
             run.cp.ack_elements(
                 attempt,
@@ -391,8 +409,15 @@ class StreamReader(Generic[T]):
                 (delivery.sequence,),
             ),
         )
-        if saved is not None:
-            await saved
+        if call.done():
+            if call.exception() is not None:
+                return call
+            saved = call.result()
+            if saved is None:
+                return call
+            if asyncio.isfuture(saved):
+                return saved
+        return asyncio.ensure_future(_saved(call))
 
 
 class BlockingStreamReader(Generic[T]):

@@ -8,6 +8,9 @@ its clauses run for a store that declares ``Capability.INBOX``
   run, and a post while the owner is in the middle of saving, in another process too);
 - two posters at once (threads, and processes when the store is cross-process) all succeed
   with distinct sequences, none lost;
+- a reader that takes messages in while posters post, each read after the last sequence it
+  took (as a run's intake does), misses none: a read never returns a message while an
+  earlier one that is kept is left out;
 - a post to a run without a record is refused, and keeps nothing;
 - a repeated idempotency key is a no-op that returns the first sequence, also after the
   messages were dropped;
@@ -39,6 +42,7 @@ INBOX_CLAUSES = (
     "test_sequences_go_on_after_a_drop",
     "test_two_posters_at_once_both_succeed_with_distinct_sequences",
     "test_posters_in_two_processes_all_succeed",
+    "test_a_reader_taking_messages_in_while_posters_post_misses_none",
     "test_waiting_notes_are_kept_and_removed",
     "test_a_deleted_runs_inbox_goes_with_it",
 )
@@ -46,6 +50,7 @@ INBOX_CLAUSES = (
 
 _POSTERS = 4
 _POSTS = 25
+_READER_POSTS = 300
 
 
 def _post_child(factory: Callable[[], Store], name: str, start: Any, count: int) -> None:
@@ -206,6 +211,37 @@ class InboxClauses:
         # the children's keys are known: posting them again changes nothing
         assert store.post_message("shared", "box", b"dup", "p-3") in range(1, 2 * _POSTS + 1)
         assert store.last_sequence("shared", "box") == 2 * _POSTS
+
+    def test_a_reader_taking_messages_in_while_posters_post_misses_none(
+        self, durable_inbox_store: Any
+    ) -> None:
+        # covers: X-INBOX-1, X-INBOX-2
+        store = durable_inbox_store
+        self._stored(store, "shared")
+        posts = _READER_POSTS
+        errors: list[BaseException] = []
+
+        def post(name: str) -> None:
+            try:
+                for n in range(posts):
+                    store.post_message("shared", "box", f"{name}:{n}".encode(), f"{name}-{n}")
+            except BaseException as exc:  # reported below
+                errors.append(exc)
+
+        threads = [threading.Thread(target=post, args=(f"t{i}",)) for i in range(2)]
+        for thread in threads:
+            thread.start()
+        taken: list[int] = []
+        while True:  # an intake's loop: each read after the last sequence taken in
+            posting = any(thread.is_alive() for thread in threads)
+            found = store.read_messages("shared", "box", after=taken[-1] if taken else 0)
+            taken.extend(m.sequence for m in found)
+            if not posting and not found:
+                break
+        for thread in threads:
+            thread.join(60)
+        assert not errors, errors
+        assert taken == list(range(1, 2 * posts + 1))
 
     def test_waiting_notes_are_kept_and_removed(self, durable_inbox_store: Any) -> None:
         # covers: X-WAIT
