@@ -11,14 +11,21 @@ produced. The contenders, each on SQLite and on PostgreSQL:
 - ``dbos``: a ``@DBOS.workflow`` calling a ``@DBOS.step`` that many times, on a SQLite /
   Postgres system database (every step's output is recorded before the workflow goes on);
 - ``dboswal``: the same on SQLite, its database file switched to WAL mode before DBOS opens it
-  (SQLite keeps the mode in the file; DBOS's default is the rollback journal).
+  (SQLite keeps the mode in the file; DBOS's default is the rollback journal);
+- ``bare``: no library, the floor: per step one committed statement and nothing else, an
+  ``UPDATE`` of a one-row table (psycopg, autocommit, on the same server) / an ``INSERT`` in a
+  WAL-mode SQLite file with ``synchronous=FULL`` (the SQLite store's settings). No step can be
+  made durable for less; ``peer / bare`` is the most any library committing once per step
+  could reach against that peer.
 
 Each contender runs in its own process (DBOS is a process-wide singleton), one after the other,
 round after round (``--repeat``); the time is that of the pipeline call alone (imports, schema
 setup and launch excluded), divided by the steps. It prints the median ms per step and each
 peer's time against Durable's on the same database (the ratio of each round, then their median:
 a noisy machine slows a whole round rather than one contender). Target: Durable at least 3
-times faster per step than each peer, 5 times LangGraph and DBOS on PostgreSQL.
+times faster per step than each peer, 5 times LangGraph and DBOS on PostgreSQL. Then each
+contender against ``bare`` on the same database, per round: the ratio and the milliseconds per
+step above the bare commit (for Durable: what its runtime and store add to the floor).
 
 Does each really commit durably at every step? Two more, untimed runs per contender, of ``K``
 and ``2K`` steps (``--check-steps K``), count the flushes to disk, and the difference divided by
@@ -63,7 +70,9 @@ TARGETS = {"langgraph-postgres": 5.0, "dbos-postgres": 5.0}
 FLUSH_FLOOR = 0.9
 """Flushes per step below which a contender is flagged: one per step, less the counting noise
 (a WAL flush by the server's background writer can carry a commit's records)."""
-SYSTEMS = ("durable", "langgraph", "dbos", "dboswal")
+SYSTEMS = ("durable", "langgraph", "dbos", "dboswal", "bare")
+FLOORS = ("bare",)
+"""Contenders that are the floor, not peers: no verdict, their ratios printed apart."""
 ONLY_SQLITE = ("dboswal",)
 DATABASES = ("sqlite", "postgres")
 
@@ -182,6 +191,44 @@ def run_dbos(
     return elapsed
 
 
+def run_bare(database: str, steps: int, directory: str, dsn: str | None) -> float:
+    value = 0
+    if database == "sqlite":
+        import sqlite3
+
+        conn = sqlite3.connect(os.path.join(directory, "bare.sqlite"), isolation_level=None)
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=FULL")
+            conn.execute("CREATE TABLE steps (step INTEGER PRIMARY KEY, value INTEGER)")
+            started = time.perf_counter()
+            for step in range(steps):
+                value += 1
+                conn.execute("INSERT INTO steps VALUES (?, ?)", (step, value))
+            elapsed = time.perf_counter() - started
+        finally:
+            conn.close()
+    else:
+        import psycopg
+
+        assert dsn is not None
+        table = f"peers_bare_{os.getpid()}"
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute(f"CREATE TABLE {table} (id int PRIMARY KEY, value int8)")
+            try:
+                conn.execute(f"INSERT INTO {table} VALUES (1, 0)")
+                statement = f"UPDATE {table} SET value = %s WHERE id = 1"
+                started = time.perf_counter()
+                for _ in range(steps):
+                    value += 1
+                    conn.execute(statement, (value,))
+                elapsed = time.perf_counter() - started
+            finally:
+                conn.execute(f"DROP TABLE {table}")
+    assert value == steps
+    return elapsed
+
+
 RUNNERS: dict[str, Callable[[str, int, str, str | None], float]] = {
     "durable": run_durable,
     "langgraph": run_langgraph,
@@ -189,6 +236,7 @@ RUNNERS: dict[str, Callable[[str, int, str, str | None], float]] = {
     "dboswal": lambda database, steps, directory, dsn: run_dbos(
         database, steps, directory, dsn, wal=True
     ),
+    "bare": run_bare,
 }
 
 
@@ -293,7 +341,7 @@ def main() -> None:
             f"{max(per_step[name]) * 1e3:>8.3f}{per_flush[name]:>14.2f}"
         )
         own = f"durable-{database}"
-        if system != "durable" and own in per_step:
+        if system not in ("durable", *FLOORS) and own in per_step:
             # Per round (the peer and Durable ran minutes apart at most), then the median.
             speedup = median([p / d for p, d in zip(per_step[name], per_step[own], strict=True)])
             line += f"  {speedup:.2f}"
@@ -308,6 +356,21 @@ def main() -> None:
     print()
     for verdict in verdicts:
         print(verdict)
+    for floor in FLOORS:
+        for database in args.databases:
+            bare = f"{floor}-{database}"
+            if bare not in per_step:
+                continue
+            print()
+            for name in names:
+                if name == bare or not name.endswith(f"-{database}"):
+                    continue
+                ratios = [p / b for p, b in zip(per_step[name], per_step[bare], strict=True)]
+                gaps = [p - b for p, b in zip(per_step[name], per_step[bare], strict=True)]
+                print(
+                    f"{name} / {bare}: {median(ratios):.2f}x "
+                    f"({median(gaps) * 1e3:+.3f} ms per step over the bare commit)"
+                )
 
 
 if __name__ == "__main__":

@@ -13,7 +13,9 @@ lock lives on it), a connection whose unlock failed must be destroyed, and every
   it shuts the socket down, so a blocked query fails at once. :class:`Watchdog` cuts links
   whose operation passed its deadline;
 * :meth:`Link.gone` tells, without a round trip, that an idle connection was ended by the
-  server or by a TCP keepalive (X-HOST), so that a session fails closed before sending.
+  server or by a TCP keepalive (X-HOST), so that a session fails closed before sending;
+* :meth:`Link.run` runs a :class:`~durable_postgresstore.sql.Prepared` statement, prepared on
+  the connection at its first use: a save sends its parameters alone.
 """
 
 from __future__ import annotations
@@ -25,7 +27,6 @@ import itertools
 import logging
 import math
 import os
-import select
 import socket
 import threading
 import time
@@ -33,7 +34,10 @@ from collections.abc import Callable
 from typing import Any
 
 import psycopg
-from psycopg import pq
+from psycopg import errors, pq
+from psycopg.generators import execute
+
+from durable_postgresstore.sql import Prepared
 
 __all__ = ["Alarm", "Closed", "Connections", "Link", "TimedOut", "Watchdog"]
 
@@ -159,6 +163,7 @@ class Link:
         self._sock: socket.socket | None = None
         self.was_cut = False
         self.closed = False
+        self._prepared: set[bytes] = set()
         try:
             self._sock = socket.socket(fileno=os.dup(conn.pgconn.socket))
         except (OSError, psycopg.Error):
@@ -190,17 +195,16 @@ class Link:
         sock = self._sock
         if sock is None or self.closed or self.was_cut:
             return None
+        # One system call: a pending socket error (a keepalive or user timeout gave up) is
+        # reported by the peek itself; nothing to read is EAGAIN.
         try:
-            code = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
-            if code:
-                return f"{errno.errorcode.get(code, code)}: {os.strerror(code)}"
-            readable, _, _ = select.select([sock], [], [], 0)
-            if not readable:
-                return None
             head = sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT)
         except BlockingIOError:
             return None
         except OSError as exc:
+            code = exc.errno
+            if code:
+                return f"{errno.errorcode.get(code, code)}: {os.strerror(code)}"
             return f"{type(exc).__name__}: {exc.strerror or exc}"
         if not head:
             return "the server closed the connection"
@@ -210,13 +214,50 @@ class Link:
 
     def healthy(self) -> bool:
         """True when the connection is open, not cut, and idle outside any transaction."""
+        if self.closed or self.was_cut:
+            return False
+        pgconn = self.conn.pgconn
+        # What conn.closed, conn.broken and conn.info.transaction_status tell, read from libpq
+        # directly (no object made per call): a finished or broken connection is not OK.
         return (
-            not self.closed
-            and not self.was_cut
-            and not self.conn.closed
-            and not self.conn.broken
-            and self.conn.info.transaction_status == pq.TransactionStatus.IDLE
+            pgconn.status == pq.ConnStatus.OK
+            and pgconn.transaction_status == pq.TransactionStatus.IDLE
         )
+
+    def run(self, statement: Prepared, params: list[bytes | None]) -> pq.abc.PGresult:
+        """Run ``statement`` with ``params`` (text or binary as the statement says; ``None``:
+        NULL) on this connection and return its result, preparing it first on this
+        connection's first use. Waits as psycopg does (Ctrl-C cancels the query).
+
+        A prepared statement can vanish from the server session: psycopg sends ``DEALLOCATE
+        ALL`` after a rollback on the connection (an inbox post that failed, say). Its
+        execution then fails before anything runs, and the statement is prepared again and
+        run once more.
+
+        Raises:
+            psycopg.Error: the statement failed, or the connection did.
+        """
+        conn = self.conn
+        pgconn = conn.pgconn
+        with conn.lock:
+            for _ in range(2):
+                if statement.name not in self._prepared:
+                    pgconn.send_prepare(statement.name, statement.text, statement.types)
+                    self._check(conn.wait(execute(pgconn))[-1])
+                    self._prepared.add(statement.name)
+                pgconn.send_query_prepared(statement.name, params, statement.formats)
+                result = conn.wait(execute(pgconn))[-1]
+                if result.status in _DONE:
+                    return result
+                if result.error_field(pq.DiagnosticField.SQLSTATE) != _NO_SUCH_STATEMENT:
+                    break
+                self._prepared.discard(statement.name)
+            return self._check(result)
+
+    def _check(self, result: pq.abc.PGresult) -> pq.abc.PGresult:
+        if result.status not in _DONE:
+            raise errors.error_from_result(result, encoding=self.conn.info.encoding)
+        return result
 
     def close(self) -> None:
         """Close the connection (the server releases whatever it still held). Idempotent."""
@@ -231,6 +272,10 @@ class Link:
             if self._sock is not None:
                 with contextlib.suppress(OSError):
                     self._sock.close()
+
+
+_DONE = (pq.ExecStatus.TUPLES_OK, pq.ExecStatus.COMMAND_OK)
+_NO_SUCH_STATEMENT = b"26000"  # invalid_sql_statement_name: the statement is not prepared
 
 
 class _Opening:

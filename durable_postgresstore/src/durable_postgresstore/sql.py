@@ -4,10 +4,15 @@ Every statement a store or session sends besides the schema's own (which
 :mod:`durable_postgresstore.schema` holds): loads, saves (the revision and row-version
 compare-and-swap in one statement), deletes, the deltas and their fold, the runs' times and
 histories, the advisory locks, the TCP keepalives and the stop requests. Parameters are
-psycopg placeholders (``%s``, and ``%b`` for bytes).
+psycopg placeholders (``%s``, and ``%b`` for bytes). The three statements of a save are also
+kept as :class:`Prepared` statements (``$n`` placeholders), which a session's connection
+prepares once and then runs with its parameters alone (see
+:meth:`~durable_postgresstore._connections.Link.run`).
 """
 
 from __future__ import annotations
+
+import re
 
 from durable_postgresstore.schema import SCHEMA
 
@@ -31,11 +36,16 @@ __all__ = [
     "OWNER",
     "REVISION",
     "ROW_VERSION",
+    "SAVE_APPEND",
+    "SAVE_INSERT",
+    "SAVE_UPDATE",
     "SELECT",
     "SET_TIMES",
     "TIMES",
+    "TOAST_COMPRESSION",
     "UNLOCK",
     "UPDATE",
+    "Prepared",
 ]
 
 # Rows are found by run_key = sha256(run_id), which the table's CHECK keeps true. Bytes go as
@@ -148,3 +158,43 @@ OWNER = (
     "WHERE datname = pg_catalog.current_database()) "
     "AND ((l.classid::bigint << 32) | l.objid::bigint) = %s::bigint"
 )
+# TOAST compression of this connection's writes (a record of more than about 2 kB is
+# compressed as the server stores it): lz4, several times faster than the default pglz on both
+# compressing and reading back, when the server was built with it and the setting is still the
+# built-in default (an administrator's or the DSN's choice is kept). Values already stored keep
+# their method; every reader decompresses either.
+TOAST_COMPRESSION = (
+    "SELECT pg_catalog.set_config('default_toast_compression', 'lz4', false) "
+    "FROM pg_catalog.pg_settings WHERE name = 'default_toast_compression' "
+    "AND source = 'default' AND 'lz4' = ANY (enumvals)"
+)
+
+
+class Prepared:
+    """A statement prepared on a connection under its own name, then run with its parameters
+    only: the server neither parses nor plans it again, and the client sends no SQL text.
+
+    Made from a psycopg query: each ``%s`` becomes a text parameter whose type the server
+    infers from the statement (every one here is cast or compared with a column), each ``%b``
+    a binary ``bytea`` parameter.
+    """
+
+    __slots__ = ("formats", "name", "text", "types")
+
+    def __init__(self, name: str, query: str) -> None:
+        kinds = re.findall(r"%[sb]", query)
+        numbers = iter(range(1, len(kinds) + 1))
+        self.name = name.encode("ascii")
+        self.text = re.sub(r"%[sb]", lambda _: f"${next(numbers)}", query).encode("utf-8")
+        self.types = [_BYTEA if kind == "%b" else 0 for kind in kinds]
+        self.formats = [1 if kind == "%b" else 0 for kind in kinds]
+
+    def __repr__(self) -> str:
+        return f"<Prepared {self.name.decode()}>"
+
+
+_BYTEA = 17  # pg_type oid
+
+SAVE_INSERT = Prepared("durable_save_insert", INSERT)
+SAVE_APPEND = Prepared("durable_save_append", APPEND)
+SAVE_UPDATE = Prepared("durable_save_update", UPDATE)

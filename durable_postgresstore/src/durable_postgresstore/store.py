@@ -16,7 +16,11 @@ Seed 001 (the ``postgresstore`` paragraph); SPEC B-PG-1…3, R-STORE-1…5.
   ``pulse_durable.deltas`` in that statement, and the deltas are folded into the complete record
   (JSON in BYTEA) when they outgrow it and when a session that saved closes (a session that
   only read writes nothing, not even a fold of deltas a crash left). The same statement sets
-  ``saved_at`` (and the first save ``created_at``) to the server's ``now()``.
+  ``saved_at`` (and the first save ``created_at``) to the server's ``now()``. The save
+  statements are prepared once per connection and then sent as their parameters alone, in one
+  round trip; each returns only once the server reports the commit. Records the server
+  compresses (past about 2 kB) are compressed with lz4 when the server has it and
+  ``default_toast_compression`` is still the server's built-in default.
 * **Failing closed**: a session whose connection is lost never reconnects; its ``load``/``save``
   raise :class:`~durable_postgresstore.errors.PostgresStoreError` (``connection_lost``). Before
   each operation the session looks at its socket (no round trip): one that the server or a TCP
@@ -567,12 +571,13 @@ class PostgresStore(PostgresInbox, BaseStore):
         if keepalives is not None:
             options.update(keepalives.libpq())
         conn = psycopg.Connection.connect(self._dsn.conninfo, **options)
-        if keepalives is not None:
-            try:
+        try:
+            if keepalives is not None:
                 conn.execute(sql.KEEPALIVES, keepalives.server())
-            except BaseException:
-                conn.close()
-                raise
+            conn.execute(sql.TOAST_COMPRESSION)
+        except BaseException:
+            conn.close()
+            raise
         return conn
 
     def _location(self, run_id: str) -> str:
@@ -864,7 +869,6 @@ class PostgresSession(FoldingSession):
         # has that version (X-HOST).
         self._version: tuple[int, str] | None = None
         self._read_version: tuple[int, str] | None = None
-        self._cursor: psycopg.Cursor[Any] | None = None
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else "lost" if self._lost else "open"
@@ -980,24 +984,27 @@ class PostgresSession(FoldingSession):
         version = known[1] if known is not None and known[0] == expected_revision else None
 
         def cas(conn: psycopg.Connection[Any]) -> str | None:
-            # The session's own cursor: one object less to make per save. Returns the row's
-            # new version, or None when nothing was written.
-            cur = self._cursor
-            if cur is None or cur.connection is not conn:
-                cur = self._cursor = conn.cursor()
+            # A prepared statement with its parameters as they go on the wire (numbers and the
+            # version as text, bytes as binary). Returns the row's new version, or None when
+            # nothing was written.
+            new = b"%d" % revision
             if expected_revision == 0:
-                cur.execute(sql.INSERT, [self._row_id, revision, fmt, data, self._row_key])
-            elif delta is not None:
-                cur.execute(
-                    sql.APPEND,
-                    [revision, self._row_key, expected_revision, version, expected_revision, delta],
+                result = self._link.run(
+                    sql.SAVE_INSERT, [self._row_id, new, b"%d" % fmt, data, self._row_key]
                 )
             else:
-                cur.execute(
-                    sql.UPDATE, [revision, fmt, data, self._row_key, expected_revision, version]
-                )
-            row = cur.fetchone()
-            return None if row is None else row[0]
+                expected = b"%d" % expected_revision
+                known = None if version is None else version.encode("ascii")
+                if delta is not None:
+                    params = [new, self._row_key, expected, known, expected, delta]
+                    result = self._link.run(sql.SAVE_APPEND, params)
+                else:
+                    params = [new, b"%d" % fmt, data, self._row_key, expected, known]
+                    result = self._link.run(sql.SAVE_UPDATE, params)
+            if not result.ntuples:
+                return None
+            value = result.get_value(0, 0)
+            return None if value is None else value.decode("ascii")
 
         self._chain = None  # unknown until the statement is known to have committed
         written = self._execute("saving", cas, writes=True)
