@@ -20,6 +20,11 @@ result checked (``count`` = messages, ``total`` = their sum). The contenders:
   ``synchronous=FULL``, as ``benchmarks/messages.py`` measures it) of the median size of one
   unbatched commit's delta, as messages per second if each message cost exactly that write.
   The unbatched target is at least 0.7 of it.
+- ``python-floor-100``: no job, a lower bound: what each message of ``def-attrs-100`` costs at
+  least in Python on Durable's model (an element saved, hashed, before a reader sees it),
+  in a tight loop without I/O, event loop or threads: the handler call, the element encoded
+  and hashed into a pending record, a message attempt id, and per 100 messages the state
+  encoded (``run_python_floor``).
 
 Each contender runs in its own process, one after the other, round after round (``--repeat``);
 the time is the job's call alone (imports and graph building excluded). It prints the median
@@ -51,7 +56,14 @@ import attrs
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-CONTENDERS = ("bytewax", "def-attrs-100", "async-int-100", "def-attrs-1", "floor-1")
+CONTENDERS = (
+    "bytewax",
+    "def-attrs-100",
+    "async-int-100",
+    "def-attrs-1",
+    "floor-1",
+    "python-floor-100",
+)
 BATCHED_TARGET = 1.0
 UNBATCHED_TARGET = 0.7
 
@@ -214,6 +226,42 @@ def unbatched_delta_size(messages: int = 300) -> int:
     return int(statistics.median(sizes))
 
 
+def run_python_floor(messages: int, directory: str) -> float:
+    """The per-message minimum of Durable's model in a tight loop, without I/O, loop or
+    threads: the handler call and its new state, the element encoded and hashed (its record
+    digest) into a pending record, the ack taking it out again, one message attempt id; per
+    100 messages the state encoded (JSON) as one commit would."""
+    import hashlib
+    import random
+
+    from durable_core import Codecs, Key
+    from durable_core.records import PendingMessageRecord
+
+    codecs = Codecs.default()
+    codecs.register_json(Sum)
+    element_codec = codecs.lookup(int)
+    state_key = Key("state", Sum)
+    bits = random.Random(1).getrandbits
+
+    def add_sum(rc: Any, state: Sum, n: int) -> Sum:
+        return Sum(state.count + 1, state.total + n)
+
+    started = time.perf_counter()
+    state = Sum()
+    pending: list[PendingMessageRecord] = []
+    for n in range(1, messages + 1):
+        data = element_codec.encode(n)
+        pending.append(PendingMessageRecord(n, data, hashlib.sha256(data).hexdigest()))
+        state = add_sum(None, state, n)
+        _ = f"{bits(128):032x}"
+        if n % 100 == 0:
+            codecs.encode_value(state_key.type, state, name="state")
+            pending.clear()
+    elapsed = time.perf_counter() - started
+    assert state == Sum(messages, messages * (messages + 1) // 2)
+    return elapsed
+
+
 def run_floor(messages: int, directory: str) -> float:
     from checkpoint_overhead import bare_sqlite_commit
 
@@ -227,6 +275,7 @@ RUNNERS: dict[str, Callable[[int, str], float]] = {
     "async-int-100": lambda m, d: run_durable(m, d, 100, False),
     "def-attrs-1": lambda m, d: run_durable(m, d, 1, True),
     "floor-1": run_floor,
+    "python-floor-100": run_python_floor,
 }
 
 
@@ -295,6 +344,8 @@ def main() -> None:
                     met = ratio(name, "bytewax") >= BATCHED_TARGET
                     line += f" (target >= {BATCHED_TARGET:.1f}) {'met' if met else 'NOT met'}"
                 print(line)
+    if "python-floor-100" in rates and "def-attrs-100" in rates:
+        print(f"def-attrs-100 / python-floor-100: {ratio('def-attrs-100', 'python-floor-100'):.3f}")
     if "def-attrs-1" in rates and "floor-1" in rates:
         value = ratio("def-attrs-1", "floor-1")
         print(

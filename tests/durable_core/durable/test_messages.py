@@ -314,6 +314,20 @@ def test_the_record_stays_bounded_while_messages_are_processed(tmp_path: Path) -
     assert max(m for m, _ in sizes) <= 4 and max(c for _, c in sizes) == 1
 
 
+# covers: S-8, S-2
+def test_unbatched_messages_cost_about_one_save_each_on_sqlite(tmp_path: Path) -> None:
+    """With ``commit_every=1`` each message is its own save; the producer's elements join
+    those saves (it refills half a buffer at a time), not one save of their own per message."""
+    store = open_store("sqlite", tmp_path)
+    try:
+        result = run(store, Plan(CallLog(tmp_path / "log")), count=80, commit_every=1)
+    finally:
+        store.close()
+    assert result.status == "completed", result.error
+    assert result[TOTAL] == expected(80)[0]
+    assert result.saves <= 80 * 1.3 + 10, result.saves  # was about 2 saves per message
+
+
 # covers: S-8, S-9
 @pytest.mark.slow
 def test_a_hundred_thousand_messages_leave_no_hundred_thousand_attempts() -> None:

@@ -1,6 +1,7 @@
 """Streams: one producer, reading groups in order, back-pressure, end and failure (G-10)."""
 
 import asyncio
+import itertools
 import threading
 import time
 
@@ -99,6 +100,36 @@ def test_back_pressure_bounds_the_buffer_per_group():
             received += 1
         assert sent - received <= LINES.capacity  # never more than capacity ahead of the reader
     assert sent == received == 20
+
+
+# covers: G-10
+def test_a_held_back_producer_resumes_once_half_the_buffer_is_free():
+    """A producer waiting on a full buffer is woken when half of it is free, not at the first
+    free place: it then sends a run of elements (which share saves in a durable run)."""
+    wide = Key("wide", str, stream=True, capacity=8)
+    gaps: list[int] = []
+    read = [0]
+    g = Graph("g", inputs=[START])
+
+    @g.node("produce", requires=[START], provides=[wide])
+    async def produce(rc):
+        writer = rc.writer(wide)
+        for i in range(40):
+            await writer.send(str(i))
+            gaps.append(i + 1 - read[0])  # elements sent and not read yet
+
+    @g.node("read", requires=[wide], provides=[COUNT_A])
+    async def read_(rc):
+        async for _ in rc.reader(wide):
+            read[0] += 1
+            await asyncio.sleep(0.002)
+
+    execute(g, {START: 0})
+    assert max(gaps) == wide.capacity
+    after_full = [b for a, b in itertools.pairwise(gaps) if a == wide.capacity]
+    assert after_full  # the producer was held back
+    # Woken with half the buffer free: the next send finds at most half of it taken.
+    assert all(gap <= wide.capacity // 2 + 1 for gap in after_full), gaps
 
 
 # covers: G-10, G-7

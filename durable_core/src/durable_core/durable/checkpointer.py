@@ -613,6 +613,11 @@ class DurableCheckpointer(Checkpointer):
     async def begin_message(self, attempt: Attempt, message: MessageAttempt) -> MessageAttempt:
         return self._messages.begin_message(attempt, message)
 
+    async def begin_messages(
+        self, attempt: Attempt, key: Any, deliveries: tuple[tuple[int, int], ...], limit: int
+    ) -> list[MessageAttempt]:
+        return self._messages.begin_messages(attempt, key, deliveries, limit)
+
     async def fail_message(self, message: MessageAttempt, error: BaseException) -> None:
         await self._messages.fail_message(
             message, error, lambda: self._take_unsaved(message.attempt)

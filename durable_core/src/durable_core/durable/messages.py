@@ -155,6 +155,44 @@ class MessageBook:
             index = max(index, len(failed) + 1)
         return _evolve(message, f"{self._random.getrandbits(128):032x}", index, limit, entry)
 
+    def begin_messages(
+        self, attempt: Attempt, key: Any, deliveries: tuple[tuple[int, int], ...], limit: int
+    ) -> list[MessageAttempt]:
+        """Answer ``begin_messages``: :meth:`begin_message` for each first try, made at once
+        when this process has no history of the messages (no try saved before it started,
+        none failed in it)."""
+        if self._history or self._failed:
+            return [
+                self.begin_message(
+                    attempt,
+                    MessageAttempt(
+                        id="",
+                        attempt=attempt,
+                        key=key,
+                        sequence=sequence,
+                        generation=generation,
+                        index=1,
+                        limit=limit,
+                    ),
+                )
+                for sequence, generation in deliveries
+            ]
+        entry = self._inputs[attempt.id]
+        bits = self._random.getrandbits
+        return [
+            MessageAttempt(
+                id=f"{bits(128):032x}",
+                attempt=attempt,
+                key=key,
+                sequence=sequence,
+                generation=generation,
+                index=1,
+                limit=limit,
+                data=entry,
+            )
+            for sequence, generation in deliveries
+        ]
+
     async def fail_message(
         self,
         message: MessageAttempt,
@@ -312,10 +350,16 @@ class MessageBook:
             )
             cursor = encode_cursor(stream.position, source.label) if stream.positioned else None
             sends.append((source, encoded_elements, cursor, stream.groups, stream.retaining))
-        messages = [
-            (m.id, _message_record(m, AttemptState.CONFIRMED), m.data, m.sequence, m.generation)
-            for m in commit.messages
-        ]
+        # Only the last message's record is written (the earlier ones are folded away in the
+        # same save): the others need no record made.
+        messages = [(m.id, None, m.data, m.sequence, m.generation) for m in commit.messages]
+        if messages and not commit.final:
+            last_message = commit.messages[-1]
+            messages[-1] = (
+                last_message.id,
+                _message_record(last_message, AttemptState.CONFIRMED),
+                *messages[-1][2:],
+            )
         scope_id, node_id, attempt_id = attempt.scope.id, attempt.node_id, attempt.id
         container = container_id(node_id, attempt_id)
         kept = self._kept

@@ -162,7 +162,12 @@ class Source:
     @property
     def label(self) -> str:
         """``stream 'events' of node 'tail'`` (for messages)."""
-        return f"stream {self.key!r} of node {self.node_id!r}"
+        return _label(self.key, self.node_id)
+
+
+@functools.lru_cache(maxsize=4096)
+def _label(key: str, node_id: str) -> str:
+    return f"stream {key!r} of node {node_id!r}"  # asked for per element: made once
 
 
 def encode_cursor(position: Any, label: str) -> bytes:

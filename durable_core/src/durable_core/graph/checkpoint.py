@@ -121,7 +121,9 @@ on the event loop, in this order for each run of the body (see
    start from ``processor.initial``.
 9. ``begin_message(attempt, message)`` before each try of each message (``message`` is the
    proposed :class:`~durable_core.graph.MessageAttempt`): the returned try's ``index`` is
-   authoritative, as in ``begin_try``; ``index > limit`` fails the node without running.
+   authoritative, as in ``begin_try``; ``index > limit`` fails the node without running. The
+   first tries of the messages a plain handler runs in one hop are begun together, with
+   ``begin_messages(attempt, key, deliveries, limit)`` (by default one ``begin_message`` each).
 10. ``fail_message(message, error)`` when a try failed; its staged work is discarded.
 11. ``commit_messages(attempt, commit)`` when a message (or a batch) succeeded, and once more
     with ``commit.final`` after ``finish``: the input's ack, the new state, the values and the
@@ -486,6 +488,46 @@ class Checkpointer:
             tries were spent before a restart, ``index > limit`` that the budget is spent.
         """
         return message
+
+    async def begin_messages(
+        self,
+        attempt: Attempt,
+        key: Key[Any],
+        deliveries: tuple[tuple[int, int], ...],
+        limit: int,
+    ) -> list[MessageAttempt]:
+        """Begin the first try of several messages, in sequence order (S-7): what
+        :meth:`begin_message` answers for each of them, in one call.
+
+        The default calls :meth:`begin_message` for each, so a checkpointer that overrides only
+        that one keeps its answers; override this one to spare a call per message.
+
+        Args:
+            attempt: the node's root attempt.
+            key: the input stream key.
+            deliveries: ``(sequence, generation)`` of each message, in order.
+            limit: each message's budget.
+
+        Returns:
+            One try per delivery, in order, as :meth:`begin_message` returns them.
+        """
+        from durable_core.graph.messages import MessageAttempt
+
+        return [
+            await self.begin_message(
+                attempt,
+                MessageAttempt(
+                    id="",
+                    attempt=attempt,
+                    key=key,
+                    sequence=sequence,
+                    generation=generation,
+                    index=1,
+                    limit=limit,
+                ),
+            )
+            for sequence, generation in deliveries
+        ]
 
     async def fail_message(self, message: MessageAttempt, error: BaseException) -> None:
         """A try of a message failed with ``error``; what it staged is discarded."""

@@ -57,7 +57,7 @@ from durable_core.graph.messages import (
     MessageContext,
     MessageWriter,
 )
-from durable_core.graph.signals import direct_call, settle
+from durable_core.graph.signals import RunAborted, direct_call, settle
 from durable_core.graph.streams import _NOTHING as _NO_ELEMENT
 from durable_core.graph.streams import Stream
 from durable_core.graph.waits import waiting
@@ -393,9 +393,8 @@ class _ProcessorRun:
             if more is _NO_ELEMENT:
                 break
             items.append((more[0], more[1], stream.generation))
-        begun: collections.deque[tuple[MessageAttempt, Any]] = collections.deque()
-        for sequence, element, generation in items:
-            begun.append((await self.begin(sequence, generation, 1, limit), element))
+        tries = await self.begin_first(items, limit)
+        begun = collections.deque(zip(tries, (element for _, element, _ in items), strict=True))
         while begun:
             runnable = []
             for message, element in begun:
@@ -478,6 +477,38 @@ class _ProcessorRun:
         return await self.seam(
             "begin_message", MessageAttempt, proposed, self.attempt, proposed, direct=True
         )
+
+    async def begin_first(
+        self, items: list[tuple[int, Any, int]], limit: int
+    ) -> list[MessageAttempt]:
+        """Begin the first try of each of ``items`` (``(sequence, element, generation)``), in
+        order, in one checkpointer call."""
+        run, attempt, key = self.run_, self.attempt, self.p.input
+        if run.noop:
+            return [
+                MessageAttempt(
+                    id="",
+                    attempt=attempt,
+                    key=key,
+                    sequence=sequence,
+                    generation=generation,
+                    index=1,
+                    limit=limit,
+                )
+                for sequence, _, generation in items
+            ]
+        deliveries = tuple((sequence, generation) for sequence, _, generation in items)
+        tries = await direct_call(run, run.cp.begin_messages(attempt, key, deliveries, limit))
+        if not isinstance(tries, (list, tuple)) or len(tries) != len(items):
+            error = TypeError(
+                f"Checkpointer.begin_messages must return a list of {len(items)} "
+                f"MessageAttempt, got {tries!r:.200}"
+            )
+            run.abort(error)
+            raise RunAborted from error
+        for begun in tries:
+            run._expect(begun, MessageAttempt, "begin_messages")
+        return list(tries)
 
     def exhausted(self, message: MessageAttempt) -> RetryExhaustedError:
         return RetryExhaustedError(

@@ -13,10 +13,12 @@ first element, for every reader in the graph (and, through ``In`` bindings, in c
 so no reader misses elements by starting late.
 
 Back-pressure: each group buffers at most the key's ``capacity`` elements; ``send`` waits while
-any attached group is full. A reader node that ends (completed, skipped or failed) detaches its
-group, so it never holds the producer back. An ``async def`` body gives its ``max_running`` slot
-back while it waits on a stream; a plain body keeps its slot (and worker thread) while it waits,
-so with plain bodies ``max_running`` must leave room for the producer and its readers.
+any attached group is full, until every group has room for half its capacity again (so that a
+waiting producer sends a run of elements, not one per element read). A reader node that ends
+(completed, skipped or failed) detaches its group, so it never holds the producer back. An
+``async def`` body gives its ``max_running`` slot back while it waits on a stream; a plain body
+keeps its slot (and worker thread) while it waits, so with plain bodies ``max_running`` must
+leave room for the producer and its readers.
 
 Readers run again by a Retry: a new try of a Sub node is a new scope, so its readers of a
 parent's stream are new groups (:meth:`Stream.reopen`) that read the stream from its first

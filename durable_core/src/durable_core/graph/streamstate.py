@@ -320,6 +320,16 @@ class Stream(Generic[T]):
             return False
         return all(len(group.buffer) < limit for group in self._groups.values())
 
+    def _roomy(self) -> bool:
+        """True when every group has room for half its capacity (elements still being saved
+        count): a producer held back by a full buffer is woken then, not at the first free
+        place, so that it sends a run of elements, which share saves, rather than one element
+        per element read (each one a save of its own)."""
+        limit = self.capacity - len(self._unsaved) - self.capacity // 2
+        if limit <= 0:
+            return False
+        return all(len(group.buffer) < limit for group in self._groups.values())
+
     async def wait_writable(self) -> None:
         """Wait until :meth:`writable` may have become true."""
         if self.writable() or self._state != "open":
@@ -381,7 +391,7 @@ class Stream(Generic[T]):
             self._deliver(sequence, element)
         self._wake_readers()
         if self._space is not None:
-            self._wake_producer()
+            self._wake_producer(roomy=True)
 
     def _deliver(self, sequence: int, element: T) -> None:
         if self._history is not None:
@@ -392,9 +402,13 @@ class Stream(Generic[T]):
             if waiter is not None and not waiter.done():
                 waiter.set_result(None)
 
-    def _wake_producer(self) -> None:
+    def _wake_producer(self, *, roomy: bool = False) -> None:
+        """Wake a producer held back by a full buffer when it may send again (``roomy``: only
+        once every group has room for half its capacity, see :meth:`_roomy`)."""
         waiter = self._space
-        if waiter is not None and not waiter.done() and (self.writable() or self._failure):
+        if waiter is None or waiter.done():
+            return
+        if self._failure or (self._roomy() if roomy else self.writable()):
             waiter.set_result(None)
 
     def _wake_readers(self) -> None:
@@ -426,7 +440,7 @@ class Stream(Generic[T]):
             if state.received is not None:
                 state.received[item[0]] = item[1]
             if self._space is not None:
-                self._wake_producer()
+                self._wake_producer(roomy=True)
             return item
         if self._state != "open" and not self._unsaved:
             raise StopAsyncIteration
