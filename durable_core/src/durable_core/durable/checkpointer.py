@@ -105,6 +105,13 @@ log = logging.getLogger("durable_core.durable")
 
 # ``Attempt(id=…, scope=…, node=…, restored=…)``, built once per restored node of a resume.
 _restored_attempt = quick_init(Attempt, "id", "scope", "node", "restored")
+_new_attempt = quick_init(Attempt, "id", "scope", "node")
+
+# ``NodeReason(reason)`` for the reasons the engine gives (its values and its members).
+_REASONS: dict[Any, NodeReason] = {
+    **{reason.value: reason for reason in NodeReason},
+    **{reason: reason for reason in NodeReason},
+}
 
 Emit = Callable[[RecoveryEvent], None]
 
@@ -441,7 +448,7 @@ class DurableCheckpointer(Checkpointer):
 
         # Not saved yet: the root attempt is written with the first change that needs it.
         self._unsaved[attempt_id] = begin
-        attempt = Attempt(id=attempt_id, scope=scope, node=node)
+        attempt = _new_attempt(attempt_id, scope, node)
         self._event(EventKind.ATTEMPT_STARTED, attempt)
         return attempt
 
@@ -554,7 +561,8 @@ class DurableCheckpointer(Checkpointer):
         group = attempt.path
         scopes = _scope_chain(attempt.scope) if reads else frozenset()
         released = self._released(attempt)
-        reason = NodeReason(outputs.reason)
+        given = outputs.reason
+        reason = (_REASONS.get(given) if isinstance(given, str) else None) or NodeReason(given)
         scope_id, node_id, attempt_id = attempt.scope.id, attempt.node_id, attempt.id
         tries = self._successful_tries(attempt_id)
         root = self._take_unsaved(attempt)
@@ -715,7 +723,9 @@ class DurableCheckpointer(Checkpointer):
     def _released(self, attempt: Attempt) -> tuple[Source, ...]:
         """The sources that stop keeping elements when the Sub node of root ``attempt`` ends:
         it anchored their last groups that a Retry could open again."""
-        streams = self._sub_inputs.pop(attempt.id, ())
+        streams = self._sub_inputs.pop(attempt.id, None)
+        if not streams:
+            return ()
         return tuple(stream.data for stream in streams if stream.releases(attempt.path))
 
     def _successful_tries(self, root_id: str) -> tuple[str, ...]:

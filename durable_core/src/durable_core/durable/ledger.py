@@ -24,8 +24,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import queue
-import secrets
 import threading
 from collections.abc import Callable
 from typing import Any, NamedTuple, NoReturn
@@ -60,10 +60,15 @@ __all__ = [
 
 Mutation = Callable[["Proposal"], Any]
 
+_urandom = os.urandom
+
 
 def new_id() -> str:
-    """A fresh identity: 16 random bytes as 32 lowercase hex characters (R-REC-3)."""
-    return secrets.token_hex(16)
+    """A fresh identity: 16 random bytes as 32 lowercase hex characters (R-REC-3).
+
+    The bytes come from ``os.urandom``, the source ``secrets.token_hex`` reads, without its
+    two extra calls."""
+    return _urandom(16).hex()
 
 
 class Committed(NamedTuple):

@@ -15,11 +15,13 @@ bytes are produced without looking at the rest of the record.
 from __future__ import annotations
 
 import bisect
+import operator
 from collections.abc import Callable, Iterator, MutableMapping
 from typing import Any
 
 import attrs
 
+from durable_core._quickinit import quick_init
 from durable_core.records import (
     RECORD_FORMAT,
     AttemptRecord,
@@ -100,6 +102,25 @@ _ADOPTED_FIELDS = (*_RUN_FIELDS, "revision")
 _SCOPE_FIELDS = tuple(a.name for a in attrs.fields(ScopeRecord) if a.name != "nodes")
 _STREAM_FIELDS = tuple(a.name for a in attrs.fields(StreamRecord) if a.name != "pending")
 
+_ATTEMPT_NAMES = tuple(a.name for a in attrs.fields(AttemptRecord))
+_new_attempt = quick_init(AttemptRecord, *_ATTEMPT_NAMES)
+_attempt_values = operator.attrgetter(*_ATTEMPT_NAMES)
+_SCOPE_NAMES = ("graph", "path", "inputs", "nodes", "bindings")
+if {a.name for a in attrs.fields(ScopeRecord)} != set(_SCOPE_NAMES):  # pragma: no cover
+    raise TypeError("ScopeRecord's fields changed: update _SCOPE_NAMES and _scope_over")
+_new_scope = quick_init(ScopeRecord, *_SCOPE_NAMES)
+
+
+def _copy_attempt(attempt: AttemptRecord) -> AttemptRecord:
+    """``attrs.evolve(attempt)``: the fields take no validator or converter (quick_init
+    refuses such a class at import), so storing each one is the same object, built faster."""
+    return _new_attempt(*_attempt_values(attempt))  # type: ignore[no-any-return]
+
+
+def _scope_over(scope: ScopeRecord, nodes: Any) -> ScopeRecord:
+    """``attrs.evolve(scope, nodes=nodes)``, built as :func:`_copy_attempt` is."""
+    return _new_scope(scope.graph, scope.path, scope.inputs, nodes, scope.bindings)  # type: ignore[no-any-return]
+
 
 class Proposal:
     """The record proposed by one commit: changes over the committed record, never a copy.
@@ -151,7 +172,7 @@ class Proposal:
             return own
         if scope_id in scopes.changes:
             return scope  # already the proposal's own
-        own = attrs.evolve(scope, nodes=Overlay(scope.nodes))
+        own = _scope_over(scope, Overlay(scope.nodes))
         scopes[scope_id] = own
         return own
 
@@ -165,7 +186,7 @@ class Proposal:
         attempt = attempts[attempt_id]
         if isinstance(attempts, Overlay) and attempt_id in attempts.changes:
             return attempt
-        own = attrs.evolve(attempt)
+        own = _copy_attempt(attempt)
         attempts[attempt_id] = own
         return own
 

@@ -204,6 +204,21 @@ def _delta_text(
     ).encode()
 
 
+def _field_sets(cls: type, value: Any, change: Any, path: str) -> list[str] | None:
+    """The ``Set`` texts of the changed fields (not maps) of ``value``, a ``cls``; ``path`` as
+    in :meth:`RecordEncoder._apply`. ``None`` when a field dropped that is omitted when None
+    (whether the stored record holds it is not known without its text)."""
+    fields = _FIELDS_BY_ATTR[cls]
+    texts = []
+    for attr in change.fields:
+        field = fields[attr]
+        item = getattr(value, attr)
+        if item is None and field.omit_none:
+            return None
+        texts.append(f"[{path}{_STR(field.key)}],{_field_text(cls, field, item)}]")
+    return texts
+
+
 def _flat_change(
     cls: type,
     value: Any,
@@ -216,14 +231,10 @@ def _flat_change(
     without maps (a stream entry) changed in part; ``path`` as in :meth:`RecordEncoder._apply`.
     Returns False, having added nothing, when a field dropped that is omitted when None (the
     entry is then written whole)."""
+    texts = _field_sets(cls, value, change, path)
+    if texts is None:
+        return False
     fields = _FIELDS_BY_ATTR[cls]
-    texts = []
-    for attr in change.fields:
-        field = fields[attr]
-        item = getattr(value, attr)
-        if item is None and field.omit_none:
-            return False
-        texts.append(f"[{path}{_STR(field.key)}],{_field_text(cls, field, item)}]")
     item_cls = r.PendingMessageRecord
     for attr, splice in change.splices.items():
         dropped = ",".join(map(int.__repr__, splice.dropped))
@@ -443,13 +454,11 @@ def _unremembered(
     ``sets`` and ``unsets`` without any remembered text, as :meth:`RecordEncoder._apply` does
     with it; ``path`` as there. Returns False, having added only part of them, when the change
     drops an omitted-when-None field: whether the stored record holds it is not known here."""
+    texts = _field_sets(cls, value, change, path)
+    if texts is None:
+        return False
+    sets.extend(texts)
     fields = _FIELDS_BY_ATTR[cls]
-    for attr in change.fields:
-        field = fields[attr]
-        item = getattr(value, attr)
-        if item is None and field.omit_none:
-            return False
-        sets.append(f"[{path}{_STR(field.key)}],{_field_text(cls, field, item)}]")
     maps = _MAP_FIELDS[cls]
     for attr in change.whole:
         field = fields[attr]
