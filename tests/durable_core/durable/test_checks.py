@@ -635,6 +635,80 @@ def test_a_value_that_no_longer_decodes_is_refused_naming_its_node(
         store.close()
 
 
+@pytest.mark.parametrize("case", ["no longer decodes", "decodes to another type"])
+def test_a_value_after_others_of_its_codec_that_does_not_decode_is_refused(
+    case: str, tmp_path: Path, log: CallLog
+) -> None:
+    # covers: R-VAL-3, C-1
+    # Resume decodes a run of values of one type and codec with the decoder of the value
+    # before; a later one whose bytes (digest matching) do not decode, or decode to another
+    # type, is refused all the same, as a CodecError naming its node, before anything runs.
+    store = open_store("file", tmp_path / "store")
+    store.kind, store.location = "file", tmp_path / "store"
+    keys = [Key(f"p{i}", Point) for i in range(4)]
+    token = CancelToken()
+
+    def chain() -> Graph:
+        g = Graph("points", inputs=[keys[0]])
+        for i in range(3):
+
+            @g.node(f"n{i}", requires=[keys[i]], provides=[keys[i + 1]])
+            def step(rc: Any, i: int = i) -> None:
+                log.write(f"n{i}")
+                rc.set(keys[i + 1], Point(rc.get(keys[i]).x + 1, 0))
+
+        @g.node("halt", requires=[keys[3]], provides=[OUT])
+        async def halt(rc: Any) -> None:
+            log.write("halt")
+            token.cancel()
+            await asyncio.Event().wait()  # canceled
+
+        return g
+
+    class Lying:
+        """Point's JSON codec, except that it decodes the third point (x = 3) as a tuple."""
+
+        type, id, version = Point, "json:tests.durable_core.durable.test_checks.Point", "1"
+
+        def encode(self, value: Any) -> bytes:
+            return codecs().encode_value(Point, value).data  # the root input's fingerprint
+
+        def decode(self, data: bytes) -> Any:
+            fields = json.loads(data)
+            return (3, 0) if fields["x"] == 3 else Point(**fields)
+
+    try:
+        options = {"run_id": "r1", "version": "v1", "inputs": {keys[0]: Point(0, 0)}}
+        first = Runtime(store, codecs()).run(chain(), cancel=token, **options)
+        assert first.status == "canceled"
+        stored = load(store, "r1")
+        outputs = [stored.scopes[stored.root_scope].nodes[f"n{i}"].outputs[0] for i in range(3)]
+        assert [json.loads(v.data)["x"] for v in outputs] == [1, 2, 3]
+        assert {v.type_id for v in outputs} == {Lying.id}
+        registry = codecs()
+        if case == "no longer decodes":
+
+            def change(document: dict[str, Any]) -> None:
+                root = document["RootScope"]
+                value = document["Scopes"][root]["Nodes"]["n2"]["Outputs"][0]
+                data = b"not json"
+                value["Data"] = base64.b64encode(data).decode()
+                value["Digest"] = hashlib.sha256(data).hexdigest()
+
+            tamper(store, "r1", change)
+        else:
+            registry = Codecs.default()
+            registry.register(Lying())
+        revision = raw_revision(store, "r1")
+        with pytest.raises(CodecError) as caught:
+            Runtime(store, registry).resume(chain(), **options)
+        assert "node 'n2'" in str(caught.value) and "'p3'" in str(caught.value)
+        assert log.calls() == ["n0", "n1", "n2", "halt"]
+        assert raw_revision(store, "r1") == revision
+    finally:
+        store.close()
+
+
 def test_a_codec_that_decodes_another_type_is_refused(store: Any, log: CallLog) -> None:
     # covers: R-VAL-3, C-1
     before = half_done(store, log)

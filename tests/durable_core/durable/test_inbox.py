@@ -15,6 +15,7 @@ from durable_core import (
     ConfigError,
     Graph,
     GraphError,
+    In,
     Key,
     MemoryStore,
     NotFoundError,
@@ -22,7 +23,7 @@ from durable_core import (
     execute,
 )
 from durable_core.durable.inbox import encode_message, inbox_cursors
-from durable_core.durable.waiting import due_waiting_runs, read_waiting
+from durable_core.durable.waiting import can_wait, due_waiting_runs, read_waiting
 from durable_core.graph.waits import receive_before, sleep_until
 
 NOTES = Key("notes", str, stream=True, inbox=True)
@@ -54,6 +55,30 @@ def test_an_inbox_is_a_stream_key_and_part_of_the_fingerprint():
     graph = _reader_graph(1)
     graph.validate()
     assert sorted(graph.nodes) == ["inbox:notes", "read"]
+
+
+def test_a_graph_can_wait_when_it_or_a_sub_graph_has_an_inbox_or_a_timer():
+    # covers: X-INBOX-1, X-TIMER, X-WAIT
+    # Only such a graph asks the store for a waiting note on resume: one that can wait but is
+    # taken for one that cannot would never find its note.
+    def under_sub(child: Graph) -> Graph:
+        parent = Graph("parent", inputs=[Key("n", int)])
+        parent.sub("inner", child, bindings=[In(Key("n", int), Key("m", int))])
+        parent.validate()
+        return parent
+
+    plain = Graph("plain", inputs=[Key("m", int)])
+    plain.node("use", requires=[Key("m", int)], provides=[Key("out", int)])(lambda rc: None)
+    assert not can_wait(under_sub(plain))
+    reader = _reader_graph(1)
+    reader.validate()
+    assert can_wait(reader)
+    inbox_child = Graph("inbox_child", inputs=[Key("m", int)])
+    inbox_child.node("read", requires=[Key("m", int), NOTES], provides=[SEEN])(lambda rc: None)
+    assert can_wait(under_sub(inbox_child))
+    timer_child = Graph("timer_child", inputs=[Key("m", int)])
+    timer_child.timer("wait", seconds=1, provides=Key("d", float))
+    assert can_wait(under_sub(timer_child))
 
 
 def test_an_inbox_needs_a_durable_run():

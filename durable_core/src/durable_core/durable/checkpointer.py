@@ -60,7 +60,7 @@ from durable_core._quickinit import quick_init
 from durable_core.codecs import Codecs
 from durable_core.durable import ledger as L
 from durable_core.durable.activity import RunActivity
-from durable_core.durable.copies import share_values
+from durable_core.durable.copies import ATOMS, share_values
 from durable_core.durable.events import EventKind, RecoveryEvent
 from durable_core.durable.failures import failure_of
 from durable_core.durable.fingerprint import sub_scope_fingerprint
@@ -93,6 +93,7 @@ from durable_core.records import (
     AttemptRecord,
     AttemptState,
     NodeReason,
+    NodeRecord,
     StreamDescriptorRecord,
     ValueRecord,
     ValueState,
@@ -224,6 +225,10 @@ class DurableCheckpointer(Checkpointer):
         self._run_id = record.run_id
         self._root_scope = record.root_scope
         self._known_scopes = dict(record.scopes)
+        # The scope restore_node saw last and its NodeRecords (a scope's record never changes
+        # while its nodes are restored: they are restored as the scope starts).
+        self._scope_seen: Scope | None = None
+        self._scope_nodes: Mapping[str, NodeRecord] = {}
         failed = frozenset(plan.failures.propagated)
         # The attempts the record held when this process started (the ledger replaces an
         # attempt it changes, so this copy of the map keeps them as they were); indexed by
@@ -262,7 +267,13 @@ class DurableCheckpointer(Checkpointer):
         started = self._started_with
         if self._restored:
             known = self._known_scopes
-            skip = {known[scope_id].nodes[node_id].attempt for scope_id, node_id in self._restored}
+            restored = self._restored
+            if len(restored) == sum(len(scope.nodes) for scope in known.values()):
+                # Every NodeRecord is restored (the usual resume: decode_confirmed decodes each
+                # one): no pair to look up per node.
+                skip = {node.attempt for scope in known.values() for node in scope.nodes.values()}
+            else:
+                skip = {known[scope_id].nodes[node_id].attempt for scope_id, node_id in restored}
             kept = [item for item in started.items() if item[0] not in skip]
         else:
             kept = list(started.items())
@@ -381,7 +392,10 @@ class DurableCheckpointer(Checkpointer):
         outputs = self._restored.get((scope.id, node.id))
         if outputs is None:
             return None
-        attempt_id = self._known_scopes[scope.id].nodes[node.id].attempt
+        if scope is not self._scope_seen:  # the engine restores a scope's nodes in a row
+            self._scope_seen = scope
+            self._scope_nodes = self._known_scopes[scope.id].nodes
+        attempt_id = self._scope_nodes[node.id].attempt
         if not outputs.checked:  # checked: decoded values only, no stream descriptor
             outputs = self._restore_streams(node, outputs)
         attempt = _restored_attempt(attempt_id, scope, node, outputs)
@@ -594,6 +608,12 @@ class DurableCheckpointer(Checkpointer):
     def share(
         self, scope: Scope, attempt: Attempt | None, ready: Mapping[str, Any]
     ) -> Mapping[str, Any]:
+        if attempt is not None and attempt.restored is not None:
+            for value in ready.values():
+                if type(value) not in ATOMS:
+                    break
+            else:  # the usual restored node: values decoded from the record that nobody can change
+                return ready
         return share_values(self._codecs, self._ledger.record, scope, attempt, ready)
 
     async def open_stream(self, attempt: Attempt, key: Any, stream: Stream) -> None:

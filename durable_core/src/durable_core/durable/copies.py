@@ -38,7 +38,7 @@ from durable_core.records import RunRecord, ValueRecord, ValueState
 
 __all__ = ["immutable", "share_values"]
 
-_ATOMS = frozenset(
+ATOMS = frozenset(
     {
         int,
         float,
@@ -69,7 +69,7 @@ def immutable(value: Any, depth: int = 0) -> bool:
     immutable. Anything else, and anything nested deeper than 64 levels, counts as mutable.
     """
     tp = type(value)
-    if tp in _ATOMS or isinstance(value, enum.Enum):
+    if tp in ATOMS or isinstance(value, enum.Enum):
         return True
     if depth >= _MAX_DEPTH:
         return False
@@ -87,9 +87,9 @@ def immutable(value: Any, depth: int = 0) -> bool:
 
 
 def _all_immutable(items: Any, depth: int) -> bool:
-    if set(map(type, items)) <= _ATOMS:  # the common case, at C speed
+    if set(map(type, items)) <= ATOMS:  # the common case, at C speed
         return True
-    return all(type(item) in _ATOMS or immutable(item, depth + 1) for item in items)
+    return all(type(item) in ATOMS or immutable(item, depth + 1) for item in items)
 
 
 _EXACT = {
@@ -165,7 +165,7 @@ def share_values(
     restored = attempt is not None and attempt.restored is not None
     for name, value in ready.items():
         kind = type(value)
-        if restored and kind in _ATOMS:
+        if restored and kind in ATOMS:
             continue  # decoded from the record already, and nobody can change it
         if kind is CopyOnRead or isinstance(value, Stream):
             continue

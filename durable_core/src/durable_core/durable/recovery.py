@@ -36,6 +36,8 @@ __all__ = [
 
 _ADVICE = "Durable does not repair records: keep this one as evidence and find what wrote it."
 
+_NOT_DECODED = object()  # a stored value its codec's decode raised for
+
 # ``NodeOutputs(reason, ready, skipped, checked)``, built once per confirmed node of a resume.
 _checked_outputs = quick_init(NodeOutputs, "reason", "ready", "skipped", "checked")
 
@@ -325,7 +327,7 @@ def decode_confirmed(
         label = scope.path or "(root)"
         graph_nodes = scope_graph.nodes
         scope_nodes = scope.nodes
-        source_of = scope_graph.source_of
+        sources, source_of = scope_graph._sources, scope_graph.source_of
         for node_id, node_record in scope_nodes.items():
             node = graph_nodes.get(node_id)
             if node is None:
@@ -335,7 +337,8 @@ def decode_confirmed(
                     rule="R-NODE-1",
                 )
             for key in node.requires:
-                source = source_of(key)
+                # source_of without a call per key; it raises for a key with no source
+                source = sources[key.name] if key.name in sources else source_of(key)
                 if source is not None and source not in scope_nodes:
                     if key.stream and _reliably_open(record, scope_id, source, key.name):
                         continue  # a stream reader may be confirmed before its producer
@@ -358,6 +361,26 @@ def decode_confirmed(
                     and value.stream is None
                     and not key.stream
                 ):
+                    last = decode._last
+                    if (
+                        last is not None
+                        and last[0] is key.type
+                        and last[1] == value.type_id
+                        and last[2] == value.version
+                    ):
+                        # The decoder of the value before: decode here, without a call of
+                        # _StoredDecoders per node; anything but a value of exactly the
+                        # declared type goes through it below (which names the error).
+                        decoder = last[3]
+                        try:
+                            decoded = decoder.decode(value.data)
+                        except Exception:
+                            decoded = _NOT_DECODED
+                        if decoded is not _NOT_DECODED and type(decoded) is decoder.declared:
+                            restored[(scope_id, node_id)] = _checked_outputs(
+                                node_record.reason, {key.name: decoded}, no_skips, True
+                            )
+                            continue
                     try:
                         decoded = decode(key, value)
                     except (CorruptRecordError, CodecError):

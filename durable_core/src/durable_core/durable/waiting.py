@@ -232,10 +232,11 @@ def suspending(suspend: bool, store: Any, call: Callable[[bool], Any]) -> Any:
 def can_wait(graph: Any) -> bool:
     """Whether ``graph`` (or one of its Sub graphs) has an inbox key or a timer node."""
     for sub in graph.graphs().values():
+        # Every key a node requires or provides is a key of its graph (one pass over them).
+        if any(key.inbox for key in sub.keys.values()):
+            return True
         for node in sub.nodes.values():
             if getattr(node.body, "durable_timer", None) is not None:
-                return True
-            if any(key.inbox for key in (*node.requires, *node.provides)):
                 return True
     return False
 

@@ -13,6 +13,8 @@ import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from durable_core.graph.processor import Processor
+
 if TYPE_CHECKING:
     from durable_core.graph.definition import Graph
 
@@ -37,8 +39,10 @@ def canonical_text(graph: Graph) -> str:
     names: dict[type, str] = {}
     text = _ASCII
     keys = []
+    quoted: dict[str, str] = {}  # each key's name as JSON text, written once
     for name in sorted(graph._keys):
         key = graph._keys[name]
+        quoted[name] = text(name)
         if key.stream:
             keys.append(_canonical(key.describe(names)))
         else:
@@ -46,22 +50,26 @@ def canonical_text(graph: Graph) -> str:
             named = names.get(tp) if type(tp) is type else None
             if named is None:
                 named = key.describe(names)["type"]
-            keys.append('{"name":' + text(key.name) + ',"type":' + text(named) + "}")
+            keys.append('{"name":' + quoted[name] + ',"type":' + text(named) + "}")
     nodes = []
-    for node in sorted(graph._nodes.values(), key=lambda n: n.id):
-        if node.aspects or node.processor is not None or node.child is not None:
+    graph_nodes = graph._nodes
+    for node_id in sorted(graph_nodes):  # a node's id is its key in ``_nodes``
+        node = graph_nodes[node_id]
+        if node.aspects or node.child is not None or isinstance(node.body, Processor):
             nodes.append(_canonical(graph._describe_node(node)))
             continue
-        requires = ",".join([text(n) for n in sorted([k.name for k in node.requires])])
-        provides = ",".join([text(n) for n in sorted([k.name for k in node.provides])])
+        # A key a node names is a key of its graph (validated): its text is in ``quoted``.
+        requires, provides = node.requires, node.provides
+        if len(requires) == 1:
+            requires = quoted[requires[0].name]
+        else:
+            requires = ",".join([quoted[n] for n in sorted([k.name for k in requires])])
+        if len(provides) == 1:
+            provides = quoted[provides[0].name]
+        else:
+            provides = ",".join([quoted[n] for n in sorted([k.name for k in provides])])
         nodes.append(
-            '{"aspects":[],"id":'
-            + text(node.id)
-            + ',"provides":['
-            + provides
-            + '],"requires":['
-            + requires
-            + "]}"
+            f'{{"aspects":[],"id":{text(node_id)},"provides":[{provides}],"requires":[{requires}]}}'
         )
     inputs = ",".join([text(n) for n in sorted([k.name for k in graph._inputs])])
     return (
