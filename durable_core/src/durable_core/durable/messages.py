@@ -165,15 +165,7 @@ class MessageBook:
             return [
                 self.begin_message(
                     attempt,
-                    MessageAttempt(
-                        id="",
-                        attempt=attempt,
-                        key=key,
-                        sequence=sequence,
-                        generation=generation,
-                        index=1,
-                        limit=limit,
-                    ),
+                    MessageAttempt.first(attempt, key, sequence, generation, limit),
                 )
                 for sequence, generation in deliveries
             ]

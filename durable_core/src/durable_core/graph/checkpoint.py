@@ -516,15 +516,7 @@ class Checkpointer:
         return [
             await self.begin_message(
                 attempt,
-                MessageAttempt(
-                    id="",
-                    attempt=attempt,
-                    key=key,
-                    sequence=sequence,
-                    generation=generation,
-                    index=1,
-                    limit=limit,
-                ),
+                MessageAttempt.first(attempt, key, sequence, generation, limit),
             )
             for sequence, generation in deliveries
         ]

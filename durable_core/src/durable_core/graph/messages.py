@@ -80,6 +80,14 @@ class MessageAttempt:
     limit: int = 1
     data: Any = None
 
+    @classmethod
+    def first(
+        cls, attempt: Attempt, key: Key[Any], sequence: int, generation: int, limit: int
+    ) -> MessageAttempt:
+        """The first try of message ``sequence``, not yet begun (``id`` ``""``): what
+        :meth:`~durable_core.graph.Checkpointer.begin_message` is handed."""
+        return cls("", attempt, key, sequence, generation, 1, limit)
+
 
 @attrs.frozen(eq=False)
 class MessageCommit:

@@ -486,15 +486,7 @@ class _ProcessorRun:
         run, attempt, key = self.run_, self.attempt, self.p.input
         if run.noop:
             return [
-                MessageAttempt(
-                    id="",
-                    attempt=attempt,
-                    key=key,
-                    sequence=sequence,
-                    generation=generation,
-                    index=1,
-                    limit=limit,
-                )
+                MessageAttempt.first(attempt, key, sequence, generation, limit)
                 for sequence, _, generation in items
             ]
         deliveries = tuple((sequence, generation) for sequence, _, generation in items)
