@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import typing
-from bisect import bisect_left, insort
+from bisect import bisect_left
 from collections.abc import Callable
 from typing import Any
 
@@ -95,14 +95,18 @@ def _entry_text(cls: type, value: Any) -> str:
 
 class _Parts:
     """The encoded entries of one map: ``parts[key]`` is ``"key":{…}``; ``order`` the sorted
-    keys; ``subs`` the memos of entries that hold maps themselves (scopes), whose part is
-    rebuilt on demand after they changed (``stale``)."""
+    keys, but for those ``added`` since the map's text was last made (sorted in then);
+    ``subs`` the memos of entries that hold maps themselves (scopes), whose part is rebuilt on
+    demand after they changed (``stale``)."""
 
-    __slots__ = ("lazy", "order", "parts", "stale", "subs")
+    __slots__ = ("added", "lazy", "order", "parts", "stale", "subs")
 
     def __init__(self) -> None:
         self.parts: dict[str, str] = {}
         self.order: list[str] = []
+        self.added: list[str] = []
+        """Keys put since ``order`` was last sorted: a save adds its new entries here, and
+        only the complete bytes (rarely asked for) need them in order."""
         self.subs: dict[str, _Object] = {}
         self.stale: set[str] = set()
         self.lazy: dict[str, tuple[type, Any]] = {}
@@ -118,7 +122,7 @@ class _Parts:
             text = _entry_text(cls, value)
         parts = self.parts
         if key not in parts:
-            insort(self.order, key)
+            self.added.append(key)
         parts[key] = quoted + ":" + text
         if self.stale:
             self.stale.discard(key)
@@ -126,7 +130,16 @@ class _Parts:
             self.lazy.pop(key, None)
         return text
 
+    def _sort(self) -> None:
+        """Sort the keys added since the last time into ``order``."""
+        if self.added:
+            order = self.order
+            order += self.added
+            order.sort()  # a sorted run and a short tail: about one pass over the keys
+            self.added.clear()
+
     def remove(self, key: str) -> None:
+        self._sort()
         del self.parts[key]
         del self.order[bisect_left(self.order, key)]
         self.subs.pop(key, None)
@@ -140,6 +153,7 @@ class _Parts:
         for key, (cls, value) in self.lazy.items():
             self.parts[key] = _key_prefix(key) + _entry_text(cls, value)
         self.lazy.clear()
+        self._sort()
         return "{" + ",".join(map(self.parts.__getitem__, self.order)) + "}"
 
     @classmethod
