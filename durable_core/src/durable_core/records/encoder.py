@@ -147,14 +147,39 @@ class _Parts:
         self.lazy.pop(key, None)
 
     def text(self) -> str:
-        for key in self.stale:
-            self.parts[key] = _key_prefix(key) + self.subs[key].text()
-        self.stale.clear()
-        for key, (cls, value) in self.lazy.items():
-            self.parts[key] = _key_prefix(key) + _entry_text(cls, value)
-        self.lazy.clear()
+        out: list[str] = []
+        self.write(out)
+        return "".join(out)
+
+    def write(self, out: list[str]) -> None:
+        """Append the map's text to ``out`` in pieces, joined once by the caller: a record's
+        text is large, and every concatenation would copy all of it again. The entries that
+        changed inside (``stale``: a scope, changed by nearly every save) are written from
+        their memos and not kept, since the next save changes them again."""
+        parts = self.parts
+        if self.lazy:
+            for key, (cls, value) in self.lazy.items():
+                parts[key] = _key_prefix(key) + _entry_text(cls, value)
+            self.lazy.clear()
         self._sort()
-        return "{" + ",".join(map(self.parts.__getitem__, self.order)) + "}"
+        order = self.order
+        out.append("{")
+        start = 0
+        if self.stale:
+            for index in sorted(bisect_left(order, key) for key in self.stale):
+                if index > start:  # the entries before it, unchanged: joined in C
+                    out.append(",".join(map(parts.__getitem__, order[start:index])))
+                    out.append(",")
+                key = order[index]
+                out.append(_key_prefix(key))
+                self.subs[key].write(out)
+                out.append(",")
+                start = index + 1
+            if start == len(order):
+                out.pop()  # the comma after the last entry
+        if start < len(order):
+            out.append(",".join(map(parts.__getitem__, order[start:] if start else order)))
+        out.append("}")
 
     @classmethod
     def build(cls, entry_cls: type, mapping: Any) -> _Parts:
@@ -200,10 +225,26 @@ class _Object:
         return memo
 
     def text(self) -> str:
-        items = dict(self.fields)
-        for key, parts in self.maps.items():
-            items[key] = _key_prefix(key) + parts.text()
-        return "{" + ",".join(items[key] for key in sorted(items)) + "}"
+        out: list[str] = []
+        self.write(out)
+        return "".join(out)
+
+    def write(self, out: list[str]) -> None:
+        """Append the object's text to ``out`` in pieces (see :meth:`_Parts.write`)."""
+        fields, maps = self.fields, self.maps
+        out.append("{")
+        for key in sorted((*fields, *maps)):
+            text = fields.get(key)
+            if text is not None:
+                out.append(text)
+            else:
+                out.append(_key_prefix(key))
+                maps[key].write(out)
+            out.append(",")
+        if fields or maps:
+            out[-1] = "}"  # in place of the comma after the last field
+        else:
+            out.append("}")
 
 
 def _delta_text(
