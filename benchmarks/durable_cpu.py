@@ -73,17 +73,18 @@ def memory_cpu(nodes: int) -> float:
 def deltas_of(nodes: int) -> list[bytes]:
     """The deltas a ``MemoryStore`` receives while it runs the chain (untimed)."""
     seen: list[bytes] = []
-    append = memory._MemoryRecord.append
+    write = memory.MemorySession._write
 
-    def keep(self: Any, revision: int, delta: bytes) -> None:
-        seen.append(delta)
-        append(self, revision, delta)
+    def keep(self: Any, record: Any, expected: int, encoded: Any) -> bool:
+        if expected and encoded.delta is not None:
+            seen.append(encoded.delta)
+        return write(self, record, expected, encoded)
 
-    memory._MemoryRecord.append = keep  # type: ignore[method-assign]
+    memory.MemorySession._write = keep  # type: ignore[method-assign]
     try:
         memory_cpu(nodes)
     finally:
-        memory._MemoryRecord.append = append  # type: ignore[method-assign]
+        memory.MemorySession._write = write  # type: ignore[method-assign]
     return seen
 
 

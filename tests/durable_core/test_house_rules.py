@@ -69,6 +69,7 @@ SPLITS = [
     ("durable_core.graph.processor", "durable_core.graph.messages", ()),
     ("durable_core.graph.streams", "durable_core.graph.streamstate", ("_NOTHING",)),
     ("durable_core.codecs.registry", "durable_core.codecs.values", ()),
+    ("durable_core.durable.ledger", "durable_core.durable.identities", ()),
 ]
 
 

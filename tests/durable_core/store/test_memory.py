@@ -4,7 +4,17 @@ from __future__ import annotations
 
 import pytest
 
-from durable_core import BusyError, MemoryStore, NotFoundError, make_plugin_manager
+from durable_core import (
+    BusyError,
+    DurableError,
+    EncodedRecord,
+    MemoryStore,
+    NotFoundError,
+    RunRecord,
+    make_plugin_manager,
+    record_to_json,
+)
+from durable_core.records.delta import encode_delta
 from durable_core.store.memory import _MemoryRecord
 from durable_core.testing import StoreConformance, StoreSpec, sample_record
 
@@ -97,3 +107,57 @@ def test_deltas_fold_once_they_outweigh_the_record_four_times() -> None:
     assert folds == 1
     assert stored.revision == 399
     assert stored.complete() == apply_delta(complete, *deltas)
+
+
+def _padded(revision: int) -> tuple[RunRecord, bytes]:
+    """Revision ``revision`` of a small record whose version is 20,000 characters, and its
+    delta from the revision before (every save changes the version)."""
+    version = f"v{revision}-" + "p" * 20_000
+    record = sample_record("run", revision, rich=False)
+    record.version = version
+    delta = encode_delta(
+        revision - 1, revision, [(("Revision",), revision), (("Version",), version)]
+    )
+    return record, delta
+
+
+def test_a_save_that_would_fold_keeps_its_complete_bytes_instead() -> None:
+    # covers: B-MEM, R-STORE-3
+    store = MemoryStore()
+    asked: list[int] = []
+    with store.acquire("run") as session:
+        session.save(_padded(1)[0], 0)
+        for revision in range(2, 12):
+            record, delta = _padded(revision)
+
+            def data(record: RunRecord = record, revision: int = revision) -> bytes:
+                asked.append(revision)
+                return record_to_json(record)
+
+            session.save(record, revision - 1, EncodedRecord(data, delta))
+            stored = store._records["run"]
+            if asked:  # the deltas held would have been folded: the save's bytes replace them
+                break
+            assert stored._deltas[-1] == delta
+        assert asked == [revision]  # the deltas had passed four records' worth: five of them
+        assert revision == 6
+        assert stored._deltas == [] and stored._complete == record_to_json(record)
+        assert session.load() == record
+
+
+def test_a_fold_without_the_saves_complete_bytes_applies_the_deltas() -> None:
+    # covers: B-MEM, R-STORE-3
+    store = MemoryStore()
+
+    def gone() -> bytes:
+        raise DurableError("the complete bytes are no longer available")
+
+    with store.acquire("run") as session:
+        session.save(_padded(1)[0], 0)
+        for revision in range(2, 9):
+            record, delta = _padded(revision)
+            session.save(record, revision - 1, EncodedRecord(gone, delta))
+        stored = store._records["run"]
+        assert len(stored._deltas) == 2  # folded at revision 6, two deltas since
+        assert stored.complete() == record_to_json(record)
+        assert session.load() == record

@@ -24,12 +24,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import queue
 import threading
 from collections.abc import Callable
 from typing import Any, NamedTuple, NoReturn
 
+from durable_core.durable.identities import new_id
 from durable_core.durable.proposal import Proposal, adopt, rollback
 from durable_core.errors import CheckpointError, ConflictError, DurableError
 from durable_core.records import (
@@ -59,16 +59,6 @@ __all__ = [
 ]
 
 Mutation = Callable[["Proposal"], Any]
-
-_urandom = os.urandom
-
-
-def new_id() -> str:
-    """A fresh identity: 16 random bytes as 32 lowercase hex characters (R-REC-3).
-
-    The bytes come from ``os.urandom``, the source ``secrets.token_hex`` reads, without its
-    two extra calls."""
-    return _urandom(16).hex()
 
 
 class Committed(NamedTuple):

@@ -100,6 +100,7 @@ _RUN_FIELDS = tuple(
 )
 _ADOPTED_FIELDS = (*_RUN_FIELDS, "revision")
 _SCOPE_FIELDS = tuple(a.name for a in attrs.fields(ScopeRecord) if a.name != "nodes")
+_scope_values = operator.attrgetter(*_SCOPE_FIELDS)
 _STREAM_FIELDS = tuple(a.name for a in attrs.fields(StreamRecord) if a.name != "pending")
 
 _ATTEMPT_NAMES = tuple(a.name for a in attrs.fields(AttemptRecord))
@@ -257,8 +258,7 @@ def _scope_partial(undo: Undo) -> Callable[[Any, Any], Any]:
         base = old.nodes
         changed = _apply_map(base, nodes, undo, None)
         new.nodes = base
-        fields = [name for name in _SCOPE_FIELDS if getattr(new, name) != getattr(old, name)]
-        if fields:
+        if _scope_values(new) != _scope_values(old):
             return None  # a scope's own fields never change in practice: set it whole
         return Partial(new, ObjectChange(maps={"nodes": changed}))
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import typing
-from bisect import bisect_left, insort
+from bisect import bisect_left
 from collections.abc import Callable
 from typing import Any
 
@@ -95,14 +95,18 @@ def _entry_text(cls: type, value: Any) -> str:
 
 class _Parts:
     """The encoded entries of one map: ``parts[key]`` is ``"key":{…}``; ``order`` the sorted
-    keys; ``subs`` the memos of entries that hold maps themselves (scopes), whose part is
-    rebuilt on demand after they changed (``stale``)."""
+    keys, but for those ``added`` since the map's text was last made (sorted in then);
+    ``subs`` the memos of entries that hold maps themselves (scopes), whose part is rebuilt on
+    demand after they changed (``stale``)."""
 
-    __slots__ = ("lazy", "order", "parts", "stale", "subs")
+    __slots__ = ("added", "lazy", "order", "parts", "stale", "subs")
 
     def __init__(self) -> None:
         self.parts: dict[str, str] = {}
         self.order: list[str] = []
+        self.added: list[str] = []
+        """Keys put since ``order`` was last sorted: a save adds its new entries here, and
+        only the complete bytes (rarely asked for) need them in order."""
         self.subs: dict[str, _Object] = {}
         self.stale: set[str] = set()
         self.lazy: dict[str, tuple[type, Any]] = {}
@@ -118,7 +122,7 @@ class _Parts:
             text = _entry_text(cls, value)
         parts = self.parts
         if key not in parts:
-            insort(self.order, key)
+            self.added.append(key)
         parts[key] = quoted + ":" + text
         if self.stale:
             self.stale.discard(key)
@@ -126,7 +130,16 @@ class _Parts:
             self.lazy.pop(key, None)
         return text
 
+    def _sort(self) -> None:
+        """Sort the keys added since the last time into ``order``."""
+        if self.added:
+            order = self.order
+            order += self.added
+            order.sort()  # a sorted run and a short tail: about one pass over the keys
+            self.added.clear()
+
     def remove(self, key: str) -> None:
+        self._sort()
         del self.parts[key]
         del self.order[bisect_left(self.order, key)]
         self.subs.pop(key, None)
@@ -134,13 +147,39 @@ class _Parts:
         self.lazy.pop(key, None)
 
     def text(self) -> str:
-        for key in self.stale:
-            self.parts[key] = _key_prefix(key) + self.subs[key].text()
-        self.stale.clear()
-        for key, (cls, value) in self.lazy.items():
-            self.parts[key] = _key_prefix(key) + _entry_text(cls, value)
-        self.lazy.clear()
-        return "{" + ",".join(map(self.parts.__getitem__, self.order)) + "}"
+        out: list[str] = []
+        self.write(out)
+        return "".join(out)
+
+    def write(self, out: list[str]) -> None:
+        """Append the map's text to ``out`` in pieces, joined once by the caller: a record's
+        text is large, and every concatenation would copy all of it again. The entries that
+        changed inside (``stale``: a scope, changed by nearly every save) are written from
+        their memos and not kept, since the next save changes them again."""
+        parts = self.parts
+        if self.lazy:
+            for key, (cls, value) in self.lazy.items():
+                parts[key] = _key_prefix(key) + _entry_text(cls, value)
+            self.lazy.clear()
+        self._sort()
+        order = self.order
+        out.append("{")
+        start = 0
+        if self.stale:
+            for index in sorted(bisect_left(order, key) for key in self.stale):
+                if index > start:  # the entries before it, unchanged: joined in C
+                    out.append(",".join(map(parts.__getitem__, order[start:index])))
+                    out.append(",")
+                key = order[index]
+                out.append(_key_prefix(key))
+                self.subs[key].write(out)
+                out.append(",")
+                start = index + 1
+            if start == len(order):
+                out.pop()  # the comma after the last entry
+        if start < len(order):
+            out.append(",".join(map(parts.__getitem__, order[start:] if start else order)))
+        out.append("}")
 
     @classmethod
     def build(cls, entry_cls: type, mapping: Any) -> _Parts:
@@ -186,10 +225,26 @@ class _Object:
         return memo
 
     def text(self) -> str:
-        items = dict(self.fields)
-        for key, parts in self.maps.items():
-            items[key] = _key_prefix(key) + parts.text()
-        return "{" + ",".join(items[key] for key in sorted(items)) + "}"
+        out: list[str] = []
+        self.write(out)
+        return "".join(out)
+
+    def write(self, out: list[str]) -> None:
+        """Append the object's text to ``out`` in pieces (see :meth:`_Parts.write`)."""
+        fields, maps = self.fields, self.maps
+        out.append("{")
+        for key in sorted((*fields, *maps)):
+            text = fields.get(key)
+            if text is not None:
+                out.append(text)
+            else:
+                out.append(_key_prefix(key))
+                maps[key].write(out)
+            out.append(",")
+        if fields or maps:
+            out[-1] = "}"  # in place of the comma after the last field
+        else:
+            out.append("}")
 
 
 def _delta_text(

@@ -25,8 +25,9 @@ class MemoryStore(MemoryInbox, BaseStore):
 
     Usable without arguments. ``load`` and ``save`` copy the record (it is kept as its canonical
     JSON bytes, so the UTF-8 rules of B-FILE-5 apply here too). A save that comes with a delta
-    (``EncodedRecord.delta``) keeps only the delta; deltas are folded into the complete bytes
-    once they outweigh them four times over, and before every ``load``. It offers in-process
+    (``EncodedRecord.delta``) keeps only the delta; once the deltas held outweigh the complete
+    bytes four times over, the save keeps its own complete bytes (``EncodedRecord.data``)
+    instead, and the deltas still held are folded in before every ``load``. It offers in-process
     exclusive sessions and compare-and-swap only: no cross-process ownership, and nothing
     survives the process. Meant for examples, unit tests and checking the protocol. Runs' histories
     (:class:`~durable_core.store.capabilities.RunHistory`) are kept in memory too, and go with a
@@ -138,6 +139,14 @@ class MemorySession(BaseSession):
             if (stored.revision if stored is not None else 0) != expected_revision:
                 return False
             if delta is not None and stored is not None:
+                if stored.folds_with(delta):
+                    # The deltas held would now be folded: the save's complete bytes are what
+                    # they fold into, and keeping them costs no parse of the record and its
+                    # deltas (a store may always keep ``encoded.data`` instead of a delta).
+                    whole = _whole_bytes(encoded)
+                    if whole is not None:
+                        records[self._run_id] = _MemoryRecord(record.revision, whole)
+                        return True
                 stored.append(record.revision, delta)
             else:
                 records[self._run_id] = _MemoryRecord(record.revision, data)
@@ -151,6 +160,15 @@ class MemorySession(BaseSession):
         with self._memory._records_lock:
             stored = self._memory._records.get(self._run_id)
         return 0 if stored is None else stored.revision
+
+
+def _whole_bytes(encoded: EncodedRecord) -> bytes | None:
+    """``encoded.data``, or ``None`` when the caller can no longer give it (its encoder moved
+    on, or the callable failed): the deltas are then folded from what is stored."""
+    try:
+        return encoded.data
+    except Exception:
+        return None
 
 
 _FOLD_AFTER = 4
@@ -174,6 +192,10 @@ class _MemoryRecord:
         self._complete = complete
         self._deltas: list[bytes] = []
         self._size = 0
+
+    def folds_with(self, delta: bytes) -> bool:
+        """Whether :meth:`append` of ``delta`` would fold the deltas into the record."""
+        return self._size + len(delta) > max(_FOLD_AFTER * len(self._complete), 1 << 16)
 
     def append(self, revision: int, delta: bytes) -> None:
         self._deltas.append(delta)
