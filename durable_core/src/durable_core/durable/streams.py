@@ -138,7 +138,7 @@ def _hex_id(*parts: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
-@attrs.frozen
+@attrs.frozen(cache_hash=True)  # a key of the per-element look-ups: hashed once
 class Source:
     """A logical stream source: key ``key`` of node ``node_id`` in scope ``scope``.
 
