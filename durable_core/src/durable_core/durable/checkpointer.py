@@ -668,10 +668,31 @@ class DurableCheckpointer(Checkpointer):
             attempt, commit, lambda: self._take_unsaved(attempt)
         )
 
+    def queue_element(
+        self, attempt: Attempt, key: Any, stream: Stream, sequence: int, element: Any
+    ) -> Any:
+        return self._book.queue_element(attempt, key, stream, sequence, element)
+
     async def send_element(
         self, attempt: Attempt, key: Any, stream: Stream, sequence: int, element: Any
     ) -> Any:
-        return await self._book.send_element(attempt, key, stream, sequence, element)
+        return self.queue_element(attempt, key, stream, sequence, element)
+
+    def queue_ack(
+        self,
+        attempt: Attempt,
+        key: Any,
+        stream: Stream,
+        group: str,
+        generation: int,
+        sequences: tuple[int, ...],
+    ) -> Any:
+        if not isinstance(stream.data, Source):
+            return None  # a stream given as a root input: nothing is saved for it
+        # The reader's root attempt, when not saved yet, is written in the ack's save (None
+        # when it is saved: the ack may then join the group's queued one).
+        before = self._unsaved.pop(attempt.root.id, None)
+        return self._book.queue_ack(stream, group, generation, sequences, before)
 
     async def ack_elements(
         self,
@@ -682,9 +703,7 @@ class DurableCheckpointer(Checkpointer):
         generation: int,
         sequences: tuple[int, ...],
     ) -> Any:
-        # The reader's root attempt, when not saved yet, is written in the ack's save.
-        before = self._take_unsaved(attempt) if isinstance(stream.data, Source) else None
-        return await self._book.ack_elements(stream, group, generation, sequences, before)
+        return self.queue_ack(attempt, key, stream, group, generation, sequences)
 
     def _restore_streams(self, node: Any, outputs: NodeOutputs) -> NodeOutputs:
         """Replace the stream descriptors of restored outputs by streams: a completed source

@@ -38,7 +38,7 @@ from durable_core.codecs import Codecs
 from durable_core.durable import ledger as L
 from durable_core.durable.activity import RunActivity
 from durable_core.durable.messages_recovery import Adopted
-from durable_core.durable.streams import Source, ack, append, encode_cursor
+from durable_core.durable.streams import Source, ack, append_many, encode_cursor
 from durable_core.errors import CodecError, DurableError
 from durable_core.graph.checkpoint import Attempt
 from durable_core.graph.processor import Managed, MessageAttempt, MessageCommit, Processor
@@ -382,18 +382,23 @@ class MessageBook:
                 source = Source(stored.scope, stored.node_id, stored.key)
                 ack(proposal, source, stored.group, generation, tuple(sequences))
             for source, elements, cursor, groups, retain in sends:
-                for i, (sequence, data, digest) in enumerate(elements):
-                    append(
-                        proposal,
-                        source,
-                        sequence=sequence,
-                        data=data,
-                        digest=digest,
-                        cursor=cursor if i == len(elements) - 1 else None,
-                        resumable=True,
-                        groups=groups,
-                        retain=retain,
-                    )
+                final_index = len(elements) - 1
+                append_many(
+                    proposal,
+                    source,
+                    [
+                        (
+                            sequence,
+                            data,
+                            digest,
+                            None if i < final_index else cursor,
+                            True,
+                            groups,
+                            retain,
+                        )
+                        for i, (sequence, data, digest) in enumerate(elements)
+                    ],
+                )
             if final:
                 return  # the container and the attempts are folded away with the node
             record.managed[container] = managed

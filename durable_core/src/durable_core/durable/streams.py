@@ -42,7 +42,8 @@ import bisect
 import functools
 import hashlib
 import json
-from collections.abc import Callable, Iterator
+import logging
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -79,6 +80,7 @@ __all__ = [
     "StreamBook",
     "ack",
     "append",
+    "append_many",
     "complete_source",
     "decode_cursor",
     "encode_cursor",
@@ -101,6 +103,8 @@ KEPT_PREFIX = "/kept/"
 
 KEPT_SIZE = 256
 """How many kept elements one kept entry holds."""
+
+_log = logging.getLogger("durable_core.durable")
 
 
 def kept_group(index: int) -> str:
@@ -134,7 +138,7 @@ def _hex_id(*parts: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
-@attrs.frozen
+@attrs.frozen(cache_hash=True)  # a key of the per-element look-ups: hashed once
 class Source:
     """A logical stream source: key ``key`` of node ``node_id`` in scope ``scope``.
 
@@ -278,40 +282,77 @@ def append(
         StreamFailedError: the source failed.
         DurableError: the source is not open, or ``sequence`` does not follow its last one.
     """
+    append_many(proposal, source, ((sequence, data, digest, cursor, resumable, groups, retain),))
+
+
+Element = tuple[int, bytes, str, "bytes | None", bool, tuple[str, ...], bool]
+"""What :func:`append_many` takes for one element: ``(sequence, data, digest, cursor,
+resumable, groups, retain)``, the arguments of :func:`append`."""
+
+
+def append_many(proposal: Proposal, source: Source, elements: Sequence[Element]) -> None:
+    """:func:`append` for each of ``elements`` in order, with the same outcome, but the
+    source's entries are looked up once for all of them. Every element is checked before
+    anything changes: when one does not follow the one before it, none is saved.
+
+    Raises:
+        StreamFailedError: the source failed.
+        DurableError: the source is not open, or an element does not follow its last one.
+    """
     record = proposal.record
     writer_id = source.entry_id(WRITER_GROUP)
     stored = record.streams.get(writer_id)
     _check_not_failed(stored, source, "elements")
     if stored is None or stored.terminal is not StreamTerminal.OPEN:
         raise DurableError(f"{source.label} is not open; it takes no elements")
-    if sequence != stored.last_sequence + 1:
-        raise DurableError(
-            f"{source.label}: element {sequence} does not follow element {stored.last_sequence}"
-        )
-    writer = proposal.stream(writer_id)
-    message = PendingMessageRecord(sequence, data, digest)
-    if retain:
-        _keep(proposal, source, writer, message)
-    writer.last_sequence = writer.acked_through = sequence
-    if cursor is not None:
-        writer.cursor = cursor
-    writer.resumable = resumable
-    for group in groups:
-        entry_id = source.entry_id(group)
-        if entry_id not in record.streams:
-            proposal.add_stream(
-                entry_id,
-                _group_entry(
-                    source, writer, group, last_sequence=sequence - 1, acked_through=sequence - 1
-                ),
+    last = stored.last_sequence
+    for element in elements:
+        if element[0] != last + 1:
+            raise DurableError(
+                f"{source.label}: element {element[0]} does not follow element {last}"
             )
-        entry = proposal.stream(entry_id)
-        if entry.terminal is not StreamTerminal.OPEN:
-            continue
-        entry.pending.append(message)
-        entry.last_sequence = sequence
-        entry.cursor = writer.cursor
-        entry.resumable = resumable
+        last = element[0]
+    writer = proposal.stream(writer_id)
+    entries: dict[str, StreamRecord | None] = {}
+    for sequence, data, digest, cursor, resumable, groups, retain in elements:
+        message = PendingMessageRecord(sequence, data, digest)
+        if retain:
+            _keep(proposal, source, writer, message)
+        writer.last_sequence = writer.acked_through = sequence
+        if cursor is not None:
+            writer.cursor = cursor
+        writer.resumable = resumable
+        for group in groups:
+            entry = entries.get(group, _UNSEEN)
+            if entry is _UNSEEN:
+                entry = entries[group] = _reading_entry(proposal, source, writer, group, sequence)
+            if entry is None:
+                continue
+            entry.pending.append(message)
+            entry.last_sequence = sequence
+            entry.cursor = writer.cursor
+            entry.resumable = resumable
+
+
+_UNSEEN: Any = object()
+
+
+def _reading_entry(
+    proposal: Proposal, source: Source, writer: StreamRecord, group: str, sequence: int
+) -> StreamRecord | None:
+    """The proposal's own entry of ``group``, which receives element ``sequence`` (added, with
+    the elements before it acknowledged, when the group has none yet); None when the entry
+    has ended (it receives nothing)."""
+    entry_id = source.entry_id(group)
+    if entry_id not in proposal.record.streams:
+        proposal.add_stream(
+            entry_id,
+            _group_entry(
+                source, writer, group, last_sequence=sequence - 1, acked_through=sequence - 1
+            ),
+        )
+    entry = proposal.stream(entry_id)
+    return entry if entry.terminal is StreamTerminal.OPEN else None
 
 
 def _keep(
@@ -549,10 +590,11 @@ class StreamBook:
         stream.generation = saved.value
         stream.data = source
 
-    async def send_element(
+    def queue_element(
         self, attempt: Attempt, key: Key[Any], stream: Stream, sequence: int, element: Any
     ) -> asyncio.Future[Any]:
-        """Queue element ``sequence`` for saving; the returned future succeeds once saved."""
+        """Queue element ``sequence`` for saving (on the event loop, without waiting); the
+        returned future succeeds once saved."""
         source: Source = stream.data
         data, digest = self.encode(key, element, source.label)
         cursor = encode_cursor(stream.position, source.label) if stream.positioned else None
@@ -572,34 +614,24 @@ class StreamBook:
         elements = [element_fields]
 
         def send(proposal: Proposal) -> None:
-            for sequence, data, digest, cursor, resumable, groups, retain in elements:
-                append(
-                    proposal,
-                    source,
-                    sequence=sequence,
-                    data=data,
-                    digest=digest,
-                    cursor=cursor,
-                    resumable=resumable,
-                    groups=groups,
-                    retain=retain,
-                )
+            append_many(proposal, source, elements)
 
         future = ledger.commit_soon(send)
         self._sends[source] = (elements, future)
         return future
 
-    async def ack_elements(
+    def queue_ack(
         self,
         stream: Stream,
         group: str,
         generation: int,
         sequences: tuple[int, ...],
         before: Callable[[Proposal], Any] | None = None,
-    ) -> Any:
-        """Queue the acknowledgement of ``sequences`` for ``group``; the returned awaitable
-        succeeds once it is saved. ``before`` is a mutation applied first in the same save
-        (the reader's root attempt when it is not saved yet)."""
+    ) -> asyncio.Future[None] | None:
+        """Queue the acknowledgement of ``sequences`` for ``group`` (on the event loop, without
+        waiting); the returned future succeeds once it is saved, and a failure it reports is
+        logged here (nobody need read it). ``before`` is a mutation applied first in the same
+        save (the reader's root attempt when it is not saved yet)."""
         source = stream.data
         if not isinstance(source, Source):
             return None  # a stream given as a root input: nothing is saved for it
@@ -676,6 +708,8 @@ class _QueuedAck:
     def hand_on(self, saved: asyncio.Future[Any]) -> None:
         canceled = saved.cancelled()
         error = None if canceled else saved.exception()
+        if error is not None:  # a reader that does not await its acks learns it from the log
+            _log.warning("an ack failed: %s", error)
         for waiter in self.waiters:
             if waiter.done():  # its caller stopped waiting; the ack is saved all the same
                 continue
@@ -685,6 +719,7 @@ class _QueuedAck:
                 waiter.set_result(None)
             else:
                 waiter.set_exception(error)
+                waiter.exception()  # read: it is logged above, not reported "never retrieved"
 
 
 def _group_entry(source: Source, writer: StreamRecord, group: str, **fields: Any) -> StreamRecord:

@@ -107,6 +107,11 @@ Streams (SPEC S) add calls with a no-op default, so existing checkpointers keep 
 - ``ack_elements(attempt, key, stream, group, generation, sequences)`` when a reader
   acknowledges deliveries (``delivery.ack()``). It may return an awaitable that succeeds once
   the ack is saved; ``await delivery.ack()`` waits for it.
+- ``queue_element`` and ``queue_ack`` (synchronous, same arguments) are the same calls made
+  without a coroutine, for a checkpointer whose calls only queue a save: the engine makes them
+  first, on the event loop, and awaits ``send_element`` / ``ack_elements`` only when they return
+  ``NotImplemented`` (the default). ``queue_ack`` returns None or an asyncio future, and reads
+  that future's failure itself (the engine adds no callback to it).
 
 A root attempt may carry ``streams``: the saved :class:`~durable_core.graph.StreamState` of the
 streams an adopted producer had opened, so ``writer.position`` answers before the stream is open
@@ -430,6 +435,37 @@ class Checkpointer:
             None (done), or an awaitable that succeeds once the ack is saved.
         """
         return None
+
+    def queue_element(
+        self, attempt: Attempt, key: Key[Any], stream: Stream, sequence: int, element: Any
+    ) -> Any:
+        """:meth:`send_element` without a coroutine (synchronous; see the module
+        documentation).
+
+        Returns:
+            ``NotImplemented`` (the default): the engine awaits :meth:`send_element` instead;
+            otherwise what :meth:`send_element` would return.
+        """
+        return NotImplemented
+
+    def queue_ack(
+        self,
+        attempt: Attempt,
+        key: Key[Any],
+        stream: Stream,
+        group: str,
+        generation: int,
+        sequences: tuple[int, ...],
+    ) -> Any:
+        """:meth:`ack_elements` without a coroutine (synchronous; see the module
+        documentation).
+
+        Returns:
+            ``NotImplemented`` (the default): the engine awaits :meth:`ack_elements` instead;
+            None (done); or an asyncio future that succeeds once the ack is saved, whose
+            failure the checkpointer reads itself.
+        """
+        return NotImplemented
 
     async def close_scope(self, scope: Scope, status: str) -> None:
         """Every node of ``scope`` ended; ``status`` is completed, failed or canceled."""

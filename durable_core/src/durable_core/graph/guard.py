@@ -157,6 +157,44 @@ class CheckpointCalls:
             return
         await self._call(self.cp.open_stream(attempt, key, stream))
 
+    def queue_element(
+        self, attempt: Attempt, key: Key[Any], stream: Stream[Any], sequence: int, element: Any
+    ) -> Any:
+        """The checkpointer's ``queue_element`` (``NotImplemented``: await ``send_element``).
+
+        Raises:
+            RunAborted: the run was already stopped, or the call raised (the run stops).
+        """
+        if self.aborted:
+            raise RunAborted
+        try:
+            return self.cp.queue_element(attempt, key, stream, sequence, element)
+        except Exception as error:
+            self.abort(error)
+            raise RunAborted from error
+
+    def queue_ack(
+        self,
+        attempt: Attempt,
+        key: Key[Any],
+        stream: Stream[Any],
+        group: str,
+        generation: int,
+        sequences: tuple[int, ...],
+    ) -> Any:
+        """The checkpointer's ``queue_ack`` (``NotImplemented``: await ``ack_elements``).
+
+        Raises:
+            RunAborted: the run was already stopped, or the call raised (the run stops).
+        """
+        if self.aborted:
+            raise RunAborted
+        try:
+            return self.cp.queue_ack(attempt, key, stream, group, generation, sequences)
+        except Exception as error:
+            self.abort(error)
+            raise RunAborted from error
+
     def node_running(self, attempt: Attempt | None) -> None:
         """The checkpointer's ``node_running`` (a failure stops the run; the body goes on
         until the run's cancellation reaches it)."""

@@ -56,11 +56,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Iterable, Iterator
+import types
+from collections.abc import AsyncIterator, Generator, Iterable, Iterator
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from durable_core.errors import SlotError
-from durable_core.graph.signals import direct_call, eager_call
+from durable_core.graph.signals import RunAborted, direct_call, eager_call
 from durable_core.graph.streamstate import _NOTHING, Stream, StreamState
 from durable_core.graph.waits import waiting
 
@@ -152,7 +153,10 @@ class StreamWriter(Generic[T]):
                 f"node {rc.path!r}: stream {self._key.name!r} takes {self._key!r} elements, "
                 f"got {type(element).__name__}"
             )
-        stream = await rc._open_stream(self._key)
+        nr = rc._node_run
+        stream = nr.streams.get(self._key.name)
+        if stream is None or nr.opening:  # not open yet, or still opening: open it, or wait
+            stream = await rc._open_stream(self._key)
         while not stream.writable():
             await rc._idle(stream.wait_writable())
         rc._check_live(self._key)
@@ -164,19 +168,29 @@ class StreamWriter(Generic[T]):
         attempt = rc._node_run.attempt
         assert attempt is not None
         # The call only queues the element's save: no task of its own, it cannot be canceled
-        # midway. The producer then gives the loop a turn, as a task would have, so that
-        # readers, saves and cancellations keep pace with it.
-        saved = await direct_call(
-            run, run.cp.send_element(attempt, self._key, stream, sequence, element)
-        )
-        future = None if saved is None else asyncio.ensure_future(saved)
-        stream.push(sequence, element, future, run.abort)
-        await asyncio.sleep(0)
+        # midway (a checkpointer with ``queue_element``: no coroutine either). The producer
+        # then gives the loop a turn, as a task would have, so that readers, saves and
+        # cancellations keep pace with it.
+        saved = run.queue_element(attempt, self._key, stream, sequence, element)
+        if saved is NotImplemented:
+            saved = await direct_call(
+                run, run.cp.send_element(attempt, self._key, stream, sequence, element)
+            )
+        if saved is not None and not isinstance(saved, asyncio.Future):
+            saved = asyncio.ensure_future(saved)
+        stream.push(sequence, element, saved, run.abort)
+        await _one_turn()
 
     async def send_many(self, elements: Iterable[T]) -> None:
         """Send each element of ``elements`` in order (with :meth:`send`)."""
         for element in elements:
             await self.send(element)
+
+
+@types.coroutine
+def _one_turn() -> Generator[None, None, None]:
+    # ``await asyncio.sleep(0)`` without its two frames: the task goes on at the loop's next turn.
+    yield
 
 
 class BlockingStreamWriter(Generic[T]):
@@ -258,9 +272,7 @@ class Delivery(Generic[T]):
         reader = self._reader
         reader._rc._check_live(reader._key)
         reader._stream.acked(reader._group, self.sequence)  # a failed try does not hand it on
-        future = reader._ack_soon(self)
-        future.add_done_callback(_retrieve)
-        return future
+        return reader._ack_soon(self)
 
 
 async def _saved(call: asyncio.Future[Any]) -> None:
@@ -382,16 +394,23 @@ class StreamReader(Generic[T]):
 
         After a restart of a durable run: the first element the group has not acknowledged.
         """
+        rc, key, stream, group = self._rc, self._key, self._stream, self._group
         while True:
+            # An element already buffered is taken without a coroutine; otherwise wait for one.
+            rc._check_live(key)
             try:
-                yield await self.receive_delivery()
+                item = stream.poll(group)
+                if item is _NOTHING:
+                    item = await self._next()
             except StopAsyncIteration:
                 return
+            yield Delivery(self, item[0], item[1], stream.generation)
 
     def _ack_soon(self, delivery: Delivery[T]) -> asyncio.Future[None]:
         """Queue ``delivery``'s ack; the future succeeds once it is saved. No task is made
         when the checkpointer's call only queues the save and hands back a future of its own
-        (the durable one)."""
+        (the durable one), no coroutine either when it does so in ``queue_ack``, which also
+        reads the future's failure itself; any other future gets :func:`_retrieve`."""
         rc = self._rc
         run = rc._node_run.scope.run
         if run.noop:
@@ -400,6 +419,33 @@ class StreamReader(Generic[T]):
             return done
         attempt = rc._node_run.attempt
         assert attempt is not None
+        try:
+            queued = run.queue_ack(
+                attempt,
+                self._key,
+                self._stream,
+                self._group,
+                delivery.generation,
+                (delivery.sequence,),
+            )
+        except RunAborted as aborted:
+            failed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            failed.set_exception(aborted)
+            failed.add_done_callback(_retrieve)
+            return failed
+        if queued is not NotImplemented:
+            if queued is None:
+                done = asyncio.get_running_loop().create_future()
+                done.set_result(None)
+                return done
+            return queued
+        future = self._ack_call(attempt, delivery)
+        future.add_done_callback(_retrieve)
+        return future
+
+    def _ack_call(self, attempt: Any, delivery: Delivery[T]) -> asyncio.Future[Any]:
+        # A checkpointer without ``queue_ack``: its ``ack_elements`` coroutine.
+        run = self._rc._node_run.scope.run
         call = eager_call(
             run,
             run.cp.ack_elements(

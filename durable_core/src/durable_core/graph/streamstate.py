@@ -99,6 +99,7 @@ class Stream(Generic[T]):
         self.key = key
         self.capacity = key.capacity
         self._groups: dict[str, _Group] = {}
+        self._names: tuple[str, ...] | None = None  # the groups' names, when made
         self._sequence = 0
         self._state = "open"
         self._failure: tuple[str, str, BaseException | None] | None = None
@@ -190,7 +191,10 @@ class Stream(Generic[T]):
     @property
     def groups(self) -> tuple[str, ...]:
         """Names of the attached reading groups."""
-        return tuple(self._groups)
+        names = self._names
+        if names is None:  # asked for per element sent: made again only when groups change
+            names = self._names = tuple(self._groups)
+        return names
 
     def __repr__(self) -> str:
         return f"<Stream {self.key.name!r} {self._state} sequence={self._sequence}>"
@@ -218,8 +222,10 @@ class Stream(Generic[T]):
         if group in self._groups:
             return
         if self._tails is not None:
+            self._names = None
             self._groups[group] = _Group(self._tails.get(group, ()), group in self._keep)
         else:
+            self._names = None
             self._groups[group] = _Group(self._replay or (), group in self._keep)
 
     @property
@@ -241,6 +247,7 @@ class Stream(Generic[T]):
         names = self.reopenable(prefix)
         history = self._history or ()
         for name in names:
+            self._names = None
             self._groups[name] = _Group(history, name in self._keep)
         if names:
             self._wake_producer()
@@ -253,6 +260,7 @@ class Stream(Generic[T]):
         if tails is None:
             return
         for name in self.reopenable(prefix):
+            self._names = None
             self._groups[name] = _Group(tails.get(name, ()), name in self._keep)
 
     def releases(self, path: str) -> bool:
@@ -281,6 +289,7 @@ class Stream(Generic[T]):
     def detach(self, group: str) -> None:
         """Detach a reading group: its buffer is dropped and it no longer holds back sends."""
         if self._groups.pop(group, None) is not None:
+            self._names = None
             self._wake_producer()
 
     def detach_prefix(self, prefix: str) -> None:
@@ -288,6 +297,7 @@ class Stream(Generic[T]):
         ended for good, so no Retry opens the groups it anchors again."""
         for name in [name for name in self._groups if name.startswith(prefix)]:
             del self._groups[name]
+            self._names = None
         if self._anchors:
             path = prefix[:-1]
             for name in [n for n, a in self._anchors.items() if a == path or a.startswith(prefix)]:
@@ -365,11 +375,17 @@ class Stream(Generic[T]):
         Elements reach the groups in sequence order; one whose save failed, and every later
         one, never does (``on_error`` gets the save's exception).
         """
-        if saved is None and not self._unsaved:
+        unsaved = self._unsaved
+        if saved is None and not unsaved:
             self._deliver(sequence, element)
             return
-        self._unsaved.append((sequence, element, saved))
-        if saved is not None:
+        # An element that shares the save of the element before it (one save, one future) is
+        # handed on by that save's callback: one callback per save, not one per element.
+        shared = (
+            saved is not None and len(unsaved) > 0 and unsaved[-1][2] is saved and not saved.done()
+        )
+        unsaved.append((sequence, element, saved))
+        if saved is not None and not shared:
 
             def done(future: asyncio.Future[Any]) -> None:
                 if not future.cancelled() and future.exception() is not None and on_error:
