@@ -60,10 +60,20 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark the tests that use the server ``postgres``, and group the tests for the parallel
+    workers (``-n``, ``--dist loadgroup``): every ``postgres`` test in one group, so that one
+    worker starts the throwaway server (or alone uses the database of
+    ``PULSE_POSTGRES_TEST_DSN``); every other test with the tests of its file, so that a
+    module's fixtures are made once."""
     for item in items:
         uses_server = {"postgres_dsn", "postgres_server"} & set(getattr(item, "fixturenames", ()))
         if uses_server and item.get_closest_marker("postgres") is None:
             item.add_marker(pytest.mark.postgres)
+        if item.get_closest_marker("xdist_group") is None:
+            group = (
+                "postgres" if item.get_closest_marker("postgres") else item.nodeid.split("::")[0]
+            )
+            item.add_marker(pytest.mark.xdist_group(group))
 
 
 def _under_ci() -> bool:
