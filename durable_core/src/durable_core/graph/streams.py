@@ -18,7 +18,9 @@ waiting producer sends a run of elements, not one per element read). A reader no
 (completed, skipped or failed) detaches its group, so it never holds the producer back. An
 ``async def`` body gives its ``max_running`` slot back while it waits on a stream; a plain body
 keeps its slot (and worker thread) while it waits, so with plain bodies ``max_running`` must
-leave room for the producer and its readers.
+leave room for the producer and its readers. A producer that never waits for room gives the
+event loop a turn every :data:`TURN_EVERY` elements (not after each one): readers, saves and
+cancellations go on then.
 
 Readers run again by a Retry: a new try of a Sub node is a new scope, so its readers of a
 parent's stream are new groups (:meth:`Stream.reopen`) that read the stream from its first
@@ -169,8 +171,9 @@ class StreamWriter(Generic[T]):
         assert attempt is not None
         # The call only queues the element's save: no task of its own, it cannot be canceled
         # midway (a checkpointer with ``queue_element``: no coroutine either). The producer
-        # then gives the loop a turn, as a task would have, so that readers, saves and
-        # cancellations keep pace with it.
+        # gives the loop a turn every TURN_EVERY elements (and whenever it waits for room),
+        # not after each one: a turn costs more than an element, and the elements sent
+        # meanwhile share one save.
         saved = run.queue_element(attempt, self._key, stream, sequence, element)
         if saved is NotImplemented:
             saved = await direct_call(
@@ -179,12 +182,18 @@ class StreamWriter(Generic[T]):
         if saved is not None and not isinstance(saved, asyncio.Future):
             saved = asyncio.ensure_future(saved)
         stream.push(sequence, element, saved, run.abort)
-        await _one_turn()
+        if not sequence % TURN_EVERY:
+            await _one_turn()
 
     async def send_many(self, elements: Iterable[T]) -> None:
         """Send each element of ``elements`` in order (with :meth:`send`)."""
         for element in elements:
             await self.send(element)
+
+
+TURN_EVERY = 256
+"""A producer that never waits for room gives the event loop a turn after this many elements
+(readers, saves and cancellations then go on; a canceled producer stops there at the latest)."""
 
 
 @types.coroutine
