@@ -15,7 +15,6 @@ outcome when the call returns.
 from __future__ import annotations
 
 import asyncio
-
 import json
 import os
 import signal

@@ -395,25 +395,41 @@ class Stream(Generic[T]):
             saved.add_done_callback(done)
 
     def _drain(self) -> None:
+        """Hand on every element at the front whose save succeeded, in one go (the elements
+        of one save share its future: it is looked at once for all of them)."""
         unsaved = self._unsaved
+        ready: list[tuple[int, Any]] = []
+        checked: asyncio.Future[Any] | None = None
+        waiting = False
         while unsaved:
-            sequence, element, saved = unsaved[0]
-            if saved is not None:
-                if not saved.done():
-                    return
-                if saved.cancelled() or saved.exception() is not None:
-                    return  # never delivered: the run stops
+            item = unsaved[0]
+            saved = item[2]
+            if saved is not None and saved is not checked:
+                if not saved.done() or saved.cancelled() or saved.exception() is not None:
+                    # Not saved yet; or its save failed: it and every later element are never
+                    # delivered, the run stops.
+                    waiting = True
+                    break
+                checked = saved
             unsaved.popleft()
-            self._deliver(sequence, element)
+            ready.append((item[0], item[1]))
+        if ready:
+            self._deliver_all(ready)
+        if waiting:
+            return
         self._wake_readers()
         if self._space is not None:
             self._wake_producer(roomy=True)
 
     def _deliver(self, sequence: int, element: T) -> None:
+        self._deliver_all(((sequence, element),))
+
+    def _deliver_all(self, items: list[tuple[int, Any]] | tuple[tuple[int, Any], ...]) -> None:
+        """Append ``items`` (``(sequence, element)`` in sequence order) to every group."""
         if self._history is not None:
-            self._history.append((sequence, element))
+            self._history.extend(items)
         for group in self._groups.values():
-            group.buffer.append((sequence, element))
+            group.buffer.extend(items)
             waiter = group.waiter
             if waiter is not None and not waiter.done():
                 waiter.set_result(None)
