@@ -174,7 +174,7 @@ class StreamWriter(Generic[T]):
         # gives the loop a turn every TURN_EVERY elements (and whenever it waits for room),
         # not after each one: a turn costs more than an element, and the elements sent
         # meanwhile share one save.
-        saved = run.queue_element(attempt, self._key, stream, sequence, element)
+        saved = run.queue(run.cp.queue_element, attempt, self._key, stream, sequence, element)
         if saved is NotImplemented:
             saved = await direct_call(
                 run, run.cp.send_element(attempt, self._key, stream, sequence, element)
@@ -429,7 +429,8 @@ class StreamReader(Generic[T]):
         attempt = rc._node_run.attempt
         assert attempt is not None
         try:
-            queued = run.queue_ack(
+            queued = run.queue(
+                run.cp.queue_ack,
                 attempt,
                 self._key,
                 self._stream,
