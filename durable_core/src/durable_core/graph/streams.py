@@ -159,15 +159,16 @@ class StreamWriter(Generic[T]):
         stream = nr.streams.get(self._key.name)
         if stream is None or nr.opening:  # not open yet, or still opening: open it, or wait
             stream = await rc._open_stream(self._key)
+            rc._check_live(self._key)
         while not stream.writable():
             await rc._idle(stream.wait_writable())
-        rc._check_live(self._key)
+            rc._check_live(self._key)  # the try may have ended meanwhile
         sequence = stream.advance(position, positioned)
-        run = rc._node_run.scope.run
+        run = nr.scope.run
         if run.noop:
             stream.push(sequence, element)
             return
-        attempt = rc._node_run.attempt
+        attempt = nr.attempt
         assert attempt is not None
         # The call only queues the element's save: no task of its own, it cannot be canceled
         # midway (a checkpointer with ``queue_element``: no coroutine either). The producer
