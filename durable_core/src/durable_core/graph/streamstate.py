@@ -335,10 +335,14 @@ class Stream(Generic[T]):
         count): a producer held back by a full buffer is woken then, not at the first free
         place, so that it sends a run of elements, which share saves, rather than one element
         per element read (each one a save of its own)."""
-        limit = self.capacity - len(self._unsaved) - self.capacity // 2
+        limit = self._room_limit()
         if limit <= 0:
             return False
         return all(len(group.buffer) < limit for group in self._groups.values())
+
+    def _room_limit(self) -> int:
+        """The buffer length every group must be under for :meth:`_roomy`."""
+        return self.capacity - len(self._unsaved) - self.capacity // 2
 
     async def wait_writable(self) -> None:
         """Wait until :meth:`writable` may have become true."""
@@ -471,7 +475,9 @@ class Stream(Generic[T]):
             item = state.buffer.popleft()
             if state.received is not None:
                 state.received[item[0]] = item[1]
-            if self._space is not None:
+            if self._space is not None and len(state.buffer) < self._room_limit():
+                # Only then may every group have room (this one has, at least): the check of
+                # all groups is not made per element read while the producer waits.
                 self._wake_producer(roomy=True)
             return item
         if self._state != "open" and not self._unsaved:
