@@ -28,6 +28,7 @@ import os
 import re
 import secrets
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -52,6 +53,10 @@ _TEST_DATABASE = "durable_test"
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    # A shell starts a background job with SIGINT ignored, and children inherit that: the
+    # tests that press Ctrl-C on a child (a run, the CLI) need Python's default handling.
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     config.addinivalue_line(
         "markers",
         "postgres: needs a real PostgreSQL server (started by the suite or given by "
