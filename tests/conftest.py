@@ -31,6 +31,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -50,6 +51,13 @@ POSTGRES_DSN_ENV = "PULSE_POSTGRES_TEST_DSN"
 POSTGRES_BINDIR_ENV = "PULSE_POSTGRES_TEST_BINDIR"
 TEST_SCHEMA = "pulse_durable"
 _TEST_DATABASE = "durable_test"
+
+
+# The child processes the tests start (the CLI, crash children, launcher workers) import
+# Durable and its dependencies anew each time; where the environment forbids writing bytecode
+# (PYTHONDONTWRITEBYTECODE), every one of them would compile every module from source again.
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+sys.dont_write_bytecode = False
 
 
 def pytest_configure(config: pytest.Config) -> None:
