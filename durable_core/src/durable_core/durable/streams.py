@@ -324,47 +324,6 @@ def append_many(proposal: Proposal, source: Source, elements: Sequence[Element])
             )
         last = element[0]
     writer = proposal.stream(writer_id)
-    if not elements:
-        return
-    groups = elements[0][5]
-    for element in elements:
-        if element[5] is not groups:  # the groups changed within the batch: element by element
-            _append_each(proposal, source, writer, elements)
-            return
-    # Every element goes to the same groups (the usual case): the entries' fields only
-    # matter as the last element leaves them, so they are set once, at the end. Entries are
-    # made in the same order as element by element (after the first element is kept).
-    entries: list[StreamRecord] | None = None
-    current = writer.cursor
-    for sequence, data, digest, cursor, _, _, retain in elements:
-        message = PendingMessageRecord(sequence, data, digest)
-        if retain:
-            _keep(proposal, source, writer, message)
-        if cursor is not None:
-            current = cursor
-        if entries is None:
-            entries = []
-            for group in groups:
-                entry = _reading_entry(proposal, source, writer, group, sequence)
-                if entry is not None:
-                    entries.append(entry)
-        for entry in entries:
-            entry.pending.append(message)
-    assert entries is not None
-    sequence, resumable = elements[-1][0], elements[-1][4]
-    writer.last_sequence = writer.acked_through = sequence
-    writer.cursor = current
-    writer.resumable = resumable
-    for entry in entries:
-        entry.last_sequence = sequence
-        entry.cursor = current
-        entry.resumable = resumable
-
-
-def _append_each(
-    proposal: Proposal, source: Source, writer: StreamRecord, elements: Sequence[Element]
-) -> None:
-    """The elements of :func:`append_many` one by one (their groups differ)."""
     entries: dict[str, StreamRecord | None] = {}
     for sequence, data, digest, cursor, resumable, groups, retain in elements:
         message = PendingMessageRecord(sequence, data, digest)
