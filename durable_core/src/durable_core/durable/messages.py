@@ -225,9 +225,13 @@ class MessageBook:
         attempt: Attempt,
         commit: MessageCommit,
         root: Callable[[], L.Mutation] | None = None,
-    ) -> asyncio.Future[None] | None:
-        """Save one message transaction (or batch) in one CAS; hold the final one for the
-        node's confirmation and return a future that succeeds with it.
+    ) -> asyncio.Future[Any]:
+        """Queue one message transaction (or batch) for a save of its own (one CAS), without
+        waiting for it; hold the final one for the node's confirmation. Either way return the
+        future that succeeds once the transaction is saved (it fails with the save's error).
+
+        The caller queues a transaction only after the save of the one before it returned (the
+        processor keeps at most one ahead), so no two transactions of a node share a save.
 
         Args:
             attempt: the processor's root attempt.
@@ -237,8 +241,8 @@ class MessageBook:
 
         Raises:
             CodecError: the state, a value or a sent element cannot be encoded (nothing is
-                saved; the run stops).
-            CheckpointError: the save failed.
+                saved; the run stops). A failed save (or a ledger stopped already) fails the
+                returned future with its ``CheckpointError`` instead.
         """
         processor = attempt.node.processor
         assert processor is not None
@@ -264,10 +268,15 @@ class MessageBook:
                 before(proposal)  # the root attempt first: the message attempts name it
                 transaction(proposal)
 
-        await self._ledger.commit_async(mutation)
-        self._activity.messages += messages
-        self._activity.elements += sends
-        return None
+        saved = self._ledger.commit_soon(mutation)
+
+        def counted_saved(done: asyncio.Future[Any]) -> None:
+            if not done.cancelled() and done.exception() is None:
+                self._activity.messages += messages
+                self._activity.elements += sends
+
+        saved.add_done_callback(counted_saved)
+        return saved
 
     def confirm(self, proposal: L.Proposal, attempt_id: str) -> None:
         """In the save that confirms the node of root attempt ``attempt_id``: apply its final

@@ -57,7 +57,7 @@ from durable_core.graph.messages import (
     MessageContext,
     MessageWriter,
 )
-from durable_core.graph.signals import RunAborted, direct_call, settle
+from durable_core.graph.signals import RunAborted, direct_call, eager_call, settle
 from durable_core.graph.streams import _NOTHING as _NO_ELEMENT
 from durable_core.graph.streams import Stream
 from durable_core.graph.waits import waiting
@@ -226,6 +226,8 @@ class _ProcessorRun:
         self.sends: dict[str, list[tuple[int, Any]]] = {}
         self.last_sequence = 0  # of the last message processed
         self.stopped = False
+        # The save of the last commit while it is in flight (at most one: see commit).
+        self.inflight: asyncio.Future[Any] | None = None
 
     # -- the seam -------------------------------------------------------------------------
 
@@ -538,12 +540,22 @@ class _ProcessorRun:
     async def commit(self, state: Any, *, final: bool = False) -> None:
         """Commit the batch (or the final transaction), then apply it and hand over the sends.
 
-        Output streams are opened, and their sequence numbers taken, before the commit; the
-        elements reach readers once the commit is saved (at once when the checkpointer returns
-        None, else when the awaitable it returned succeeded). Before the next message, the
-        processor waits until every output stream has room again (back-pressure).
+        First the save of the commit before it, if still in flight, is waited for (at most one
+        commit is ahead: no two share a save, and each is made only once the one before it is
+        saved). Output streams are opened, and their sequence numbers taken, before the
+        commit; the elements reach readers once the commit is saved (at once when the
+        checkpointer returns None, else when the awaitable it returned succeeded). That
+        awaitable is not waited for here: the next messages run while it is saved. Before the
+        next message, the processor waits until every output stream has room again
+        (back-pressure).
+
+        Raises:
+            RunAborted: the commit before it, or this one, failed (the run stopped with the
+                error).
         """
         rc, run = self.rc, self.run_
+        if self.inflight is not None:
+            await self.saved()
         keys = self.nr.scope.plan.prov_maps[self.nr.index]
         if final:  # streams nobody sent to are published empty, before the node commits
             for key in keys.values():
@@ -564,10 +576,12 @@ class _ProcessorRun:
             stopped=self.stopped,
             final=final,
         )
-        saved = await self.seam("commit_messages", None, None, self.attempt, commit)
+        saved = await self.commit_call(commit)
         future = None if saved is None else asyncio.ensure_future(saved)
         if future is not None:
             future.add_done_callback(_read_failure)
+            if not final and not future.done():
+                self.inflight = future  # the next message runs while it is saved
         rc._ready.update(self.sets)
         rc._skipped.update(self.skips)
         self.batch, self.sets, self.skips, self.sends = [], {}, set(), {}
@@ -579,6 +593,48 @@ class _ProcessorRun:
             for stream in streams.values():
                 while not stream.writable():
                     await rc._idle(stream.wait_writable())
+
+    async def commit_call(self, commit: MessageCommit) -> Any:
+        """``commit_messages`` through the run's guard, without a task of its own when the
+        checkpointer answers at once (the durable one only queues the save)."""
+        run = self.run_
+        if run.noop:
+            return None
+        call = eager_call(run, run.cp.commit_messages(self.attempt, commit))
+        if not call.done():
+            try:
+                await asyncio.shield(call)
+            except asyncio.CancelledError:
+                await settle(call)  # a commit under way is never cut off
+                raise
+            except RunAborted:
+                pass  # raised by call.result() below
+        return call.result()
+
+    async def saved(self) -> None:
+        """Wait until the commit in flight is saved.
+
+        Raises:
+            RunAborted: its save failed; the run is stopped with the save's error.
+        """
+        future, self.inflight = self.inflight, None
+        assert future is not None
+        if not future.done():
+            try:
+                await asyncio.shield(future)  # a cancel stops the wait, never the save
+            except asyncio.CancelledError:
+                if not future.done():
+                    raise
+            except Exception:
+                pass  # its error is read below
+        if future.cancelled():
+            raise RunAborted
+        error = future.exception()
+        if error is not None:
+            if isinstance(error, RunAborted):
+                raise error
+            self.run_.abort(error)
+            raise RunAborted from error
 
     async def finish(self, state: Any) -> None:
         p = self.p
