@@ -149,6 +149,9 @@ class Ledger:
         self._lock = threading.RLock()
         self._error: CheckpointError | None = None
         self._pending: list[tuple[Mutation, asyncio.Future[Any]]] = []
+        # Changes held back until the save of an earlier change succeeded, by its future
+        # (commit_soon's ``after``).
+        self._behind: dict[asyncio.Future[Any], list[tuple[Mutation, asyncio.Future[Any]]]] = {}
         self._inflight: asyncio.Future[None] | None = None
         self._starting = False
         self._deferred: list[Mutation] = []
@@ -317,16 +320,31 @@ class Ledger:
             self._start_batch(loop)
         return await future
 
-    def commit_soon(self, mutation: Mutation) -> asyncio.Future[Committed]:
+    def commit_soon(
+        self, mutation: Mutation, *, after: asyncio.Future[Any] | None = None
+    ) -> asyncio.Future[Committed]:
         """:meth:`commit_async` without a coroutine: queue ``mutation`` and return the future
         its save answers (for the per-element calls of streams, which would otherwise cost a
         task each). The save starts after two turns of the loop, as it would from a task;
         a stopped ledger answers with its error.
+
+        Args:
+            mutation: the change.
+            after: the future of a change queued before by this method and not answered
+                yet (None: no such change). ``mutation`` is then held back until that
+                change's save succeeded, and is saved in a later save than it (never
+                together with it); a save made in the save thread starts at once then,
+                without waiting for a turn of the loop. When that save fails, or that
+                change raised, ``mutation`` is never applied and
+                its future fails with the same error.
         """
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Committed] = loop.create_future()
         if self._error is not None:
             future.set_exception(self._error)
+            return future
+        if after is not None and not after.done():
+            self._behind.setdefault(after, []).append((mutation, future))
             return future
         self._pending.append((mutation, future))
         if self._inflight is None and not self._starting:
@@ -405,12 +423,26 @@ class Ledger:
             if error is None:
                 error = CheckpointError("the save ended without an outcome")
             waiting, self._pending = batch + self._pending, []
+            for behind in self._behind.values():
+                waiting.extend(behind)
+            self._behind.clear()
             for _, future in waiting:
                 if not future.done():
                     future.set_exception(error)
             return
         results, revision = outcome
+        released = False
+        behind = self._behind
         for (_, future), result in zip(batch, results, strict=True):
+            if behind:
+                held = behind.pop(future, None)
+                if held is not None and isinstance(result, _Failed):
+                    for _, later in held:  # held back behind a change that was not made
+                        if not later.done():
+                            later.set_exception(result.error)
+                elif held is not None:
+                    self._pending.extend(held)
+                    released = True
             if future.done():  # its caller stopped waiting; the change is saved all the same
                 continue
             if isinstance(result, _Failed):
@@ -418,7 +450,10 @@ class Ledger:
             else:
                 future.set_result(Committed(result, revision))
         if self._pending and not self._starting:
-            if self._inline:
+            if released and not self._inline and not (self._idle is not None and self._idle()):
+                # A change held back for this save goes to the save thread at once.
+                self._start_batch(loop)
+            elif self._inline:
                 # Not at once: the callers answered now get a turn of the loop first, so
                 # that what they commit next shares the save.
                 self._starting = True

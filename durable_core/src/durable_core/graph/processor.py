@@ -540,22 +540,20 @@ class _ProcessorRun:
     async def commit(self, state: Any, *, final: bool = False) -> None:
         """Commit the batch (or the final transaction), then apply it and hand over the sends.
 
-        First the save of the commit before it, if still in flight, is waited for (at most one
-        commit is ahead: no two share a save, and each is made only once the one before it is
-        saved). Output streams are opened, and their sequence numbers taken, before the
-        commit; the elements reach readers once the commit is saved (at once when the
-        checkpointer returns None, else when the awaitable it returned succeeded). That
-        awaitable is not waited for here: the next messages run while it is saved. Before the
-        next message, the processor waits until every output stream has room again
-        (back-pressure).
+        Output streams are opened, and their sequence numbers taken, before the commit; the
+        elements reach readers once the commit is saved (at once when the checkpointer returns
+        None, else when the awaitable it returned succeeded). That awaitable is not waited for
+        here: the next messages run while it is saved. What is waited for, once the commit is
+        handed over, is the save of the commit before it, if still in flight: at most one
+        commit is ahead of the messages being run. (The checkpointer saves each commit after
+        the one before it, in a save of its own.) Before the next message, the processor
+        waits until every output stream has room again (back-pressure).
 
         Raises:
             RunAborted: the commit before it, or this one, failed (the run stopped with the
                 error).
         """
         rc, run = self.rc, self.run_
-        if self.inflight is not None:
-            await self.saved()
         keys = self.nr.scope.plan.prov_maps[self.nr.index]
         if final:  # streams nobody sent to are published empty, before the node commits
             for key in keys.values():
@@ -580,8 +578,10 @@ class _ProcessorRun:
         future = None if saved is None else asyncio.ensure_future(saved)
         if future is not None:
             future.add_done_callback(_read_failure)
-            if not final and not future.done():
-                self.inflight = future  # the next message runs while it is saved
+        if self.inflight is not None:
+            await self.saved()  # the commit before: at most one is in flight
+        if future is not None and not final:
+            self.inflight = future  # the next messages run while it is saved (or it failed)
         rc._ready.update(self.sets)
         rc._skipped.update(self.skips)
         self.batch, self.sets, self.skips, self.sends = [], {}, set(), {}
