@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import concurrent.futures
 import contextlib
 import copy
 import inspect
@@ -48,6 +47,7 @@ from durable_core.errors import (
     SlotError,
 )
 from durable_core.graph.aspects import Retry
+from durable_core.graph.bodythreads import BodyThreads
 from durable_core.graph.checkpoint import Values
 from durable_core.graph.keys import Key, type_name
 from durable_core.graph.messages import (
@@ -217,7 +217,7 @@ class _ProcessorRun:
         self.nr = rc._node_run
         self.run_ = self.nr.scope.run
         self.attempt: Attempt = rc.attempt.root
-        self.pool: concurrent.futures.ThreadPoolExecutor | None = None
+        self.threads: BodyThreads | None = None  # the worker thread of plain handlers
         self.kinds: dict[Any, bool] = {}  # function -> whether it is an async function
         # The batch being built: its message tries, state, sets, skips and sends.
         self.batch: list[MessageAttempt] = []
@@ -255,21 +255,28 @@ class _ProcessorRun:
     # -- calling user code ----------------------------------------------------------------
 
     async def call(self, function: Handler, *args: Any) -> Any:
+        """``function(*args)``: awaited when it is an async function, else run in the node's
+        worker thread (one hop there, and one callback back to the event loop).
+
+        A cancel while a plain function runs sets ``rc.canceled`` and waits for it to return
+        (it cannot be interrupted), then goes on.
+        """
         is_async = self.kinds.get(function)
         if is_async is None:
             is_async = self.kinds[function] = _is_async(function)
         if is_async:
             return await function(*args)
-        if self.pool is None:
-            self.pool = concurrent.futures.ThreadPoolExecutor(
-                max_workers=1, thread_name_prefix=f"durable-processor-{self.p.id}"
-            )
-        job = self.pool.submit(function, *args)
+        loop = asyncio.get_running_loop()
+        threads = self.threads
+        if threads is None:
+            threads = self.threads = BodyThreads(loop, 1, f"durable-processor-{self.p.id}")
+        hop = _Hop(loop)
+        threads.submit(function, args, hop.done)
         try:
-            return await asyncio.wrap_future(job)
+            return await hop.future
         except asyncio.CancelledError:
             self.rc._cancel()  # the handler sees rc.canceled while it still runs
-            await settle(asyncio.wrap_future(job))  # it cannot be interrupted: wait for it
+            await hop.returned()  # it cannot be interrupted: wait for it
             raise
 
     # -- the loop -------------------------------------------------------------------------
@@ -291,8 +298,8 @@ class _ProcessorRun:
                     if key.stream and key.name not in rc._skipped:
                         await rc._open_stream(key)
         finally:
-            if self.pool is not None:
-                self.pool.shutdown(wait=False)
+            if self.threads is not None:
+                self.threads.shutdown()
 
     async def read(self, state: Any) -> Any:
         """Process messages until the input ends or ``stop()``; return the state.
@@ -648,6 +655,38 @@ class _ProcessorRun:
                 ctx._closed = True
             self.stage(ctx)
         await self.commit(state, final=True)
+
+
+class _Hop:
+    """The outcome of one call in the worker thread: ``done`` is called on the event loop."""
+
+    __slots__ = ("_loop", "_waiter", "finished", "future")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self.future: asyncio.Future[Any] = loop.create_future()
+        self.finished = False
+        self._waiter: asyncio.Future[None] | None = None
+
+    def done(self, result: Any, error: BaseException | None) -> None:
+        self.finished = True
+        future = self.future
+        if not future.done():
+            if error is None:
+                future.set_result(result)
+            elif isinstance(error, StopIteration):  # a future cannot carry it
+                future.set_exception(RuntimeError(f"{type(error).__name__}: {error}"))
+            else:
+                future.set_exception(error)
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    async def returned(self) -> None:
+        """Wait until the call returned, whatever cancellations arrive meanwhile."""
+        if not self.finished:
+            self._waiter = self._loop.create_future()
+            await settle(self._waiter)
 
 
 def _read_failure(future: asyncio.Future[Any]) -> None:
