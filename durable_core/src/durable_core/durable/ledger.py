@@ -152,6 +152,7 @@ class Ledger:
         # Changes held back until the save of an earlier change succeeded, by its future
         # (commit_soon's ``after``).
         self._behind: dict[asyncio.Future[Any], list[tuple[Mutation, asyncio.Future[Any]]]] = {}
+        self._behind_lock = threading.Lock()  # the save thread takes them out too
         self._inflight: asyncio.Future[None] | None = None
         self._starting = False
         self._deferred: list[Mutation] = []
@@ -344,7 +345,8 @@ class Ledger:
             future.set_exception(self._error)
             return future
         if after is not None and not after.done():
-            self._behind.setdefault(after, []).append((mutation, future))
+            with self._behind_lock:
+                self._behind.setdefault(after, []).append((mutation, future))
             return future
         self._pending.append((mutation, future))
         if self._inflight is None and not self._starting:
@@ -393,11 +395,45 @@ class Ledger:
         self._inflight = inflight
 
         def done(outcome: tuple[list[Any], int] | None, error: BaseException | None) -> None:
-            # In the save thread: hand the outcome to the event loop.
-            with contextlib.suppress(RuntimeError):  # a closed loop: nobody waits any more
-                loop.call_soon_threadsafe(self._saved, loop, batch, inflight, outcome, error)
+            # In the save thread: hand the outcome to the event loop; then save right here
+            # the changes held back behind this batch (commit_soon's ``after``), one batch
+            # after another, while they come: no hop to the loop and back between the saves.
+            current, result, failure = batch, outcome, error
+            while True:
+                held = self._held_behind(current, result, failure)
+                with contextlib.suppress(RuntimeError):  # a closed loop: nobody waits any more
+                    loop.call_soon_threadsafe(
+                        self._saved, loop, current, inflight, result, failure, not held
+                    )
+                if not held:
+                    return
+                current, result, failure = held, None, None
+                try:
+                    result = self._commit_batch([mutation for mutation, _ in held])
+                except BaseException as exc:  # handed to its callers on the loop
+                    failure = exc
 
         self._saver.submit(self._commit_batch, mutations, done)
+
+    def _held_behind(
+        self,
+        batch: list[tuple[Mutation, asyncio.Future[Any]]],
+        outcome: tuple[list[Any], int] | None,
+        error: BaseException | None,
+    ) -> list[tuple[Mutation, asyncio.Future[Any]]]:
+        """In the save thread, after ``batch`` was saved: the changes held back behind its
+        changes that succeeded (taken out of the queue), to be saved next; none after a failed
+        save."""
+        if error is not None or outcome is None or self._error is not None:
+            return []
+        held: list[tuple[Mutation, asyncio.Future[Any]]] = []
+        with self._behind_lock:
+            if not self._behind:
+                return held
+            for (_, future), result in zip(batch, outcome[0], strict=True):
+                if not isinstance(result, _Failed):
+                    held.extend(self._behind.pop(future, ()))
+        return held
 
     def _saved(
         self,
@@ -406,9 +442,13 @@ class Ledger:
         inflight: asyncio.Future[None],
         outcome: tuple[list[Any], int] | None,
         error: BaseException | None,
+        last: bool = True,
     ) -> None:
-        self._inflight = None
-        inflight.set_result(None)
+        """On the loop: answer ``batch``; ``last`` when no save follows it in the save thread
+        (the ledger has no save in flight any more)."""
+        if last:
+            self._inflight = None
+            inflight.set_result(None)
         self._answer(loop, batch, outcome, error)
 
     def _answer(
@@ -423,9 +463,10 @@ class Ledger:
             if error is None:
                 error = CheckpointError("the save ended without an outcome")
             waiting, self._pending = batch + self._pending, []
-            for behind in self._behind.values():
-                waiting.extend(behind)
-            self._behind.clear()
+            with self._behind_lock:
+                for behind in self._behind.values():
+                    waiting.extend(behind)
+                self._behind.clear()
             for _, future in waiting:
                 if not future.done():
                     future.set_exception(error)
@@ -434,8 +475,9 @@ class Ledger:
         released = False
         behind = self._behind
         for (_, future), result in zip(batch, results, strict=True):
-            if behind:
-                held = behind.pop(future, None)
+            if behind:  # held back behind this batch, not taken by the save thread
+                with self._behind_lock:
+                    held = behind.pop(future, None)
                 if held is not None and isinstance(result, _Failed):
                     for _, later in held:  # held back behind a change that was not made
                         if not later.done():
@@ -449,7 +491,7 @@ class Ledger:
                 future.set_exception(result.error)
             else:
                 future.set_result(Committed(result, revision))
-        if self._pending and not self._starting:
+        if self._pending and not self._starting and self._inflight is None:
             if released and not self._inline and not (self._idle is not None and self._idle()):
                 # A change held back for this save goes to the save thread at once.
                 self._start_batch(loop)

@@ -11,6 +11,12 @@ not at all. Readers of an output stream see a message's sends only after that co
   A message whose budget is spent fails the node.
 - **Batching.** ``commit_every=k`` commits up to ``k`` messages together; ``max_delay`` is how
   many seconds a batch may wait for more messages. A batch is atomic: it commits as a whole.
+- **Pipelined commits.** When the checkpointer returns an awaitable from ``commit_messages``
+  (the save still in flight), the next messages run meanwhile; the commit after it first waits
+  for it, so at most one commit is in flight and each is made after the one before it is saved.
+  The sends of a commit reach readers once its save succeeded; a failed save stops the run
+  before the next commit is made, and the messages run behind it are processed again on
+  resume.
 - **Stopping.** ``rc.stop()`` inside a message ends reading after that message: the remaining
   messages are not processed (and are not pretended to be processed).
 - **Finish.** ``@processor.finish`` registers ``finish(rc, state)``, run once after the input
