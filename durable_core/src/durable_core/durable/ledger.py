@@ -13,7 +13,10 @@ record.
 
 Mutations that arrive while a save is in flight are applied together to the next proposal and
 saved once (group commit): confirmations of nodes finishing together share one save, and no
-caller is answered before the save that contains its change has succeeded.
+caller is answered before the save that contains its change has succeeded. A change may also be
+held back behind an earlier one (``commit_soon(..., after=)``): it then gets a later save, never
+the earlier one's, and the save thread makes it right after that save (a processor's next
+commit, queued while the one before it is being saved).
 
 Any save error stops the ledger for good (R-RT-2): the record may or may not have been written,
 so nothing is retried, rolled back or overwritten from the old snapshot. Every later commit
@@ -333,11 +336,11 @@ class Ledger:
             mutation: the change.
             after: the future of a change queued before by this method and not answered
                 yet (None: no such change). ``mutation`` is then held back until that
-                change's save succeeded, and is saved in a later save than it (never
-                together with it); a save made in the save thread starts at once then,
-                without waiting for a turn of the loop. When that save fails, or that
-                change raised, ``mutation`` is never applied and
-                its future fails with the same error.
+                change's save succeeded, and saved in a later save than it, never together
+                with it. When that save ran in the save thread, the save thread goes on with
+                the held change at once, without a turn of the loop. When that save fails,
+                or that change raised, ``mutation`` is never applied and its future fails
+                with the same error.
         """
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Committed] = loop.create_future()
@@ -472,7 +475,6 @@ class Ledger:
                     future.set_exception(error)
             return
         results, revision = outcome
-        released = False
         behind = self._behind
         for (_, future), result in zip(batch, results, strict=True):
             if behind:  # held back behind this batch, not taken by the save thread
@@ -484,7 +486,6 @@ class Ledger:
                             later.set_exception(result.error)
                 elif held is not None:
                     self._pending.extend(held)
-                    released = True
             if future.done():  # its caller stopped waiting; the change is saved all the same
                 continue
             if isinstance(result, _Failed):
@@ -492,10 +493,7 @@ class Ledger:
             else:
                 future.set_result(Committed(result, revision))
         if self._pending and not self._starting and self._inflight is None:
-            if released and not self._inline and not (self._idle is not None and self._idle()):
-                # A change held back for this save goes to the save thread at once.
-                self._start_batch(loop)
-            elif self._inline:
+            if self._inline:
                 # Not at once: the callers answered now get a turn of the loop first, so
                 # that what they commit next shares the save.
                 self._starting = True
