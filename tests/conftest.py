@@ -28,8 +28,10 @@ import os
 import re
 import secrets
 import shutil
+import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -51,7 +53,18 @@ TEST_SCHEMA = "pulse_durable"
 _TEST_DATABASE = "durable_test"
 
 
+# The child processes the tests start (the CLI, crash children, launcher workers) import
+# Durable and its dependencies anew each time; where the environment forbids writing bytecode
+# (PYTHONDONTWRITEBYTECODE), every one of them would compile every module from source again.
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+sys.dont_write_bytecode = False
+
+
 def pytest_configure(config: pytest.Config) -> None:
+    # A shell starts a background job with SIGINT ignored, and children inherit that: the
+    # tests that press Ctrl-C on a child (a run, the CLI) need Python's default handling.
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     config.addinivalue_line(
         "markers",
         "postgres: needs a real PostgreSQL server (started by the suite or given by "

@@ -4,8 +4,15 @@ Usage::
 
     python -m tests.durable_core.durable.interrupt_child MODE STORE_KIND STORE_LOCATION CALL_LOG
 
-``MODE`` is ``plain`` (no cancel token: Ctrl-C raises ``KeyboardInterrupt``) or ``token`` (a
-SIGINT handler cancels a ``CancelToken``). Prints one JSON line describing how the call ended.
+``MODE`` is ``plain`` (no cancel token: Ctrl-C raises ``KeyboardInterrupt``), ``token`` (a
+SIGINT handler cancels a ``CancelToken``), or ``worker-plain`` / ``worker-token``: the same, but
+the SIGINT is not sent by the parent: the plain body sends it to its own worker thread once both
+slow bodies run (``signal.pthread_kill``), as Linux may do with a Ctrl-C, while the main thread
+waits in the event loop for a timer a minute away. Prints one JSON line describing how the call
+ended.
+
+SIGINT starts with Python's default handler whatever the parent left (a shell starts a
+background job with SIGINT ignored, and a child inherits that).
 """
 
 from __future__ import annotations
@@ -14,6 +21,7 @@ import asyncio
 import json
 import signal
 import sys
+import threading
 import time
 from typing import Any
 
@@ -26,13 +34,14 @@ SEED, A, B, C = Key("seed", int), Key("a", int), Key("b", int), Key("c", int)
 BOUND = 60.0
 
 
-def graph(log: CallLog, seconds: float) -> Graph:
+def graph(log: CallLog, seconds: float, *, self_interrupt: bool = False) -> Graph:
     """seed -> first -> (plain: a plain body busy until the run was interrupted, waits: an
     async body asleep for ``seconds``).
 
     The plain body does not look at ``rc.canceled``: it stays busy until ``waits`` logged that
     it was canceled (so the interrupt has reached the run, however slow the machine), or for at
-    most ``seconds``.
+    most ``seconds``. With ``self_interrupt``, the plain body sends SIGINT to its own (worker)
+    thread once ``waits`` has started.
     """
     g = Graph("interrupt", inputs=[SEED])
 
@@ -45,6 +54,10 @@ def graph(log: CallLog, seconds: float) -> Graph:
     def plain(rc: Any) -> None:
         log.write("plain")
         deadline = time.monotonic() + seconds
+        if self_interrupt:
+            while "waits" not in log.calls() and time.monotonic() < deadline:
+                time.sleep(0.01)
+            signal.pthread_kill(threading.get_ident(), signal.SIGINT)
         while time.monotonic() < deadline:  # busy, and not looking at rc.canceled
             if "waits-canceled" in log.calls():
                 break
@@ -67,6 +80,9 @@ def graph(log: CallLog, seconds: float) -> Graph:
 
 def main() -> None:
     mode, kind, location, log_path = sys.argv[1:5]
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    self_interrupt = mode.startswith("worker-")
+    mode = mode.removeprefix("worker-")
     log = CallLog(log_path)
     store = open_store(kind, location)
     runtime = Runtime(store)
@@ -76,7 +92,7 @@ def main() -> None:
         signal.signal(signal.SIGINT, lambda signum, frame: token.cancel())
         options["cancel"] = token
     try:
-        result = runtime.run(graph(log, BOUND), **options)
+        result = runtime.run(graph(log, BOUND, self_interrupt=self_interrupt), **options)
     except KeyboardInterrupt:
         outcome = {"raised": "KeyboardInterrupt", "plain_returned": "plain-returned" in log.calls()}
     else:

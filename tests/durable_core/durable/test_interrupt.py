@@ -15,14 +15,16 @@ import pytest
 
 from durable_core import AttemptState, Runtime
 from tests import ROOT
-from tests.durable_core.durable.interrupt_child import SEED, B, C, graph
+from tests.durable_core.durable.interrupt_child import BOUND, SEED, B, C, graph
 from tests.durable_core.durable.scenarios import CallLog, load, open_store
 
 CHILD = "tests.durable_core.durable.interrupt_child"
 
 
 def interrupt(mode: str, kind: str, location: Path, log: CallLog) -> dict[str, object]:
-    """Start the child, send SIGINT once both slow bodies are running, return its outcome."""
+    """Start the child, send SIGINT once both slow bodies are running (a ``worker-`` mode's
+    child sends it to itself), return its outcome. The child must end well before its slow
+    bodies' bound of a minute: the interrupt, not their end, must have stopped the run."""
     proc = subprocess.Popen(
         [sys.executable, "-m", CHILD, mode, kind, str(location), str(log.path)],
         cwd=ROOT,
@@ -36,12 +38,16 @@ def interrupt(mode: str, kind: str, location: Path, log: CallLog) -> dict[str, o
             assert proc.poll() is None, proc.communicate()
             assert time.monotonic() < deadline, "the bodies never started"
             time.sleep(0.01)
-        proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=60)
+        started = time.monotonic()
+        if not mode.startswith("worker-"):
+            proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=120)
+        took = time.monotonic() - started
     finally:
         if proc.poll() is None:
             proc.kill()
     assert proc.returncode == 0, err
+    assert took < BOUND / 2, f"the run ended {took:.1f} s after the interrupt: {err}"
     return json.loads(out.strip().splitlines()[-1])
 
 
@@ -90,3 +96,26 @@ def test_a_cancel_token_from_a_sigint_handler_ends_the_run_canceled(
     assert outcome == {"status": "canceled", "error": None, "plain_returned": True}
     # the plain body finished after the cancel: its work is kept, not run again
     resumes_cleanly(kind, location, log, plain_kept=True)
+
+
+@pytest.mark.parametrize("kind", ["file", "sqlite"])
+def test_ctrl_c_received_by_a_worker_thread_stops_the_run_at_once(
+    kind: str, tmp_path: Path
+) -> None:
+    # covers: G-6, R-RT-2
+    # Linux may hand a Ctrl-C to any thread; when a plain body's worker thread gets it, the
+    # event loop, asleep until a timer a minute away, must still wake and stop the run.
+    location, log = tmp_path / "store", CallLog(tmp_path / "calls.log")
+    outcome = interrupt("worker-plain", kind, location, log)
+    assert outcome == {"raised": "KeyboardInterrupt", "plain_returned": True}
+    resumes_cleanly(kind, location, log, plain_kept=False)
+
+
+def test_a_cancel_token_handler_runs_at_once_when_a_worker_thread_gets_the_sigint(
+    tmp_path: Path,
+) -> None:
+    # covers: G-6, R-ATT-4
+    location, log = tmp_path / "store", CallLog(tmp_path / "calls.log")
+    outcome = interrupt("worker-token", "sqlite", location, log)
+    assert outcome == {"status": "canceled", "error": None, "plain_returned": True}
+    resumes_cleanly(kind="sqlite", location=location, log=log, plain_kept=True)

@@ -12,6 +12,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from durable_core.config import load_config
 from durable_core.launchers import find_orphans, prepare
 
@@ -153,16 +155,49 @@ def test_recover_leaves_owned_runs_alone_and_uses_the_config_inputs(fleet):
     }
 
 
+# The submitter's CLI, with a thread that sends SIGINT to itself once the file argv[1] exists:
+# Linux may hand a Ctrl-C to any thread of the process, not only to the main one.
+INTERRUPTED_BY_A_THREAD = """
+import os, signal, sys, threading, time
+
+def interrupt(now):
+    while not os.path.exists(now):
+        time.sleep(0.01)
+    signal.pthread_kill(threading.get_ident(), signal.SIGINT)
+
+threading.Thread(target=interrupt, args=(sys.argv[1],), daemon=True).start()
+sys.argv = ["durable", *sys.argv[2:]]
+from durable_core.cli import main
+main()
+"""
+
+
 # covers: X-LAUNCH
-def test_ctrl_c_stops_the_workers_and_leaves_the_runs_resumable(fleet):
+@pytest.mark.parametrize("received_by", ["main thread", "other thread"])
+def test_ctrl_c_stops_the_workers_and_leaves_the_runs_resumable(fleet, received_by):
     runs = fleet.runs_file(2)
     hold = fleet.folder / "hold"
     hold.write_text("")
-    submitter = durable(fleet, "submit", fleet.config, "--inputs-file", runs, "--on", "local:2")
+    args = ("submit", fleet.config, "--inputs-file", runs, "--on", "local:2")
+    now = fleet.folder / "interrupt-now"
+    if received_by == "main thread":
+        submitter = durable(fleet, *args)
+    else:
+        submitter = subprocess.Popen(
+            [sys.executable, "-c", INTERRUPTED_BY_A_THREAD, str(now), *args],
+            env=fleet.env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
     deadline = time.monotonic() + 60
     while len(listed(fleet)) < 2 and time.monotonic() < deadline:
         time.sleep(0.05)
-    submitter.send_signal(signal.SIGINT)
+    if received_by == "main thread":
+        submitter.send_signal(signal.SIGINT)
+    else:
+        now.write_text("")
+    # the workers hold until ``hold`` goes: only the interrupt can end the submitter
     out, err = submitter.communicate(timeout=60)
     assert submitter.returncode == 130, err
     hold.unlink()

@@ -50,7 +50,7 @@ def timing(tmp_path):
             version = "1"
 
             [inputs]
-            wait = 3.0
+            wait = 8.0
 
             [store]
             backend = "sqlite"
@@ -76,11 +76,12 @@ def durable(*args: str) -> tuple[int, dict]:
 def test_a_waiting_run_is_recovered_once_its_deadline_passed(timing):
     code, submitted = durable("submit", timing, "--on", "local:1", "--suspend", "--wait")
     assert code == 0 and submitted["counts"] == {"waiting": 1}, submitted
-    waited = time.monotonic()  # the deadline is at most 3 s from now
+    # The deadline is at most 8 s from now: room for a start of the CLI on a busy machine.
+    waited = time.monotonic()
     code, early = durable("recover", timing, "--on", "local:1", "--wait")
     assert code == 0 and early["orphans"] == [] and early["runs"] == []  # not due yet
     assert early["waiting"] == ["sleeper"]  # left alone, and said so
-    time.sleep(max(0.0, 3.2 - (time.monotonic() - waited)))
+    time.sleep(max(0.0, 8.2 - (time.monotonic() - waited)))
     code, due = durable("recover", timing, "--on", "local:1", "--wait")
     assert code == 0 and due["orphans"] == ["sleeper"], due
     assert [r["status"] for r in due["runs"]] == ["completed"]

@@ -56,6 +56,7 @@ from durable_core.graph import (
 )
 from durable_core.graph import Observer as GraphObserver
 from durable_core.graph.definition import count_nodes
+from durable_core.graph.mainloop import run_main
 from durable_core.plugins.manager import default_plugins
 from durable_core.records import RECORD_FORMAT, RunRecord, ScopeRecord
 from durable_core.store import Store
@@ -468,7 +469,7 @@ class Runtime:
         return suspending(
             suspend,
             self.store,
-            lambda again: asyncio.run(
+            lambda again: run_main(
                 self._perform(attrs.evolve(request, mode=Mode.RESUME) if again else request)
             ),
         )

@@ -41,6 +41,7 @@ from durable_core.graph.definition import Graph, In, Node, Out, _Plan
 from durable_core.graph.function import call_args, function_outputs
 from durable_core.graph.guard import CheckpointCalls
 from durable_core.graph.keys import Key
+from durable_core.graph.mainloop import run_main
 from durable_core.graph.observer import GraphEvent, NodeEvent, Observer
 from durable_core.graph.remote import RemoteBodies, dump_bodies, travels
 from durable_core.graph.results import RunResult, RunStatus
@@ -935,7 +936,9 @@ def execute(
     cancel: CancelToken | None = None,
     executor: Executor | None = None,
 ) -> RunResult:
-    """Run ``graph`` to its end in a new event loop (``asyncio.run``); see :func:`execute_async`.
+    """Run ``graph`` to its end in a new event loop (:func:`~durable_core.graph.mainloop.run_main`,
+    which is ``asyncio.run`` woken by Ctrl-C whichever thread receives it); see
+    :func:`execute_async`.
 
     Must not be called from a running event loop (use ``await execute_async(...)`` there).
 
@@ -949,7 +952,7 @@ def execute(
         >>> execute(g, {N: 21})[TWICE]
         42
     """
-    return asyncio.run(
+    return run_main(
         execute_async(
             graph,
             inputs,

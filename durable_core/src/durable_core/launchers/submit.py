@@ -49,6 +49,8 @@ unfinished, before it is reported ``lost``."""
 
 _FIRST_POLL = 0.2
 _LONGEST_POLL = 2.0
+_SIGNAL_PAUSE = 0.5
+"""Seconds the submitting thread waits at most at a time for its runs (see ``Submitter.run``)."""
 
 
 def open_launcher(on: str | Launcher, pm: Any = None) -> tuple[Launcher, bool]:
@@ -320,9 +322,14 @@ class Submitter:
                         break
                     entry.launches += 1
                     running[self.launcher.submit(entry.job)] = entry
-                timeout = None
+                # Wake at least every _SIGNAL_PAUSE seconds: a Ctrl-C that another thread
+                # received is acted on only once this (main) thread runs Python code again.
+                timeout = _SIGNAL_PAUSE
                 if watched:
-                    timeout = max(0.0, min(e.next_poll for e in watched) - time.monotonic())
+                    timeout = max(
+                        0.0,
+                        min(_SIGNAL_PAUSE, min(e.next_poll for e in watched) - time.monotonic()),
+                    )
                 done, _ = concurrent.futures.wait(
                     running, timeout=timeout, return_when=concurrent.futures.FIRST_COMPLETED
                 )
