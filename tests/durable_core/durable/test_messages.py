@@ -194,8 +194,10 @@ def test_a_save_failing_at_the_nth_message_never_loses_or_repeats_a_committed_me
         assert result.status == "completed", (nth, result.error)
         assert result[TOTAL] == total and result[EVEN_LIST] == evens, nth
         for n in range(1, 31):
-            want = 2 if n == nth and not written else 1
-            assert log.count(f"m{n}") == want, (nth, n, log.calls())
+            want = {2} if n == nth and not written else {1}
+            if n == nth + 1:  # it ran while message nth was saved, and was never committed
+                want = {1, 2}
+            assert log.count(f"m{n}") in want, (nth, n, log.calls())
 
 
 # covers: S-7

@@ -205,3 +205,66 @@ def test_the_first_committer_canceled_in_its_group_commit_turn_still_gets_the_ba
     assert committed.revision == 2  # one save for both
     assert ledger.saves == 2 and ledger.changes == 2
     assert {a.node_id for a in session.load().attempts.values()} == {"a", "b"}
+
+
+def _attempt(ledger: Ledger, attempt: str, node_id: str) -> Any:
+    root = ledger.record.root_scope
+    return lambda p: begin_attempt(p, attempt, parent=root, node_id=node_id)
+
+
+# covers: S-8
+@pytest.mark.parametrize("quick", [True, False], ids=["on-the-loop", "save-thread"])
+def test_a_change_held_back_behind_another_gets_a_later_save_of_its_own(quick: bool) -> None:
+    ledger, session = _ledger(quick)
+    ids = [new_id() for _ in range(4)]
+
+    async def main() -> list[Any]:
+        first = ledger.commit_soon(_attempt(ledger, ids[0], "a"))
+        second = ledger.commit_soon(_attempt(ledger, ids[1], "b"), after=first)
+        third = ledger.commit_soon(_attempt(ledger, ids[2], "c"), after=second)
+        other = ledger.commit_soon(_attempt(ledger, ids[3], "d"))  # joins the first save
+        return list(await asyncio.gather(first, second, third, other))
+
+    first, second, third, other = asyncio.run(main())
+    # Queued in one turn, they would all share one save; held back, each waits for the one
+    # before it, in order.
+    assert (first.revision, second.revision, third.revision) == (2, 3, 4)
+    assert other.revision == 2
+    assert session.revisions == [1, 2, 3, 4]  # 1: the record's creation
+    assert all(i in ledger.record.attempts for i in ids)
+
+
+# covers: S-8
+@pytest.mark.parametrize("quick", [True, False], ids=["on-the-loop", "save-thread"])
+def test_a_change_held_back_behind_a_failed_save_is_never_applied(quick: bool) -> None:
+    ledger, session = _ledger(quick, fail_at=2)
+    ids = [new_id() for _ in range(2)]
+
+    async def main() -> list[Any]:
+        first = ledger.commit_soon(_attempt(ledger, ids[0], "a"))
+        second = ledger.commit_soon(_attempt(ledger, ids[1], "b"), after=first)
+        return list(await asyncio.gather(first, second, return_exceptions=True))
+
+    first, second = asyncio.run(main())
+    assert isinstance(first, CheckpointError) and second is first
+    assert session.revisions == [1]  # nothing after the failed save was tried
+    assert not any(i in ledger.record.attempts for i in ids)
+
+
+@pytest.mark.parametrize("quick", [True, False], ids=["on-the-loop", "save-thread"])
+def test_a_change_held_back_behind_a_change_that_raised_fails_with_it(quick: bool) -> None:
+    ledger, _ = _ledger(quick)
+    later = new_id()
+
+    def bad(proposal: Any) -> None:
+        raise KeyError("no such attempt")
+
+    async def main() -> list[Any]:
+        first = ledger.commit_soon(bad)
+        second = ledger.commit_soon(_attempt(ledger, later, "b"), after=first)
+        return list(await asyncio.gather(first, second, return_exceptions=True))
+
+    first, second = asyncio.run(main())
+    assert isinstance(first, KeyError) and second is first
+    assert later not in ledger.record.attempts
+    assert ledger.error is None  # the ledger goes on: only that change was not made

@@ -13,7 +13,10 @@ record.
 
 Mutations that arrive while a save is in flight are applied together to the next proposal and
 saved once (group commit): confirmations of nodes finishing together share one save, and no
-caller is answered before the save that contains its change has succeeded.
+caller is answered before the save that contains its change has succeeded. A change may also be
+held back behind an earlier one (``commit_soon(..., after=)``): it then gets a later save, never
+the earlier one's, and the save thread makes it right after that save (a processor's next
+commit, queued while the one before it is being saved).
 
 Any save error stops the ledger for good (R-RT-2): the record may or may not have been written,
 so nothing is retried, rolled back or overwritten from the old snapshot. Every later commit
@@ -149,6 +152,10 @@ class Ledger:
         self._lock = threading.RLock()
         self._error: CheckpointError | None = None
         self._pending: list[tuple[Mutation, asyncio.Future[Any]]] = []
+        # Changes held back until the save of an earlier change succeeded, by its future
+        # (commit_soon's ``after``).
+        self._behind: dict[asyncio.Future[Any], list[tuple[Mutation, asyncio.Future[Any]]]] = {}
+        self._behind_lock = threading.Lock()  # the save thread takes them out too
         self._inflight: asyncio.Future[None] | None = None
         self._starting = False
         self._deferred: list[Mutation] = []
@@ -317,16 +324,32 @@ class Ledger:
             self._start_batch(loop)
         return await future
 
-    def commit_soon(self, mutation: Mutation) -> asyncio.Future[Committed]:
+    def commit_soon(
+        self, mutation: Mutation, *, after: asyncio.Future[Any] | None = None
+    ) -> asyncio.Future[Committed]:
         """:meth:`commit_async` without a coroutine: queue ``mutation`` and return the future
         its save answers (for the per-element calls of streams, which would otherwise cost a
         task each). The save starts after two turns of the loop, as it would from a task;
         a stopped ledger answers with its error.
+
+        Args:
+            mutation: the change.
+            after: the future of a change queued before by this method and not answered
+                yet (None: no such change). ``mutation`` is then held back until that
+                change's save succeeded, and saved in a later save than it, never together
+                with it. When that save ran in the save thread, the save thread goes on with
+                the held change at once, without a turn of the loop. When that save fails,
+                or that change raised, ``mutation`` is never applied and its future fails
+                with the same error.
         """
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Committed] = loop.create_future()
         if self._error is not None:
             future.set_exception(self._error)
+            return future
+        if after is not None and not after.done():
+            with self._behind_lock:
+                self._behind.setdefault(after, []).append((mutation, future))
             return future
         self._pending.append((mutation, future))
         if self._inflight is None and not self._starting:
@@ -375,11 +398,45 @@ class Ledger:
         self._inflight = inflight
 
         def done(outcome: tuple[list[Any], int] | None, error: BaseException | None) -> None:
-            # In the save thread: hand the outcome to the event loop.
-            with contextlib.suppress(RuntimeError):  # a closed loop: nobody waits any more
-                loop.call_soon_threadsafe(self._saved, loop, batch, inflight, outcome, error)
+            # In the save thread: hand the outcome to the event loop; then save right here
+            # the changes held back behind this batch (commit_soon's ``after``), one batch
+            # after another, while they come: no hop to the loop and back between the saves.
+            current, result, failure = batch, outcome, error
+            while True:
+                held = self._held_behind(current, result, failure)
+                with contextlib.suppress(RuntimeError):  # a closed loop: nobody waits any more
+                    loop.call_soon_threadsafe(
+                        self._saved, loop, current, inflight, result, failure, not held
+                    )
+                if not held:
+                    return
+                current, result, failure = held, None, None
+                try:
+                    result = self._commit_batch([mutation for mutation, _ in held])
+                except BaseException as exc:  # handed to its callers on the loop
+                    failure = exc
 
         self._saver.submit(self._commit_batch, mutations, done)
+
+    def _held_behind(
+        self,
+        batch: list[tuple[Mutation, asyncio.Future[Any]]],
+        outcome: tuple[list[Any], int] | None,
+        error: BaseException | None,
+    ) -> list[tuple[Mutation, asyncio.Future[Any]]]:
+        """In the save thread, after ``batch`` was saved: the changes held back behind its
+        changes that succeeded (taken out of the queue), to be saved next; none after a failed
+        save."""
+        if error is not None or outcome is None or self._error is not None:
+            return []
+        held: list[tuple[Mutation, asyncio.Future[Any]]] = []
+        with self._behind_lock:
+            if not self._behind:
+                return held
+            for (_, future), result in zip(batch, outcome[0], strict=True):
+                if not isinstance(result, _Failed):
+                    held.extend(self._behind.pop(future, ()))
+        return held
 
     def _saved(
         self,
@@ -388,9 +445,13 @@ class Ledger:
         inflight: asyncio.Future[None],
         outcome: tuple[list[Any], int] | None,
         error: BaseException | None,
+        last: bool = True,
     ) -> None:
-        self._inflight = None
-        inflight.set_result(None)
+        """On the loop: answer ``batch``; ``last`` when no save follows it in the save thread
+        (the ledger has no save in flight any more)."""
+        if last:
+            self._inflight = None
+            inflight.set_result(None)
         self._answer(loop, batch, outcome, error)
 
     def _answer(
@@ -405,19 +466,33 @@ class Ledger:
             if error is None:
                 error = CheckpointError("the save ended without an outcome")
             waiting, self._pending = batch + self._pending, []
+            with self._behind_lock:
+                for behind in self._behind.values():
+                    waiting.extend(behind)
+                self._behind.clear()
             for _, future in waiting:
                 if not future.done():
                     future.set_exception(error)
             return
         results, revision = outcome
+        behind = self._behind
         for (_, future), result in zip(batch, results, strict=True):
+            if behind:  # held back behind this batch, not taken by the save thread
+                with self._behind_lock:
+                    held = behind.pop(future, None)
+                if held is not None and isinstance(result, _Failed):
+                    for _, later in held:  # held back behind a change that was not made
+                        if not later.done():
+                            later.set_exception(result.error)
+                elif held is not None:
+                    self._pending.extend(held)
             if future.done():  # its caller stopped waiting; the change is saved all the same
                 continue
             if isinstance(result, _Failed):
                 future.set_exception(result.error)
             else:
                 future.set_result(Committed(result, revision))
-        if self._pending and not self._starting:
+        if self._pending and not self._starting and self._inflight is None:
             if self._inline:
                 # Not at once: the callers answered now get a turn of the loop first, so
                 # that what they commit next shares the save.

@@ -106,6 +106,9 @@ class MessageBook:
         # Message attempt ids: 16 random bytes in hex, from a generator seeded by the OS once
         # (one id per message: the OS's generator per id would cost more than the message).
         self._random = random.Random(secrets.randbits(128))
+        # The last non-final transaction of each processing attempt, by root attempt id: its
+        # save's future (the next one is saved after it).
+        self._last: dict[str, asyncio.Future[Any]] = {}
         # Final transactions waiting for their node's confirmation, by root attempt id.
         self._final: dict[str, tuple[L.Mutation, asyncio.Future[None]]] = {}
 
@@ -225,9 +228,15 @@ class MessageBook:
         attempt: Attempt,
         commit: MessageCommit,
         root: Callable[[], L.Mutation] | None = None,
-    ) -> asyncio.Future[None] | None:
-        """Save one message transaction (or batch) in one CAS; hold the final one for the
-        node's confirmation and return a future that succeeds with it.
+    ) -> asyncio.Future[Any]:
+        """Queue one message transaction (or batch) for a save of its own (one CAS), without
+        waiting for it; hold the final one for the node's confirmation. Either way return the
+        future that succeeds once the transaction is saved (it fails with the save's error).
+
+        A transaction queued while the node's one before it is not saved yet is held back
+        until that save succeeded (and fails with it): no two transactions of a node share a
+        save, and they are saved in order. The engine waits for the one before it right after
+        this call, so at most one is in flight while the next message runs.
 
         Args:
             attempt: the processor's root attempt.
@@ -237,8 +246,8 @@ class MessageBook:
 
         Raises:
             CodecError: the state, a value or a sent element cannot be encoded (nothing is
-                saved; the run stops).
-            CheckpointError: the save failed.
+                saved; the run stops). A failed save (or a ledger stopped already) fails the
+                returned future with its ``CheckpointError`` instead.
         """
         processor = attempt.node.processor
         assert processor is not None
@@ -264,10 +273,17 @@ class MessageBook:
                 before(proposal)  # the root attempt first: the message attempts name it
                 transaction(proposal)
 
-        await self._ledger.commit_async(mutation)
-        self._activity.messages += messages
-        self._activity.elements += sends
-        return None
+        # Held back until the node's commit before it is saved: one save each, in order.
+        saved = self._ledger.commit_soon(mutation, after=self._last.get(attempt.id))
+        self._last[attempt.id] = saved
+
+        def counted_saved(done: asyncio.Future[Any]) -> None:
+            if not done.cancelled() and done.exception() is None:
+                self._activity.messages += messages
+                self._activity.elements += sends
+
+        saved.add_done_callback(counted_saved)
+        return saved
 
     def confirm(self, proposal: L.Proposal, attempt_id: str) -> None:
         """In the save that confirms the node of root attempt ``attempt_id``: apply its final
@@ -287,6 +303,7 @@ class MessageBook:
         self._outputs.pop(attempt_id, None)
         self._inputs.pop(attempt_id, None)
         self._kept.pop(attempt_id, None)
+        self._last.pop(attempt_id, None)
         final = self._final.pop(attempt_id, None)
         if final is None or final[1].done():
             return

@@ -22,16 +22,20 @@ Done = Callable[[Any, BaseException | None], None]
 
 
 class BodyThreads:
-    """At most ``size`` worker threads named ``durable-node-N``, started when needed.
+    """At most ``size`` worker threads (``durable-node-N``), started when needed.
 
     Args:
         loop: the event loop that receives each outcome.
         size: the most threads (the run's ``max_running``).
+        name: the threads' names are ``{name}-N``.
     """
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, size: int) -> None:
+    def __init__(
+        self, loop: asyncio.AbstractEventLoop, size: int, name: str = "durable-node"
+    ) -> None:
         self._loop = loop
         self._size = size
+        self._name = name
         self._jobs: queue.SimpleQueue[tuple[Any, ...] | None] = queue.SimpleQueue()
         self._idle = threading.Semaphore(0)
         self._threads: list[threading.Thread] = []
@@ -45,7 +49,7 @@ class BodyThreads:
             return
         if len(self._threads) < self._size:
             thread = threading.Thread(
-                target=self._work, name=f"durable-node-{len(self._threads)}", daemon=True
+                target=self._work, name=f"{self._name}-{len(self._threads)}", daemon=True
             )
             thread.start()
             self._threads.append(thread)

@@ -134,8 +134,10 @@ on the event loop, in this order for each run of the body (see
     with ``commit.final`` after ``finish``: the input's ack, the new state, the values and the
     sends of :class:`~durable_core.graph.MessageCommit` are one transaction. It may return an
     awaitable (the save still in flight): the sends reach readers once it succeeded, otherwise
-    once the call returned. An output stream is opened (``open_stream``) before the first
-    commit that sends to it.
+    once the call returned. Meanwhile the engine runs the next messages, and it waits for that
+    awaitable before its next ``commit_messages`` call: at most one commit of a node is in
+    flight, and a failed one stops the run before the next is made. An output stream is
+    opened (``open_stream``) before the first commit that sends to it.
 
 Later extensions add methods with a no-op default to this class, so existing checkpointers
 keep working.
@@ -571,7 +573,8 @@ class Checkpointer:
 
         Returns:
             None when the commit is saved; or an awaitable that succeeds once it is saved
-            (the sends reach readers only then).
+            (the sends reach readers only then, and the next commit of the node waits for
+            it; its failure stops the run).
         """
         return None
 

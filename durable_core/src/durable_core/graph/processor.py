@@ -11,6 +11,12 @@ not at all. Readers of an output stream see a message's sends only after that co
   A message whose budget is spent fails the node.
 - **Batching.** ``commit_every=k`` commits up to ``k`` messages together; ``max_delay`` is how
   many seconds a batch may wait for more messages. A batch is atomic: it commits as a whole.
+- **Pipelined commits.** When the checkpointer returns an awaitable from ``commit_messages``
+  (the save still in flight), the next messages run meanwhile; the commit after it first waits
+  for it, so at most one commit is in flight and each is made after the one before it is saved.
+  The sends of a commit reach readers once its save succeeded; a failed save stops the run
+  before the next commit is made, and the messages run behind it are processed again on
+  resume.
 - **Stopping.** ``rc.stop()`` inside a message ends reading after that message: the remaining
   messages are not processed (and are not pretended to be processed).
 - **Finish.** ``@processor.finish`` registers ``finish(rc, state)``, run once after the input
@@ -31,7 +37,6 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import concurrent.futures
 import contextlib
 import copy
 import inspect
@@ -48,6 +53,7 @@ from durable_core.errors import (
     SlotError,
 )
 from durable_core.graph.aspects import Retry
+from durable_core.graph.bodythreads import BodyThreads
 from durable_core.graph.checkpoint import Values
 from durable_core.graph.keys import Key, type_name
 from durable_core.graph.messages import (
@@ -57,7 +63,7 @@ from durable_core.graph.messages import (
     MessageContext,
     MessageWriter,
 )
-from durable_core.graph.signals import RunAborted, direct_call, settle
+from durable_core.graph.signals import RunAborted, direct_call, eager_call, settle
 from durable_core.graph.streams import _NOTHING as _NO_ELEMENT
 from durable_core.graph.streams import Stream
 from durable_core.graph.waits import waiting
@@ -217,7 +223,7 @@ class _ProcessorRun:
         self.nr = rc._node_run
         self.run_ = self.nr.scope.run
         self.attempt: Attempt = rc.attempt.root
-        self.pool: concurrent.futures.ThreadPoolExecutor | None = None
+        self.threads: BodyThreads | None = None  # the worker thread of plain handlers
         self.kinds: dict[Any, bool] = {}  # function -> whether it is an async function
         # The batch being built: its message tries, state, sets, skips and sends.
         self.batch: list[MessageAttempt] = []
@@ -226,6 +232,8 @@ class _ProcessorRun:
         self.sends: dict[str, list[tuple[int, Any]]] = {}
         self.last_sequence = 0  # of the last message processed
         self.stopped = False
+        # The save of the last commit while it is in flight (at most one: see commit).
+        self.inflight: asyncio.Future[Any] | None = None
 
     # -- the seam -------------------------------------------------------------------------
 
@@ -253,21 +261,28 @@ class _ProcessorRun:
     # -- calling user code ----------------------------------------------------------------
 
     async def call(self, function: Handler, *args: Any) -> Any:
+        """``function(*args)``: awaited when it is an async function, else run in the node's
+        worker thread (one hop there, and one callback back to the event loop).
+
+        A cancel while a plain function runs sets ``rc.canceled`` and waits for it to return
+        (it cannot be interrupted), then goes on.
+        """
         is_async = self.kinds.get(function)
         if is_async is None:
             is_async = self.kinds[function] = _is_async(function)
         if is_async:
             return await function(*args)
-        if self.pool is None:
-            self.pool = concurrent.futures.ThreadPoolExecutor(
-                max_workers=1, thread_name_prefix=f"durable-processor-{self.p.id}"
-            )
-        job = self.pool.submit(function, *args)
+        loop = asyncio.get_running_loop()
+        threads = self.threads
+        if threads is None:
+            threads = self.threads = BodyThreads(loop, 1, f"durable-processor-{self.p.id}")
+        hop = _Hop(loop)
+        threads.submit(function, args, hop.done)
         try:
-            return await asyncio.wrap_future(job)
+            return await hop.future
         except asyncio.CancelledError:
             self.rc._cancel()  # the handler sees rc.canceled while it still runs
-            await settle(asyncio.wrap_future(job))  # it cannot be interrupted: wait for it
+            await hop.returned()  # it cannot be interrupted: wait for it
             raise
 
     # -- the loop -------------------------------------------------------------------------
@@ -289,8 +304,8 @@ class _ProcessorRun:
                     if key.stream and key.name not in rc._skipped:
                         await rc._open_stream(key)
         finally:
-            if self.pool is not None:
-                self.pool.shutdown(wait=False)
+            if self.threads is not None:
+                self.threads.shutdown()
 
     async def read(self, state: Any) -> Any:
         """Process messages until the input ends or ``stop()``; return the state.
@@ -540,8 +555,16 @@ class _ProcessorRun:
 
         Output streams are opened, and their sequence numbers taken, before the commit; the
         elements reach readers once the commit is saved (at once when the checkpointer returns
-        None, else when the awaitable it returned succeeded). Before the next message, the
-        processor waits until every output stream has room again (back-pressure).
+        None, else when the awaitable it returned succeeded). That awaitable is not waited for
+        here: the next messages run while it is saved. What is waited for, once the commit is
+        handed over, is the save of the commit before it, if still in flight: at most one
+        commit is ahead of the messages being run. (The checkpointer saves each commit after
+        the one before it, in a save of its own.) Before the next message, the processor
+        waits until every output stream has room again (back-pressure).
+
+        Raises:
+            RunAborted: the commit before it, or this one, failed (the run stopped with the
+                error).
         """
         rc, run = self.rc, self.run_
         keys = self.nr.scope.plan.prov_maps[self.nr.index]
@@ -564,10 +587,14 @@ class _ProcessorRun:
             stopped=self.stopped,
             final=final,
         )
-        saved = await self.seam("commit_messages", None, None, self.attempt, commit)
+        saved = await self.commit_call(commit)
         future = None if saved is None else asyncio.ensure_future(saved)
         if future is not None:
             future.add_done_callback(_read_failure)
+        if self.inflight is not None:
+            await self.saved()  # the commit before: at most one is in flight
+        if future is not None and not final:
+            self.inflight = future  # the next messages run while it is saved (or it failed)
         rc._ready.update(self.sets)
         rc._skipped.update(self.skips)
         self.batch, self.sets, self.skips, self.sends = [], {}, set(), {}
@@ -579,6 +606,48 @@ class _ProcessorRun:
             for stream in streams.values():
                 while not stream.writable():
                     await rc._idle(stream.wait_writable())
+
+    async def commit_call(self, commit: MessageCommit) -> Any:
+        """``commit_messages`` through the run's guard, without a task of its own when the
+        checkpointer answers at once (the durable one only queues the save)."""
+        run = self.run_
+        if run.noop:
+            return None
+        call = eager_call(run, run.cp.commit_messages(self.attempt, commit))
+        if not call.done():
+            try:
+                await asyncio.shield(call)
+            except asyncio.CancelledError:
+                await settle(call)  # a commit under way is never cut off
+                raise
+            except RunAborted:
+                pass  # raised by call.result() below
+        return call.result()
+
+    async def saved(self) -> None:
+        """Wait until the commit in flight is saved.
+
+        Raises:
+            RunAborted: its save failed; the run is stopped with the save's error.
+        """
+        future, self.inflight = self.inflight, None
+        assert future is not None
+        if not future.done():
+            try:
+                await asyncio.shield(future)  # a cancel stops the wait, never the save
+            except asyncio.CancelledError:
+                if not future.done():
+                    raise
+            except Exception:
+                pass  # its error is read below
+        if future.cancelled():
+            raise RunAborted
+        error = future.exception()
+        if error is not None:
+            if isinstance(error, RunAborted):
+                raise error
+            self.run_.abort(error)
+            raise RunAborted from error
 
     async def finish(self, state: Any) -> None:
         p = self.p
@@ -592,6 +661,38 @@ class _ProcessorRun:
                 ctx._closed = True
             self.stage(ctx)
         await self.commit(state, final=True)
+
+
+class _Hop:
+    """The outcome of one call in the worker thread: ``done`` is called on the event loop."""
+
+    __slots__ = ("_loop", "_waiter", "finished", "future")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self.future: asyncio.Future[Any] = loop.create_future()
+        self.finished = False
+        self._waiter: asyncio.Future[None] | None = None
+
+    def done(self, result: Any, error: BaseException | None) -> None:
+        self.finished = True
+        future = self.future
+        if not future.done():
+            if error is None:
+                future.set_result(result)
+            elif isinstance(error, StopIteration):  # a future cannot carry it
+                future.set_exception(RuntimeError(f"{type(error).__name__}: {error}"))
+            else:
+                future.set_exception(error)
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    async def returned(self) -> None:
+        """Wait until the call returned, whatever cancellations arrive meanwhile."""
+        if not self.finished:
+            self._waiter = self._loop.create_future()
+            await settle(self._waiter)
 
 
 def _read_failure(future: asyncio.Future[Any]) -> None:

@@ -1,0 +1,250 @@
+"""Unbatched processors run the next message while the commit before it is saved (S-8).
+
+With ``commit_every=1`` the processor hands a message's commit to the checkpointer and runs the
+next message while that commit is saved; the commit after waits for it (at most one in
+flight), and each commit has a save of its own. These tests check, on real stores, that this
+changes nothing a reader or a resume can see:
+
+- a save failing while the next message runs stops the run with the save's error; nothing
+  sent by the failed commit or by a later message reaches a reader, and a resume completes
+  with the exact state (the message that ran behind the failed save runs again);
+- a process killed with SIGKILL mid-stream, again and again, resumes with every committed
+  message applied exactly once, every send delivered exactly once downstream, and per-message
+  Retry budgets never refilled (``processor_pipeline_child.py`` is the child process).
+"""
+
+from __future__ import annotations
+
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import attrs
+import pytest
+
+from durable_core import CheckpointError, Codecs, Graph, Key, Retry, RunRecord, Runtime
+from tests import ROOT
+from tests.durable_core.durable.scenarios import (
+    CallLog,
+    FailingStore,
+    SaveFailure,
+    load,
+    open_store,
+)
+
+
+@attrs.frozen
+class Sum:
+    count: int = 0
+    total: int = 0
+
+
+COUNT = Key("count", int)
+NUMBERS = Key("numbers", int, stream=True, capacity=8)
+TOTAL = Key("total", Sum)
+SENT = Key("sent", int, stream=True, capacity=8)
+RECEIVED = Key("received", Sum)
+MESSAGES = 30
+
+
+def codecs() -> Codecs:
+    registry = Codecs.default()
+    registry.register_json(Sum)
+    return registry
+
+
+class Overlap:
+    """What the handler tells the failing save: which message runs now."""
+
+    def __init__(self) -> None:
+        self.started: dict[int, threading.Event] = {}
+        self.lock = threading.Lock()
+
+    def event(self, n: int) -> threading.Event:
+        with self.lock:
+            return self.started.setdefault(n, threading.Event())
+
+
+def graph(log: CallLog, received: CallLog, overlap: Overlap | None = None) -> Graph:
+    g = Graph("pipeline", inputs=[COUNT])
+
+    @g.node("numbers", requires=[COUNT], provides=[NUMBERS])
+    async def numbers(rc):
+        writer = rc.writer(NUMBERS)
+        for n in range((writer.position or 0) + 1, rc.get(COUNT) + 1):
+            await writer.send_at(n, n)
+
+    @g.processor(
+        "sum",
+        input=NUMBERS,
+        state=Sum,
+        initial=Sum(),
+        provides=[TOTAL, SENT],
+        retry=Retry(2),
+        commit_every=1,
+    )
+    def add(rc, state: Sum, n: int) -> Sum:
+        log.write(f"m{n}")
+        if overlap is not None:
+            overlap.event(n).set()
+        rc.writer(SENT).send(n)
+        return Sum(state.count + 1, state.total + n)
+
+    @add.finish
+    def finish(rc, state: Sum):
+        rc.set(TOTAL, state)
+
+    @g.processor(
+        "collect", input=SENT, state=Sum, initial=Sum(), provides=[RECEIVED], commit_every=1
+    )
+    def collect(rc, state: Sum, n: int) -> Sum:
+        received.write(f"r{n}")  # as soon as the element reaches this reader
+        return Sum(state.count + 1, state.total + n)
+
+    @collect.finish
+    def collected(rc, state: Sum):
+        rc.set(RECEIVED, state)
+
+    return g
+
+
+def acked(record: RunRecord, group: str) -> int:
+    return next(s.acked_through for s in record.streams.values() if s.group == group)
+
+
+# covers: S-8
+@pytest.mark.parametrize("written", [False, True], ids=["not-written", "written"])
+@pytest.mark.parametrize("nth", [1, 9, 22])
+def test_a_save_failing_while_the_next_message_runs_stops_the_run_and_publishes_nothing_after_it(
+    nth: int, written: bool, tmp_path: Path
+) -> None:
+    real = open_store("sqlite", tmp_path)
+    log, received = CallLog(tmp_path / "calls"), CallLog(tmp_path / "received")
+    overlap = Overlap()
+    ran_behind: list[bool] = []
+
+    def commit_of_nth(record: RunRecord) -> bool:
+        """The save acking message ``nth``: it fails once message nth+1 runs (or after 10 s)."""
+        if not any(s.group == "sum" and s.acked_through >= nth for s in record.streams.values()):
+            return False
+        if not ran_behind:
+            ran_behind.append(overlap.event(nth + 1).wait(10))
+        return True
+
+    failing = FailingStore(real, commit_of_nth, written=written)
+    runtime = Runtime(failing, codecs())
+    with pytest.raises(CheckpointError) as caught:
+        runtime.run(
+            graph(log, received, overlap), run_id="p", version="1", inputs={COUNT: MESSAGES}
+        )
+    assert isinstance(caught.value.__cause__, SaveFailure)
+    assert len(failing.failed) == 1  # the run stopped at that save
+    # The next message ran while the commit of message nth was being saved.
+    assert ran_behind == [True]
+    record = load(real, "p")
+    assert acked(record, "sum") == (nth if written else nth - 1)
+    # What reached the reader: only sends of commits saved before (none behind the failure).
+    first = [int(r[1:]) for r in received.calls()]
+    assert all(n < nth for n in first), first
+    assert f"m{nth + 2}" not in log.calls()  # at most one message ran behind the failed save
+    before = log.calls()
+
+    result = Runtime(real, codecs()).resume(
+        graph(log, received), run_id="p", version="1", inputs={COUNT: MESSAGES}
+    )
+    assert result.status == "completed", result.error
+    total = MESSAGES * (MESSAGES + 1) // 2
+    assert result[TOTAL] == Sum(MESSAGES, total)
+    assert result[RECEIVED] == Sum(MESSAGES, total)  # every send reached the reader once
+    again = [int(m[1:]) for m in log.calls()[len(before) :]]
+    committed = nth if written else nth - 1
+    assert again == list(range(committed + 1, MESSAGES + 1))  # from the first unacked one
+    real.close()
+
+
+# -- SIGKILL mid-stream ---------------------------------------------------------------------
+
+CHILD = "tests.durable_core.durable.processor_pipeline_child"
+KILLS = 6
+
+
+def start(mode: str, kind: str, store: Path, logs: Path) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", CHILD, mode, kind, str(store), str(logs)],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def lines(path: Path) -> list[list[str]]:
+    if not path.exists():
+        return []
+    return [line.split() for line in path.read_text(encoding="utf-8").splitlines() if line]
+
+
+def kill_mid_stream(proc: subprocess.Popen[str], calls: Path, rng: random.Random) -> bool:
+    """SIGKILL ``proc`` after a random number of further handler calls; False when it ended
+    first."""
+    target = len(lines(calls)) + rng.randint(3, 40)
+    deadline = time.monotonic() + 60
+    while len(lines(calls)) < target:
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            proc.communicate()
+            return False
+        time.sleep(0.002)
+    proc.send_signal(signal.SIGKILL)
+    proc.communicate()
+    return proc.returncode == -signal.SIGKILL
+
+
+# covers: S-7, S-8
+@pytest.mark.parametrize("kind", ["sqlite", "file"])
+def test_a_killed_unbatched_processor_resumes_with_each_message_and_send_applied_once(
+    kind: str, tmp_path: Path
+) -> None:
+    from tests.durable_core.durable.processor_pipeline_child import (
+        FAILING,
+    )
+    from tests.durable_core.durable.processor_pipeline_child import (
+        MESSAGES as N,
+    )
+
+    rng = random.Random(f"pipeline-{kind}")
+    store, logs = tmp_path / "store", tmp_path / "logs"
+    store.mkdir()
+    logs.mkdir()
+    calls = logs / "calls"
+    kills = 0
+    mode = "run"
+    while kills < KILLS:
+        proc = start(mode, kind, store, logs)
+        mode = "resume"
+        if not kill_mid_stream(proc, calls, rng):
+            break
+        kills += 1
+    assert kills == KILLS, "the run ended before every kill landed"
+    done = start("resume", kind, store, logs)
+    out, err = done.communicate(timeout=300)
+    assert done.returncode == 0, err[-3000:]
+    status, total, count, received, received_count = out.split()
+    assert status == "completed"
+    # Each message applied exactly once to the state, each send applied once downstream.
+    assert (int(count), int(total)) == (N, N * (N + 1) // 2)
+    assert (int(received_count), int(received)) == (N, N * (N + 1) // 2)
+    # Budgets: a message failing its first try is never given try 1 again after a restart
+    # once that failure was saved; its try indexes never go down.
+    tries: dict[int, list[int]] = {}
+    for name, index in lines(calls):
+        tries.setdefault(int(name[1:]), []).append(int(index))
+    for n, indexes in tries.items():
+        assert indexes == sorted(indexes), (n, indexes)
+        if n % FAILING == 0:
+            assert indexes[-1] >= 2, (n, indexes)  # succeeded only on a later try
+    assert sorted(tries) == list(range(1, N + 1))
