@@ -14,6 +14,7 @@ outcome when the call returns.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -35,13 +36,17 @@ WHOLE = COUNT * (COUNT + 1) // 2
 
 
 def add_source(g: Graph, count: int = COUNT) -> None:
-    """A resumable producer ``src`` of 1 … ``count``."""
+    """A resumable producer ``src`` of 1 … ``count``, one element per turn of the event loop
+    (a producer gives the loop a turn only every so many elements: here the readers, their
+    failures and Retries keep pace with it, so a reader's new try starts while it still
+    sends)."""
 
     @g.node("src", provides=[NUMBERS])
     async def src(rc: Any) -> None:
         w = rc.writer(NUMBERS)
         for i in range(w.position or 0, count):
             await w.send_at(i + 1, i + 1)
+            await asyncio.sleep(0)
 
 
 def summing_child(runs: list[int], on_element: Callable[[int, int], None]) -> Graph:

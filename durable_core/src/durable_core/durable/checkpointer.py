@@ -216,6 +216,8 @@ class DurableCheckpointer(Checkpointer):
         self.restored_count = 0
         self._plan = plan.streams if plan.streams is not None else StreamPlan()
         self._book = StreamBook(ledger, codecs, activity)
+        # Called once per element sent: the book's own method, without a frame in between.
+        self.queue_element = self._book.queue_element  # type: ignore[method-assign]
         self._messages = MessageBook(ledger, codecs, plan.managed, self._book.encode, activity)
         self._restored_streams: dict[tuple[str, str, str], Stream] = {}
         self._codecs = codecs
@@ -671,6 +673,7 @@ class DurableCheckpointer(Checkpointer):
     def queue_element(
         self, attempt: Attempt, key: Any, stream: Stream, sequence: int, element: Any
     ) -> Any:
+        # Each instance calls its book's method directly (set in __init__).
         return self._book.queue_element(attempt, key, stream, sequence, element)
 
     async def send_element(

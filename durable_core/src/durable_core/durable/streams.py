@@ -192,6 +192,17 @@ def encode_cursor(position: Any, label: str) -> bytes:
     return text.encode()
 
 
+_sha256 = hashlib.sha256
+_Future = asyncio.Future  # ``loop.create_future()`` without its Python frame
+
+
+def _unstorable(exc: Exception, label: str) -> CodecError:
+    """The error raised for an element its codec could not encode (``exc``)."""
+    if isinstance(exc, CodecError):
+        return CodecError(f"{label}: an element cannot be stored: {exc}")
+    return CodecError(f"{label}: an element cannot be stored: {type(exc).__name__}: {exc}")
+
+
 def decode_cursor(cursor: bytes) -> tuple[bool, Any]:
     """``(positioned, position)`` of a saved ``Cursor`` (empty: no position was saved)."""
     if not cursor:
@@ -412,19 +423,37 @@ def ack(
             f"cannot ack generation {stored.generation}; the element is delivered again with "
             "the current generation, ack that delivery"
         )
-    for sequence in sequences:
-        if not 1 <= sequence <= stored.last_sequence:
-            raise DurableError(
-                f"{source.label}, group {group!r}: element {sequence} was never sent "
-                f"(last sequence {stored.last_sequence})"
-            )
+    ordered = sorted(set(sequences))
+    if ordered and (ordered[0] < 1 or ordered[-1] > stored.last_sequence):
+        sequence = ordered[0] if ordered[0] < 1 else ordered[-1]
+        raise DurableError(
+            f"{source.label}, group {group!r}: element {sequence} was never sent "
+            f"(last sequence {stored.last_sequence})"
+        )
     entry = proposal.stream(entry_id)
     pending = entry.pending
-    for sequence in sorted(set(sequences)):
-        index = bisect.bisect_left(pending, sequence, key=lambda m: m.sequence)
-        if index < len(pending) and pending[index].sequence == sequence:
-            del pending[index]
+    count = len(ordered)
+    if (
+        count
+        and len(pending) >= count
+        and pending[0].sequence == ordered[0]
+        and pending[count - 1].sequence == ordered[-1]
+        and ordered[-1] - ordered[0] == count - 1
+    ):
+        # The usual case, acks in order: a run of sequences without a gap that starts the
+        # pending list. Pending sequences rise strictly, so its first ``count`` elements are
+        # exactly these: cut them off at once.
+        del pending[:count]
+    else:
+        for sequence in ordered:
+            index = bisect.bisect_left(pending, sequence, key=_sequence_of)
+            if index < len(pending) and pending[index].sequence == sequence:
+                del pending[index]
     entry.acked_through = pending[0].sequence - 1 if pending else entry.last_sequence
+
+
+def _sequence_of(message: PendingMessageRecord) -> int:
+    return message.sequence
 
 
 def finish_group(proposal: Proposal, group: str, scopes: frozenset[str] | None = None) -> None:
@@ -543,13 +572,9 @@ class StreamBook:
         """
         try:
             data = self.codec(key).encode(element)
-        except CodecError as exc:
-            raise CodecError(f"{label}: an element cannot be stored: {exc}") from exc
         except Exception as exc:
-            raise CodecError(
-                f"{label}: an element cannot be stored: {type(exc).__name__}: {exc}"
-            ) from exc
-        return data, hashlib.sha256(data).hexdigest()
+            raise _unstorable(exc, label) from exc
+        return data, _sha256(data).hexdigest()
 
     def remember(self, source: Source) -> bool:
         """Note that ``source`` is open in this process; False when it already was."""
@@ -596,14 +621,34 @@ class StreamBook:
         """Queue element ``sequence`` for saving (on the event loop, without waiting); the
         returned future succeeds once saved."""
         source: Source = stream.data
-        data, digest = self.encode(key, element, source.label)
-        cursor = encode_cursor(stream.position, source.label) if stream.positioned else None
-        resumable = stream.resumable
-        groups = stream.groups
-        retain = stream.retaining
+        # As ``self.encode`` and ``encode_cursor``, inlined: this runs once per element, and
+        # the source's label is only made for an error message.
+        codec = self._codec_of.get(key.type)
+        if codec is None:
+            codec = self.codec(key)
+        try:
+            data = codec.encode(element)
+        except Exception as exc:
+            raise _unstorable(exc, source.label) from exc
+        if stream.positioned:
+            position = stream.position
+            if type(position) is int:
+                cursor: bytes | None = int.__repr__(position).encode()
+            else:
+                cursor = encode_cursor(position, source.label)
+        else:
+            cursor = None
         self._activity.elements += 1
 
-        element_fields = (sequence, data, digest, cursor, resumable, groups, retain)
+        element_fields = (
+            sequence,
+            data,
+            _sha256(data).hexdigest(),
+            cursor,
+            stream.resumable,
+            stream.groups,
+            stream.retaining,
+        )
         ledger = self._ledger
         queued = self._sends.get(source)
         if queued is not None and ledger.last_queued(queued[1]):
@@ -636,7 +681,7 @@ class StreamBook:
         if not isinstance(source, Source):
             return None  # a stream given as a root input: nothing is saved for it
         ledger = self._ledger
-        waiter = asyncio.get_running_loop().create_future()
+        waiter: asyncio.Future[None] = _Future(loop=asyncio.get_running_loop())  # one per ack
         where = (source, group, generation)
         queued = self._acks.get(where)
         if (

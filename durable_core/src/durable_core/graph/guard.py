@@ -157,10 +157,10 @@ class CheckpointCalls:
             return
         await self._call(self.cp.open_stream(attempt, key, stream))
 
-    def queue_element(
-        self, attempt: Attempt, key: Key[Any], stream: Stream[Any], sequence: int, element: Any
-    ) -> Any:
-        """The checkpointer's ``queue_element`` (``NotImplemented``: await ``send_element``).
+    def queue(self, call: Any, *arguments: Any) -> Any:
+        """A synchronous per-element call of the checkpointer: ``call(*arguments)``, where
+        ``call`` is its ``queue_element`` or ``queue_ack`` (``NotImplemented``: await
+        ``send_element`` or ``ack_elements`` instead).
 
         Raises:
             RunAborted: the run was already stopped, or the call raised (the run stops).
@@ -168,29 +168,7 @@ class CheckpointCalls:
         if self.aborted:
             raise RunAborted
         try:
-            return self.cp.queue_element(attempt, key, stream, sequence, element)
-        except Exception as error:
-            self.abort(error)
-            raise RunAborted from error
-
-    def queue_ack(
-        self,
-        attempt: Attempt,
-        key: Key[Any],
-        stream: Stream[Any],
-        group: str,
-        generation: int,
-        sequences: tuple[int, ...],
-    ) -> Any:
-        """The checkpointer's ``queue_ack`` (``NotImplemented``: await ``ack_elements``).
-
-        Raises:
-            RunAborted: the run was already stopped, or the call raised (the run stops).
-        """
-        if self.aborted:
-            raise RunAborted
-        try:
-            return self.cp.queue_ack(attempt, key, stream, group, generation, sequences)
+            return call(*arguments)
         except Exception as error:
             self.abort(error)
             raise RunAborted from error

@@ -18,7 +18,9 @@ waiting producer sends a run of elements, not one per element read). A reader no
 (completed, skipped or failed) detaches its group, so it never holds the producer back. An
 ``async def`` body gives its ``max_running`` slot back while it waits on a stream; a plain body
 keeps its slot (and worker thread) while it waits, so with plain bodies ``max_running`` must
-leave room for the producer and its readers.
+leave room for the producer and its readers. A producer that never waits for room gives the
+event loop a turn every :data:`TURN_EVERY` elements (not after each one): readers, saves and
+cancellations go on then.
 
 Readers run again by a Retry: a new try of a Sub node is a new scope, so its readers of a
 parent's stream are new groups (:meth:`Stream.reopen`) that read the stream from its first
@@ -157,21 +159,23 @@ class StreamWriter(Generic[T]):
         stream = nr.streams.get(self._key.name)
         if stream is None or nr.opening:  # not open yet, or still opening: open it, or wait
             stream = await rc._open_stream(self._key)
+            rc._check_live(self._key)
         while not stream.writable():
             await rc._idle(stream.wait_writable())
-        rc._check_live(self._key)
+            rc._check_live(self._key)  # the try may have ended meanwhile
         sequence = stream.advance(position, positioned)
-        run = rc._node_run.scope.run
+        run = nr.scope.run
         if run.noop:
             stream.push(sequence, element)
             return
-        attempt = rc._node_run.attempt
+        attempt = nr.attempt
         assert attempt is not None
         # The call only queues the element's save: no task of its own, it cannot be canceled
         # midway (a checkpointer with ``queue_element``: no coroutine either). The producer
-        # then gives the loop a turn, as a task would have, so that readers, saves and
-        # cancellations keep pace with it.
-        saved = run.queue_element(attempt, self._key, stream, sequence, element)
+        # gives the loop a turn every TURN_EVERY elements (and whenever it waits for room),
+        # not after each one: a turn costs more than an element, and the elements sent
+        # meanwhile share one save.
+        saved = run.queue(run.cp.queue_element, attempt, self._key, stream, sequence, element)
         if saved is NotImplemented:
             saved = await direct_call(
                 run, run.cp.send_element(attempt, self._key, stream, sequence, element)
@@ -179,12 +183,18 @@ class StreamWriter(Generic[T]):
         if saved is not None and not isinstance(saved, asyncio.Future):
             saved = asyncio.ensure_future(saved)
         stream.push(sequence, element, saved, run.abort)
-        await _one_turn()
+        if not sequence % TURN_EVERY:
+            await _one_turn()
 
     async def send_many(self, elements: Iterable[T]) -> None:
         """Send each element of ``elements`` in order (with :meth:`send`)."""
         for element in elements:
             await self.send(element)
+
+
+TURN_EVERY = 256
+"""A producer that never waits for room gives the event loop a turn after this many elements
+(readers, saves and cancellations then go on; a canceled producer stops there at the latest)."""
 
 
 @types.coroutine
@@ -420,7 +430,8 @@ class StreamReader(Generic[T]):
         attempt = rc._node_run.attempt
         assert attempt is not None
         try:
-            queued = run.queue_ack(
+            queued = run.queue(
+                run.cp.queue_ack,
                 attempt,
                 self._key,
                 self._stream,

@@ -335,10 +335,14 @@ class Stream(Generic[T]):
         count): a producer held back by a full buffer is woken then, not at the first free
         place, so that it sends a run of elements, which share saves, rather than one element
         per element read (each one a save of its own)."""
-        limit = self.capacity - len(self._unsaved) - self.capacity // 2
+        limit = self._room_limit()
         if limit <= 0:
             return False
         return all(len(group.buffer) < limit for group in self._groups.values())
+
+    def _room_limit(self) -> int:
+        """The buffer length every group must be under for :meth:`_roomy`."""
+        return self.capacity - len(self._unsaved) - self.capacity // 2
 
     async def wait_writable(self) -> None:
         """Wait until :meth:`writable` may have become true."""
@@ -395,25 +399,41 @@ class Stream(Generic[T]):
             saved.add_done_callback(done)
 
     def _drain(self) -> None:
+        """Hand on every element at the front whose save succeeded, in one go (the elements
+        of one save share its future: it is looked at once for all of them)."""
         unsaved = self._unsaved
+        ready: list[tuple[int, Any]] = []
+        checked: asyncio.Future[Any] | None = None
+        waiting = False
         while unsaved:
-            sequence, element, saved = unsaved[0]
-            if saved is not None:
-                if not saved.done():
-                    return
-                if saved.cancelled() or saved.exception() is not None:
-                    return  # never delivered: the run stops
+            item = unsaved[0]
+            saved = item[2]
+            if saved is not None and saved is not checked:
+                if not saved.done() or saved.cancelled() or saved.exception() is not None:
+                    # Not saved yet; or its save failed: it and every later element are never
+                    # delivered, the run stops.
+                    waiting = True
+                    break
+                checked = saved
             unsaved.popleft()
-            self._deliver(sequence, element)
+            ready.append((item[0], item[1]))
+        if ready:
+            self._deliver_all(ready)
+        if waiting:
+            return
         self._wake_readers()
         if self._space is not None:
             self._wake_producer(roomy=True)
 
     def _deliver(self, sequence: int, element: T) -> None:
+        self._deliver_all(((sequence, element),))
+
+    def _deliver_all(self, items: list[tuple[int, Any]] | tuple[tuple[int, Any], ...]) -> None:
+        """Append ``items`` (``(sequence, element)`` in sequence order) to every group."""
         if self._history is not None:
-            self._history.append((sequence, element))
+            self._history.extend(items)
         for group in self._groups.values():
-            group.buffer.append((sequence, element))
+            group.buffer.extend(items)
             waiter = group.waiter
             if waiter is not None and not waiter.done():
                 waiter.set_result(None)
@@ -455,7 +475,9 @@ class Stream(Generic[T]):
             item = state.buffer.popleft()
             if state.received is not None:
                 state.received[item[0]] = item[1]
-            if self._space is not None:
+            if self._space is not None and len(state.buffer) < self._room_limit():
+                # Only then may every group have room (this one has, at least): the check of
+                # all groups is not made per element read while the producer waits.
                 self._wake_producer(roomy=True)
             return item
         if self._state != "open" and not self._unsaved:
