@@ -3,7 +3,8 @@
 Each round starts a real child process (``approval_child.py``) that owns the run and, from a
 thread, posts comments and then ``"approve"`` to it. The child kills itself with SIGKILL at a
 point picked deterministically from the round number: at one of its record saves (before or
-after it: most of them take posted messages in), or inside one of its posts (before the
+after it: most of them take posted messages in; how many saves a round makes depends on how the
+posts and the run interleave, 7 to 13, so the save picked is one every round reaches), or inside one of its posts (before the
 message is written, between its two names, inside the store's transaction); every third round
 it posts nothing and is killed from here while it waits. Then, as a poster that does not know
 whether its posts arrived, this process posts every message again with the same idempotency
@@ -87,8 +88,8 @@ def _round(kind: str, where: str, make_store, number: int, tmp_path: pathlib.Pat
             process = _spawn(kind, where, run_id, out_dir, -1, 0, 0)
             _wait_until_waiting(store, run_id, process)
             process.send_signal(signal.SIGKILL)
-        elif number % 3 == 0:  # killed at a save: 4 … 9 of the 11 or so a round makes
-            process = _spawn(kind, where, run_id, out_dir, POSTS, 4 + (number // 3) % 6, 0)
+        elif number % 3 == 0:  # killed at a save: 3 … 6 of the 7 to 13 a round makes
+            process = _spawn(kind, where, run_id, out_dir, POSTS, 3 + (number // 3) % 4, 0)
         else:  # killed inside a post: 1 … POSTS + 1
             process = _spawn(kind, where, run_id, out_dir, POSTS, 0, 1 + number % (POSTS + 1))
         _, err = process.communicate(timeout=60)
