@@ -3,9 +3,9 @@
 Each round starts a real child process (``approval_child.py``) that owns the run and, from a
 thread, posts comments and then ``"approve"`` to it. The child kills itself with SIGKILL at a
 point picked deterministically from the round number: at one of its record saves (before or
-after it: most of them take posted messages in; how many saves a round makes depends on how the
-posts and the run interleave, 7 to 13, so the save picked is one every round reaches), or inside one of its posts (before the
-message is written, between its two names, inside the store's transaction); every third round
+after it: most of them take posted messages in; a round makes 7 to 13, as the posts and the run
+interleave, so the save picked is one every round reaches), or inside one of its posts (before
+the message is written, between its two names, inside the store's transaction); every third round
 it posts nothing and is killed from here while it waits. Then, as a poster that does not know
 whether its posts arrived, this process posts every message again with the same idempotency
 keys, and resumes the run to the end.
