@@ -44,9 +44,12 @@ class Sum:
 
 
 COUNT = Key("count", int)
-NUMBERS = Key("numbers", int, stream=True, capacity=8)
+# Room for every message on both streams: the producer sends them all before the first message
+# is processed, and the processor never waits for its reader's acks (which need saves), so that
+# message n+1 can run while the commit of message n is being saved.
+NUMBERS = Key("numbers", int, stream=True, capacity=64)
 TOTAL = Key("total", Sum)
-SENT = Key("sent", int, stream=True, capacity=8)
+SENT = Key("sent", int, stream=True, capacity=64)
 RECEIVED = Key("received", Sum)
 MESSAGES = 30
 
