@@ -23,6 +23,7 @@ When no server can be had, those tests are skipped with the reason. A skip is no
 from __future__ import annotations
 
 import atexit
+import fcntl
 import glob
 import os
 import re
@@ -73,20 +74,11 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark the tests that use the server ``postgres``, and group the tests for the parallel
-    workers (``-n``, ``--dist loadgroup``): every ``postgres`` test in one group, so that one
-    worker starts the throwaway server (or alone uses the database of
-    ``PULSE_POSTGRES_TEST_DSN``); every other test with the tests of its file, so that a
-    module's fixtures are made once."""
+    """Mark the tests that use the server ``postgres``."""
     for item in items:
         uses_server = {"postgres_dsn", "postgres_server"} & set(getattr(item, "fixturenames", ()))
         if uses_server and item.get_closest_marker("postgres") is None:
             item.add_marker(pytest.mark.postgres)
-        if item.get_closest_marker("xdist_group") is None:
-            group = (
-                "postgres" if item.get_closest_marker("postgres") else item.nodeid.split("::")[0]
-            )
-            item.add_marker(pytest.mark.xdist_group(group))
 
 
 def _under_ci() -> bool:
@@ -365,12 +357,31 @@ def postgres_dsn(postgres_server: PostgresServer) -> str:
 
 
 @pytest.fixture(autouse=True)
-def _postgres_isolation(request: pytest.FixtureRequest) -> None:
-    """Drop ``pulse_durable`` before every ``postgres`` test, so each starts clean."""
+def _postgres_isolation(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Drop ``pulse_durable`` before every ``postgres`` test, so each starts clean.
+
+    The parallel workers (``-n``) each start a throwaway server of their own; a database given
+    by ``PULSE_POSTGRES_TEST_DSN`` is shared by them, so there each ``postgres`` test holds an
+    OS lock on a file named after the DSN for its whole run: one at a time.
+    """
     if request.node.get_closest_marker("postgres") is None:
+        yield
         return
     server: PostgresServer = request.getfixturevalue("postgres_server")
-    server.reset()
+    if server.throwaway:
+        server.reset()
+        yield
+        return
+    import hashlib
+
+    name = hashlib.sha256(server.dsn.encode()).hexdigest()[:16]
+    with open(Path(tempfile.gettempdir()) / f"durable-test-db-{name}.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            server.reset()
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 @pytest.fixture(autouse=True, scope="session")
