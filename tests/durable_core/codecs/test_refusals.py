@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import collections.abc
 import hashlib
 import json
 import socket
@@ -107,6 +108,49 @@ def test_unpersistable_values_are_refused_at_any_depth(codecs, unpersistable, de
         assert "cannot be persisted" in message
         assert path in message, message
         assert "key 'k'" in message
+
+
+class _Countdown:
+    """A plain class; later registered as an iterator to change what it is."""
+
+    def __init__(self) -> None:
+        self.left = 2
+
+
+class _Proxy:
+    """Stands in for another object: ``__class__`` answers the wrapped object's class."""
+
+    def __init__(self, wrapped: object) -> None:
+        object.__setattr__(self, "_wrapped", wrapped)
+
+    @property  # type: ignore[misc]
+    def __class__(self):
+        return type(object.__getattribute__(self, "_wrapped"))
+
+
+# covers: C-3
+def test_what_a_type_is_found_to_be_follows_later_abc_registrations():
+    # The walk remembers per type what it found; registering the type with an ABC afterwards
+    # must still be seen.
+    from durable_core.codecs.persistable import find_unpersistable
+
+    assert find_unpersistable([_Countdown()]) is None
+    collections.abc.Iterator.register(_Countdown)
+    found = find_unpersistable([_Countdown()])
+    assert found is not None
+    assert found.kind == "an iterator"
+    assert found.path == ("[0]",)
+
+
+# covers: C-3
+def test_a_proxy_is_judged_by_what_it_stands_for_not_by_its_type():
+    from durable_core.codecs.persistable import find_unpersistable
+
+    for _ in range(2):  # each call could answer from what the one before remembered
+        found = find_unpersistable([_Proxy(threading.Lock())])
+        assert found is not None
+        assert found.kind == "a lock"
+        assert find_unpersistable([_Proxy(object())]) is None
 
 
 # covers: C-3

@@ -9,6 +9,7 @@ hide behind ``object``, ``Any`` or ``list[object]``).
 
 from __future__ import annotations
 
+import abc
 import asyncio
 import collections.abc
 import dataclasses
@@ -38,8 +39,39 @@ _SCALARS = (bool, int, float, str, bytes, type(None))
 _PLAIN_CONTAINERS = frozenset({list, tuple, dict, set, frozenset})
 
 
+# What _kind_of_type says about each type seen, valid while the ABC registry's token is
+# unchanged (a later ``register()`` on any ABC may change what ``isinstance`` answers). Every
+# test in _kind_of_type depends on the value's type only, except for an object whose
+# ``__class__`` is not its type (a proxy: ``isinstance`` also asks ``__class__``), which is
+# never looked up or kept here. Bounded: cleared when it grows large.
+_KIND_BY_TYPE: dict[type, str | None] = {}
+_KIND_TOKEN: list[object] = [abc.get_cache_token()]
+_KIND_CACHE_LIMIT = 4096
+
+
 def _kind(value: Any) -> str | None:
     """What makes ``value`` impossible to persist, or ``None`` when nothing does."""
+    cls = type(value)
+    if value.__class__ is not cls:
+        return _kind_of_type(value)
+    try:
+        kind = _KIND_BY_TYPE[cls]
+    except KeyError:
+        pass
+    else:
+        if _KIND_TOKEN[0] == abc.get_cache_token():
+            return kind
+        _KIND_BY_TYPE.clear()
+        _KIND_TOKEN[0] = abc.get_cache_token()
+    kind = _kind_of_type(value)
+    if len(_KIND_BY_TYPE) >= _KIND_CACHE_LIMIT:
+        _KIND_BY_TYPE.clear()
+    _KIND_BY_TYPE[cls] = kind
+    return kind
+
+
+def _kind_of_type(value: Any) -> str | None:
+    """What makes ``value`` impossible to persist, found from its type alone."""
     if isinstance(value, _SCALARS) or type(value) in _PLAIN_CONTAINERS:
         return None
     if isinstance(value, types.ModuleType):
@@ -182,12 +214,14 @@ def _children(item: Any, where: _Where) -> list[tuple[Any, _Where, bool]] | None
         return [(v, (where, "{}", None), False) for v in item if not isinstance(v, _SCALARS)]
     cls = type(item)
     if attrs.has(cls):
-        return [
-            (getattr(item, a.name, None), (where, ".", a.name), False) for a in attrs.fields(cls)
-        ]
-    if dataclasses.is_dataclass(item):
-        return [
-            (getattr(item, f.name, None), (where, ".", f.name), False)
-            for f in dataclasses.fields(item)
-        ]
-    return None
+        names = [a.name for a in attrs.fields(cls)]
+    elif dataclasses.is_dataclass(item):
+        names = [f.name for f in dataclasses.fields(item)]
+    else:
+        return None
+    out = []
+    for name in names:
+        v = getattr(item, name, None)
+        if not isinstance(v, _SCALARS):
+            out.append((v, (where, ".", name), False))
+    return out
