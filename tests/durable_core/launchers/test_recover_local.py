@@ -202,7 +202,9 @@ def test_ctrl_c_stops_the_workers_and_leaves_the_runs_resumable(fleet, received_
     assert submitter.returncode == 130, err
     hold.unlink()
     assert fleet.calls() == {}  # the workers were stopped before their first node ended
-    hint = err.partition("finish them with ")[2].strip()  # the command to finish them
+    # the command to finish them; the line may be followed by the multiprocessing resource
+    # tracker's own warnings about the terminated workers' semaphores
+    hint = err.partition("finish them with ")[2].partition("\n")[0].strip()
     assert hint == (
         f"durable recover {shlex.quote(str(fleet.config))} --inputs-file "
         f"{shlex.quote(str(runs))} --on local:2 --wait"
