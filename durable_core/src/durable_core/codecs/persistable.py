@@ -54,19 +54,20 @@ def _kind(value: Any) -> str | None:
     cls = type(value)
     if value.__class__ is not cls:
         return _kind_of_type(value)
+    token = abc.get_cache_token()
+    if _KIND_TOKEN[0] != token:
+        _KIND_BY_TYPE.clear()
+        _KIND_TOKEN[0] = token
     try:
-        kind = _KIND_BY_TYPE[cls]
+        return _KIND_BY_TYPE[cls]
     except KeyError:
         pass
-    else:
-        if _KIND_TOKEN[0] == abc.get_cache_token():
-            return kind
-        _KIND_BY_TYPE.clear()
-        _KIND_TOKEN[0] = abc.get_cache_token()
     kind = _kind_of_type(value)
     if len(_KIND_BY_TYPE) >= _KIND_CACHE_LIMIT:
         _KIND_BY_TYPE.clear()
-    _KIND_BY_TYPE[cls] = kind
+    # kept only if no ABC registration happened while it was worked out (another thread's)
+    if abc.get_cache_token() == token == _KIND_TOKEN[0]:
+        _KIND_BY_TYPE[cls] = kind
     return kind
 
 
