@@ -47,7 +47,7 @@ from durable_sqlitestore import (
     SQLiteStore,
     schema,
 )
-from durable_sqlitestore.store import _configure
+from durable_sqlitestore.store import BUSY_TIMEOUT_MS, _configure
 from tests.bounded import returns_within
 
 POSIX = os.name == "posix"
@@ -710,6 +710,84 @@ def test_a_delta_save_does_not_read_the_runs_row(store: SQLiteStore, db_path: Pa
             session.save(saves[-1][0], saves[-1][0].revision - 1, saves[-1][1])
     assert len(touched) > 20
     assert not any(touched)
+
+
+def test_a_delta_save_is_one_statement_and_its_own_transaction(
+    store: SQLiteStore, db_path: Path
+) -> None:
+    # covers: B-SQL-2, R-STORE-3
+    # A save that keeps its delta is one INSERT (the compare-and-swap), which SQLite commits as
+    # its own transaction: no BEGIN and COMMIT around it, each a wait for the GIL.
+    saves = _delta_chain(12)
+    with store.acquire("run") as session:
+        session.save(saves[0][0], 0, saves[0][1])
+        traced: list[list[str]] = []
+        for record, encoded in saves[1:]:
+            statements: list[str] = []
+            session._connection.set_trace_callback(statements.append)
+            session.save(record, record.revision - 1, encoded)
+            session._connection.set_trace_callback(None)
+            if session._chain is not None and session._chain[2] > 1:
+                traced.append(statements)
+        assert len(traced) > 5
+        for statements in traced:
+            assert len(statements) == 1 and statements[0].startswith("INSERT OR IGNORE")
+        assert session.load() == saves[-1][0]
+        with pytest.raises(ConflictError):  # the one statement is the compare-and-swap
+            session.save(saves[-1][0], saves[-1][0].revision - 1, saves[-1][1])
+        with pytest.raises(ConflictError):
+            session.save(saves[5][0], saves[5][0].revision - 1, saves[5][1])
+        assert session.load() == saves[-1][0]
+
+
+def test_a_delta_save_that_finds_the_database_locked_writes_nothing(
+    store: SQLiteStore, db_path: Path
+) -> None:
+    # covers: B-SQL-1, R-RT-1
+    saves = _delta_chain(4)
+    with store.acquire("run") as session:
+        for record, encoded in saves[:3]:
+            session.save(record, record.revision - 1, encoded)
+        session._connection.execute("PRAGMA busy_timeout = 50")
+        other = raw(db_path)
+        other.execute("BEGIN IMMEDIATE")  # another process holds the write lock
+        try:
+            with pytest.raises(DurableError, match="Nothing was written") as raised:
+                session.save(saves[3][0], 3, saves[3][1])
+            assert "uncertain" not in str(raised.value)
+        finally:
+            other.execute("ROLLBACK")
+            other.close()
+        session._connection.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        assert session.load() == saves[2][0]
+        session.save(saves[3][0], 3, saves[3][1])  # it saves once the lock is free
+        assert session.load() == saves[3][0]
+
+
+def test_a_delta_save_that_fails_otherwise_is_reported_uncertain(store: SQLiteStore) -> None:
+    # covers: R-RT-2, B-SQL-2
+    class FailingInsert:
+        def __init__(self, connection: sqlite3.Connection) -> None:
+            self._connection = connection
+
+        def __getattr__(self, name: str) -> object:
+            return getattr(self._connection, name)
+
+        def execute(self, sql: str, *args: object) -> sqlite3.Cursor:
+            if sql.startswith("INSERT OR IGNORE"):
+                raise sqlite3.OperationalError("disk I/O error")
+            return self._connection.execute(sql, *args)
+
+    saves = _delta_chain(4)
+    with store.acquire("run") as session:
+        for record, encoded in saves[:3]:
+            session.save(record, record.revision - 1, encoded)
+        real = session._connection
+        session._connection = FailingInsert(real)  # type: ignore[assignment]
+        with pytest.raises(DurableError, match="uncertain"):
+            session.save(saves[3][0], 3, saves[3][1])
+        session._connection = real
+        assert session.load() == saves[2][0]  # here it really was not written
 
 
 def test_deltas_left_by_a_crash_are_read_and_folded_by_the_next_session_that_saves(

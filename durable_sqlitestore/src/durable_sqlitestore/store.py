@@ -30,12 +30,14 @@ database file was written before the upgrade: a time no earlier than their real 
 ``durable prune --older-than`` never takes them for older than they are. The database is dedicated
 to Durable: any other table, column, index, view or trigger is refused.
 
-A save writes only its delta (one short row) when it has one, in the same ``BEGIN IMMEDIATE``
-transaction as the revision compare-and-swap: one ``INSERT`` that adds the delta only when the
-delta leading to the expected revision is there (the primary key refuses a second save from the
-same revision). Such a save never looks up the run's row in ``durable_runs``: in a ``WITHOUT
-ROWID`` table, finding a row compares keys on the whole row, so it reads the complete record
-(megabytes for a long run). When the deltas saved since the complete record
+A save writes only its delta (one short row) when it has one, and it is one statement, which
+SQLite runs as its own write transaction and which is the revision compare-and-swap: an ``INSERT``
+that adds the delta only when the delta leading to the expected revision is there, or, for the
+first delta after the complete record, when that record is at the expected revision (the primary
+key refuses a second save from the same revision). Such a save looks up the run's row in
+``durable_runs`` only when no delta leads to the expected revision: in a ``WITHOUT ROWID`` table,
+finding a row compares keys on the whole row, so it reads the complete record (megabytes for a
+long run). When the deltas saved since the complete record
 add up to more than that record's size (:data:`FOLD_RATIO`), the save writes the complete record
 instead and deletes the deltas, in the same transaction: the cost per save stays proportional to
 its change, amortized. Closing a session that saved folds the remaining deltas, so that at rest
@@ -612,7 +614,18 @@ class SQLiteSession(FoldingSession):
             None if chain is None else chain[1],
             0 if chain is None else chain[3],
         )
-        data = encoded.data if delta is None else b""
+        if delta is not None:
+            assert chain is not None
+            # After a delta of this session, the delta leading to expected_revision is there;
+            # only when it is not (the first delta after the complete record, or the run
+            # changed under us) is the complete record's revision looked at.
+            if not (
+                chain[2] > 0 and self._append(_APPEND, delta, expected_revision)
+            ) and not self._append(_APPEND_FIRST, delta, expected_revision):
+                return False
+            self._chain = (chain[0], chain[1], chain[2] + 1, chain[3] + len(delta))
+            return True
+        data = encoded.data
         connection = self._connection
         try:
             connection.execute("BEGIN IMMEDIATE")
@@ -622,14 +635,10 @@ class SQLiteSession(FoldingSession):
                 "Nothing was written: the stored record is unchanged"
             ) from exc
         try:
-            if delta is not None:
-                if not self._append(delta, expected_revision):
-                    connection.execute("ROLLBACK")
-                    return False
-            elif not self._head_is(expected_revision):
+            if not self._head_is(expected_revision):
                 connection.execute("ROLLBACK")
                 return False
-            elif expected_revision == 0:
+            if expected_revision == 0:
                 connection.execute(
                     f"INSERT INTO {_TABLE} (run_id, revision, record, created_at, saved_at) "
                     f"VALUES (?, ?, ?, {NOW}, {NOW})",
@@ -660,47 +669,48 @@ class SQLiteSession(FoldingSession):
             with contextlib.suppress(sqlite3.Error):
                 if connection.in_transaction:
                     connection.execute("ROLLBACK")
-            raise DurableError(
-                f"committing revision {record.revision} of run {self._run_id!r} in "
-                f"{self._path} failed: {exc}. The save is uncertain: it may or may not have "
-                "been committed. Stop, fix the cause, and load the record again before "
-                "continuing; never retry with the old revision"
-            ) from exc
-        if delta is None:
-            self._chain = (record.revision, len(data), 0, 0)
-        else:
-            assert chain is not None
-            self._chain = (chain[0], chain[1], chain[2] + 1, chain[3] + len(delta))
+            raise self._uncertain(record.revision, exc) from exc
+        self._chain = (record.revision, len(data), 0, 0)
         return True
 
-    def _append(self, delta: bytes, expected_revision: int) -> bool:
-        """Insert ``delta`` as the save from ``expected_revision`` if that is the stored head
-        (inside the save's transaction); ``False`` (nothing written) when it is not.
+    def _append(self, statement: str, delta: bytes, expected_revision: int) -> bool:
+        """Insert ``delta`` as the save from ``expected_revision`` by ``statement``
+        (:data:`_APPEND` or :data:`_APPEND_FIRST`); ``False`` when it inserted nothing.
 
-        The usual case is one statement on the small rows of ``durable_deltas``: the delta
-        goes in when the delta leading to ``expected_revision`` is there, and the primary key
-        ``(run_id, base)`` refuses a second save from the same revision. The run's row in
-        ``durable_runs`` is read only when no delta leads to ``expected_revision`` (the first
-        delta after a complete record): finding a row of a ``WITHOUT ROWID`` table reads its
-        whole record, which would make every save cost as much as the run is large.
+        One statement, which SQLite runs as its own transaction: it takes
+        the write lock before it reads anything, as ``BEGIN IMMEDIATE`` does, and commits when
+        it ends. Three statements (``BEGIN``, ``INSERT``, ``COMMIT``) would each let go of the
+        GIL while SQLite works and wait to take it back while other threads run Python (the
+        event loop's, a handler's), which made a save cost about twice one bare write.
+
+        Raises:
+            DurableError: the statement failed; the message says whether nothing was written
+                (the write lock was not obtained) or the save is uncertain.
         """
-        connection = self._connection
-        base = str(expected_revision)
-        inserted = connection.execute(
-            f"INSERT OR IGNORE INTO {_DELTAS} (run_id, base, delta, saved_at) "
-            f"SELECT ?1, ?2, ?3, {NOW} "
-            f"WHERE EXISTS (SELECT 1 FROM {_DELTAS} WHERE run_id = ?1 AND base = ?4)",
-            (self._run_id, base, delta, str(expected_revision - 1)),
-        ).rowcount
-        if inserted == 1:
-            return True
-        if not self._head_is(expected_revision):
-            return False
-        connection.execute(
-            f"INSERT INTO {_DELTAS} (run_id, base, delta, saved_at) VALUES (?, ?, ?, {NOW})",
-            (self._run_id, base, delta),
+        try:
+            inserted = self._connection.execute(
+                statement,
+                (self._run_id, str(expected_revision), delta, str(expected_revision - 1)),
+            ).rowcount
+        except sqlite3.Error as exc:
+            self._chain = None
+            code = getattr(exc, "sqlite_errorcode", None)
+            if code is not None and code & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
+                raise DurableError(
+                    f"could not save revision {expected_revision + 1} of run {self._run_id!r} "
+                    f"in {self._path}: {exc}. Nothing was written: the stored record is "
+                    "unchanged"
+                ) from exc
+            raise self._uncertain(expected_revision + 1, exc) from exc
+        return inserted == 1
+
+    def _uncertain(self, revision: int, exc: sqlite3.Error) -> DurableError:
+        return DurableError(
+            f"committing revision {revision} of run {self._run_id!r} in {self._path} failed: "
+            f"{exc}. The save is uncertain: it may or may not have been committed. Stop, fix "
+            "the cause, and load the record again before continuing; never retry with the old "
+            "revision"
         )
-        return True
 
     def _head_is(self, revision: int) -> bool:
         """Whether ``revision`` is the stored head (inside the save's transaction)."""
@@ -753,6 +763,28 @@ class SQLiteSession(FoldingSession):
             self._connection.close()
         finally:
             self._lock.release()
+
+
+_APPEND = (
+    f"INSERT OR IGNORE INTO {_DELTAS} (run_id, base, delta, saved_at) "
+    f"SELECT ?1, ?2, ?3, {NOW} "
+    f"WHERE EXISTS (SELECT 1 FROM {_DELTAS} WHERE run_id = ?1 AND base = ?4)"
+)
+"""The compare-and-swap of a save that keeps its delta, after a delta: insert the delta ``?3``
+saved from revision ``?2`` when the delta from ``?4`` (the revision before) is stored; the primary
+key ``(run_id, base)`` refuses a second save from the same revision. It never reads
+``durable_runs``: finding a row of a ``WITHOUT ROWID`` table reads its whole record, which would
+make every save cost as much as the run is large."""
+
+_APPEND_FIRST = (
+    f"INSERT OR IGNORE INTO {_DELTAS} (run_id, base, delta, saved_at) "
+    f"SELECT ?1, ?2, ?3, {NOW} "
+    f"WHERE EXISTS (SELECT 1 FROM {_DELTAS} WHERE run_id = ?1 AND base = ?4) "
+    f"OR (SELECT revision FROM {_TABLE} WHERE run_id = ?1) = ?2"
+)
+""":data:`_APPEND` for the first delta after the complete record: it also inserts when that
+record is at revision ``?2`` (deltas are only ever stored from the complete record's revision
+on)."""
 
 
 # -- helpers ------------------------------------------------------------------------------------
