@@ -153,7 +153,10 @@ class MessageWriter(Generic[T]):
                 f"node {ctx.path!r}: stream {self._key.name!r} takes {self._key!r} elements, "
                 f"got {type(element).__name__}"
             )
-        ctx._sends.setdefault(self._key.name, []).append((ctx._at, element))
+        sends = ctx._sends
+        if sends is _EMPTY:
+            sends = ctx._sends = {}
+        sends.setdefault(self._key.name, []).append((ctx._at, element))  # type: ignore[attr-defined]
 
     def send_many(self, elements: Any) -> None:
         """Stage each element of ``elements`` in order."""
@@ -179,6 +182,7 @@ class MessageContext:
         "_closed",
         "_finish",
         "_node_rc",
+        "_owned",
         "_sends",
         "_set",
         "_skipped",
@@ -197,11 +201,21 @@ class MessageContext:
         self.path = node_rc.path
         self.message = message
         self._finish = message is None
-        self._set: dict[str, Any] = dict(pending.ready)
-        self._skipped: set[str] = set(pending.skipped)
-        self._sends: dict[str, list[tuple[int, Any]]] = {}  # (input sequence, element)
+        # What the messages before it staged, shared until this try writes (copied then): most
+        # messages set nothing, and a failed try's writes never reach what it was given.
+        self._set: Mapping[str, Any] = pending.ready
+        self._skipped: frozenset[str] | set[str] = pending.skipped
+        self._owned = False
+        self._sends: Mapping[str, list[tuple[int, Any]]] = _EMPTY  # (input sequence, element)
         self._stopped = False
         self._closed = False
+
+    def _own(self) -> None:
+        """Copy the staged values before the first write of this try."""
+        if not self._owned:
+            self._set = dict(self._set)
+            self._skipped = set(self._skipped)
+            self._owned = True
 
     def __repr__(self) -> str:
         if self.message is None:
@@ -282,7 +296,8 @@ class MessageContext:
                 f"node {self.path!r}: key {key.name!r} takes {key!r} values, got "
                 f"{type(value).__name__} {value!r:.80}"
             )
-        self._set[key.name] = value
+        self._own()
+        self._set[key.name] = value  # type: ignore[index]  # owned: a dict
 
     def skip(self, key: Key[Any]) -> None:
         """Mark a provided key skipped; it commits with the message.
@@ -297,7 +312,8 @@ class MessageContext:
             raise SlotError(
                 f"node {self.path!r}: stream {key.name!r} has elements; it cannot be skipped"
             )
-        self._skipped.add(key.name)
+        self._own()
+        self._skipped.add(key.name)  # type: ignore[union-attr]  # owned: a set
 
     def writer(self, key: Key[T]) -> MessageWriter[T]:
         """The writer of a provided stream key; its sends commit with the message.

@@ -458,11 +458,11 @@ class _ProcessorRun:
 
         def work() -> Any:
             done: list[tuple[MessageContext, Any]] = []
-            current, ready, skipped = state, pending.ready, pending.skipped
+            current, given_values = state, pending
             for message, element in runnable:
                 if rc.canceled:
                     break
-                ctx = MessageContext(rc, message, Values(ready, skipped), message.sequence)
+                ctx = MessageContext(rc, message, given_values, message.sequence)
                 given = copy.deepcopy(current) if message.limit > 1 else current
                 try:
                     new_state = handler(ctx, given, element)
@@ -472,7 +472,9 @@ class _ProcessorRun:
                 finally:
                     ctx._closed = True
                 done.append((ctx, new_state))
-                current, ready, skipped = new_state, ctx._set, ctx._skipped
+                current = new_state
+                if ctx._owned:  # it set or skipped: the next message starts from that
+                    given_values = Values(ctx._set, frozenset(ctx._skipped))
                 if ctx._stopped:
                     break
             return done, None
