@@ -175,7 +175,7 @@ CHILD = "tests.durable_core.durable.processor_pipeline_child"
 KILLS = 6
 
 
-def start(mode: str, kind: str, store: Path, logs: Path) -> subprocess.Popen[str]:
+def start(mode: str, kind: str, store: Path | str, logs: Path) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [sys.executable, "-m", CHILD, mode, kind, str(store), str(logs)],
         cwd=ROOT,
@@ -208,9 +208,11 @@ def kill_mid_stream(proc: subprocess.Popen[str], calls: Path, rng: random.Random
 
 
 # covers: S-7, S-8
-@pytest.mark.parametrize("kind", ["sqlite", "file"])
+@pytest.mark.parametrize(
+    "kind", ["sqlite", "file", pytest.param("postgres", marks=pytest.mark.postgres)]
+)
 def test_a_killed_unbatched_processor_resumes_with_each_message_and_send_applied_once(
-    kind: str, tmp_path: Path
+    kind: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
     from tests.durable_core.durable.processor_pipeline_child import (
         FAILING,
@@ -223,6 +225,8 @@ def test_a_killed_unbatched_processor_resumes_with_each_message_and_send_applied
     store, logs = tmp_path / "store", tmp_path / "logs"
     store.mkdir()
     logs.mkdir()
+    if kind == "postgres":  # the child opens the store at this location: the server's DSN
+        store = request.getfixturevalue("postgres_dsn")
     calls = logs / "calls"
     kills = 0
     mode = "run"

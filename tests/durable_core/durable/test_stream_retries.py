@@ -40,6 +40,14 @@ from tests.durable_core.durable.stream_retries_child import (
 
 CHILD = "tests.durable_core.durable.stream_retries_child"
 STORES = ["file", "sqlite"]
+WITH_POSTGRES = [*STORES, pytest.param("postgres", marks=pytest.mark.postgres)]
+
+
+def open_any(kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> Any:
+    """A real store of ``kind``; ``postgres`` on the suite's test server."""
+    if kind == "postgres":
+        return open_store(kind, request.getfixturevalue("postgres_dsn"))
+    return open_store(kind, tmp_path)
 
 
 def entries(record: RunRecord, scope: str | None = None) -> dict[str, StreamRecord]:
@@ -183,14 +191,14 @@ def processor_graph(handled: list[tuple[int, int]], token: CancelToken | None) -
     return g
 
 
-@pytest.mark.parametrize("kind", STORES)
+@pytest.mark.parametrize("kind", WITH_POSTGRES)
 def test_a_processor_in_a_retried_sub_folds_the_whole_stream_from_its_initial_state(
-    kind: str, tmp_path: Path
+    kind: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
     # covers: S-7, S-8, S-9, G-9, R-ATT-4
     handled: list[tuple[int, int]] = []
     token = CancelToken()
-    store = open_store(kind, tmp_path)
+    store = open_any(kind, tmp_path, request)
     first = Runtime(store).run(
         processor_graph(handled, token), run_id="fold-1", version="1", inputs={}, cancel=token
     )
@@ -595,14 +603,14 @@ def committing_graph(handled: list[tuple[int, int]], token: CancelToken | None) 
     return g
 
 
-@pytest.mark.parametrize("kind", STORES)
+@pytest.mark.parametrize("kind", WITH_POSTGRES)
 def test_a_processor_whose_failed_try_committed_messages_folds_again_from_the_start(
-    kind: str, tmp_path: Path
+    kind: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
     # covers: S-7, S-8, S-9, G-9, R-ATT-4
     handled: list[tuple[int, int]] = []
     token = CancelToken()
-    store = open_store(kind, tmp_path)
+    store = open_any(kind, tmp_path, request)
     first = Runtime(store).run(
         committing_graph(handled, token), run_id="c-1", version="1", inputs={}, cancel=token
     )
