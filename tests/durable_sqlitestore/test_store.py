@@ -541,11 +541,22 @@ def test_record_is_readable_as_json_with_the_sqlite3_shell(
 _WORKER = textwrap.dedent(
     """
     import json, sys, time
-    from durable_core import ConflictError
-    from durable_core.testing import sample_record
+    from durable_core import ConflictError, record_to_json
+    from durable_core.store import EncodedRecord
+    from durable_core.testing import record_delta, sample_record
     from durable_sqlitestore import SQLiteStore
 
     path, run_id, seconds = sys.argv[1], sys.argv[2], float(sys.argv[3])
+    deltas = sys.argv[4] == "deltas"  # each save after the first keeps its delta
+
+
+    def encoded(revision):
+        record = sample_record(run_id, revision)
+        if not deltas or revision == 1:
+            return record, None
+        before = sample_record(run_id, revision - 1)
+        return record, EncodedRecord(record_to_json(record), record_delta(before, record))
+
     result = {"saves": 0, "conflicts": 0, "errors": []}
     try:
         store = SQLiteStore(path)  # every worker also initialises the same database at once
@@ -556,7 +567,8 @@ _WORKER = textwrap.dedent(
         revision = 0
         while time.monotonic() < deadline:
             try:
-                session.save(sample_record(run_id, revision + 1), revision)
+                record, data = encoded(revision + 1)
+                session.save(record, revision, data)
                 revision += 1
                 result["saves"] += 1
             except BaseException as exc:
@@ -564,7 +576,8 @@ _WORKER = textwrap.dedent(
                 break
             if revision % 7 == 0:  # a stale save must be a real CAS conflict
                 try:
-                    session.save(sample_record(run_id, revision), revision - 1)
+                    record, data = encoded(revision)
+                    session.save(record, revision - 1, data)
                     result["errors"].append("a stale save succeeded")
                 except ConflictError:
                     result["conflicts"] += 1
@@ -579,11 +592,13 @@ _WORKER = textwrap.dedent(
 )
 
 
-def test_eight_processes_save_concurrently_without_lock_errors(db_path: Path) -> None:
+@pytest.mark.parametrize("saves", ["whole", "deltas"])
+def test_eight_processes_save_concurrently_without_lock_errors(db_path: Path, saves: str) -> None:
     # covers: B-SQL-1, B-SQL-2, R-STORE-1
+    # "deltas": the saves that keep a delta are one statement each, their own transaction.
     workers = [
         subprocess.Popen(
-            [sys.executable, "-c", _WORKER, str(db_path), f"run-{i}", "2"],
+            [sys.executable, "-c", _WORKER, str(db_path), f"run-{i}", "2", saves],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
