@@ -685,7 +685,8 @@ class SQLiteSession(FoldingSession):
 
         Raises:
             DurableError: the statement failed; the message says whether nothing was written
-                (the write lock was not obtained) or the save is uncertain.
+                (:data:`_WROTE_NOTHING`: the write lock was not obtained, say) or the save is
+                uncertain.
         """
         try:
             inserted = self._connection.execute(
@@ -695,7 +696,7 @@ class SQLiteSession(FoldingSession):
         except sqlite3.Error as exc:
             self._chain = None
             code = getattr(exc, "sqlite_errorcode", None)
-            if code is not None and code & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
+            if code is not None and code & 0xFF in _WROTE_NOTHING:
                 raise DurableError(
                     f"could not save revision {expected_revision + 1} of run {self._run_id!r} "
                     f"in {self._path}: {exc}. Nothing was written: the stored record is "
@@ -764,6 +765,13 @@ class SQLiteSession(FoldingSession):
         finally:
             self._lock.release()
 
+
+_WROTE_NOTHING = frozenset(
+    {sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED, sqlite3.SQLITE_READONLY, sqlite3.SQLITE_CONSTRAINT}
+)
+"""The primary result codes with which a statement that writes fails before it has written
+anything: the write lock was not obtained, the database cannot be written, or a constraint refused
+the row. Any other failure of a save's statement may come from its commit: the save is uncertain."""
 
 _APPEND = (
     f"INSERT OR IGNORE INTO {_DELTAS} (run_id, base, delta, saved_at) "
