@@ -110,12 +110,22 @@ _SCOPE_NAMES = ("graph", "path", "inputs", "nodes", "bindings")
 if {a.name for a in attrs.fields(ScopeRecord)} != set(_SCOPE_NAMES):  # pragma: no cover
     raise TypeError("ScopeRecord's fields changed: update _SCOPE_NAMES and _scope_over")
 _new_scope = quick_init(ScopeRecord, *_SCOPE_NAMES)
+# Every field named: the factory default of ``pending`` is never used.
+_STREAM_NAMES = (*_STREAM_FIELDS, "pending")
+_new_stream = quick_init(StreamRecord, *_STREAM_NAMES)
+_stream_values = operator.attrgetter(*_STREAM_FIELDS)
 
 
 def _copy_attempt(attempt: AttemptRecord) -> AttemptRecord:
     """``attrs.evolve(attempt)``: the fields take no validator or converter (quick_init
     refuses such a class at import), so storing each one is the same object, built faster."""
     return _new_attempt(*_attempt_values(attempt))  # type: ignore[no-any-return]
+
+
+def _copy_stream(stream: StreamRecord) -> StreamRecord:
+    """``attrs.evolve(stream, pending=list(stream.pending))``, built as :func:`_copy_attempt`
+    is."""
+    return _new_stream(*_stream_values(stream), list(stream.pending))  # type: ignore[no-any-return]
 
 
 def _scope_over(scope: ScopeRecord, nodes: Any) -> ScopeRecord:
@@ -202,7 +212,7 @@ class Proposal:
         stream = streams[stream_id]
         if isinstance(streams, Overlay) and stream_id in streams.changes:
             return stream
-        own = attrs.evolve(stream, pending=list(stream.pending))
+        own = _copy_stream(stream)
         streams[stream_id] = own
         return own
 
