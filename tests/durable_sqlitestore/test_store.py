@@ -779,7 +779,19 @@ def test_a_delta_save_that_finds_the_database_locked_writes_nothing(
         assert session.load() == saves[3][0]
 
 
-def test_a_delta_save_that_fails_otherwise_is_reported_uncertain(store: SQLiteStore) -> None:
+@pytest.mark.parametrize(
+    ("code", "reported"),
+    [
+        (sqlite3.SQLITE_IOERR, "uncertain"),
+        (sqlite3.SQLITE_FULL, "uncertain"),
+        (None, "uncertain"),  # an error without a result code
+        (sqlite3.SQLITE_BUSY, "Nothing was written"),
+        (sqlite3.SQLITE_READONLY, "Nothing was written"),
+    ],
+)
+def test_a_failed_delta_save_says_whether_it_may_have_been_written(
+    store: SQLiteStore, code: int | None, reported: str
+) -> None:
     # covers: R-RT-2, B-SQL-2
     class FailingInsert:
         def __init__(self, connection: sqlite3.Connection) -> None:
@@ -790,7 +802,10 @@ def test_a_delta_save_that_fails_otherwise_is_reported_uncertain(store: SQLiteSt
 
         def execute(self, sql: str, *args: object) -> sqlite3.Cursor:
             if sql.startswith("INSERT OR IGNORE"):
-                raise sqlite3.OperationalError("disk I/O error")
+                error = sqlite3.OperationalError("the statement failed")
+                if code is not None:
+                    error.sqlite_errorcode = code  # as sqlite3 sets it on its own errors
+                raise error
             return self._connection.execute(sql, *args)
 
     saves = _delta_chain(4)
@@ -799,10 +814,58 @@ def test_a_delta_save_that_fails_otherwise_is_reported_uncertain(store: SQLiteSt
             session.save(record, record.revision - 1, encoded)
         real = session._connection
         session._connection = FailingInsert(real)  # type: ignore[assignment]
-        with pytest.raises(DurableError, match="uncertain"):
+        with pytest.raises(DurableError, match=reported) as raised:
             session.save(saves[3][0], 3, saves[3][1])
+        other = "Nothing was written" if reported == "uncertain" else "uncertain"
+        assert other not in str(raised.value)
         session._connection = real
         assert session.load() == saves[2][0]  # here it really was not written
+
+
+def test_a_delta_saved_behind_the_sessions_back_makes_the_one_statement_refuse(
+    store: SQLiteStore, db_path: Path
+) -> None:
+    # covers: R-STORE-3, B-SQL-2
+    # The session believes revision 3 is stored (it saved it), so the store kit's check before
+    # the write passes: the refusal is the statement's own compare-and-swap.
+    saves = _delta_chain(4)
+    with store.acquire("run") as session:
+        for record, encoded in saves[:3]:
+            session.save(record, record.revision - 1, encoded)
+        foreign = b'{"written": "by another writer"}'
+        other = raw(db_path)
+        other.execute(
+            "INSERT INTO durable_deltas (run_id, base, delta) VALUES ('run', '3', ?)", (foreign,)
+        )
+        statements: list[str] = []
+        session._connection.set_trace_callback(statements.append)
+        with pytest.raises(ConflictError):
+            session.save(saves[3][0], 3, saves[3][1])
+        session._connection.set_trace_callback(None)
+        assert any(sql.startswith("INSERT OR IGNORE") for sql in statements)
+        assert other.execute(
+            "SELECT base, delta FROM durable_deltas WHERE run_id = 'run' ORDER BY base"
+        ).fetchall()[-1] == ("3", foreign)
+        other.close()
+
+
+def test_a_delta_save_on_a_connection_left_in_a_transaction_writes_nothing(
+    store: SQLiteStore, db_path: Path
+) -> None:
+    # covers: R-RT-1, B-SQL-2
+    saves = _delta_chain(4)
+    with store.acquire("run") as session:
+        for record, encoded in saves[:3]:
+            session.save(record, record.revision - 1, encoded)
+        session._connection.execute("BEGIN")  # as an interrupted transaction would leave it
+        with pytest.raises(DurableError, match="Nothing was written"):
+            session.save(saves[3][0], 3, saves[3][1])
+        session._connection.execute("ROLLBACK")
+        other = raw(db_path)
+        assert other.execute("SELECT count(*) FROM durable_deltas WHERE base = '3'").fetchone() == (
+            0,
+        )
+        other.close()
 
 
 def test_deltas_left_by_a_crash_are_read_and_folded_by_the_next_session_that_saves(

@@ -131,9 +131,9 @@ class SQLiteStore(SQLiteInbox, BaseStore):
 
     Ownership of a run is an OS file lock on ``.runlocks/<sha256(run id)>.lock``: BusyError at
     once, within this process or from another one, released on close or process exit. A save is
-    one short ``BEGIN IMMEDIATE`` transaction doing the revision compare-and-swap; no
-    transaction stays open between calls, so nothing is held while a run executes. Each session
-    has its own connection.
+    one short write transaction doing the revision compare-and-swap (a save that keeps its delta
+    is a single statement); no transaction stays open between calls, so nothing is held while
+    a run executes. Each session has its own connection.
 
     Thread-safe. Only for local file systems with OS file locks (not network shares).
 
@@ -465,14 +465,16 @@ class SQLiteStore(SQLiteInbox, BaseStore):
 class SQLiteSession(FoldingSession):
     """Exclusive session of one run of an :class:`SQLiteStore` (R-STORE-2…4, B-SQL-2).
 
-    Holds the run's OS lock and its own connection until ``close``. A save is one short
-    ``BEGIN IMMEDIATE`` transaction doing the revision compare-and-swap and writing the save's
-    delta (one conditional ``INSERT``), or the complete record when no delta is known or the
-    deltas have outgrown the record (``FOLD_RATIO``); ``close`` folds the deltas when this
+    Holds the run's OS lock and its own connection until ``close``. A save that keeps its delta
+    is one conditional ``INSERT`` (:data:`_APPEND`), which SQLite runs as its own transaction:
+    it is the revision compare-and-swap and writes the delta. The first save, and a save when no
+    delta is known or the deltas have outgrown the record (``FOLD_RATIO``), write the complete
+    record in one short ``BEGIN IMMEDIATE`` transaction. ``close`` folds the deltas when this
     session saved, so that the run rests as one complete record (a session that only loaded
-    writes nothing). Before ``COMMIT`` a failure rolls the transaction back (the
-    stored record is unchanged); a failing ``COMMIT`` leaves the save uncertain (load again,
-    R-RT-2): the ``DurableError``'s message says which.
+    writes nothing). A failure before anything was written (the write lock not obtained, or a
+    failure before ``COMMIT``, which rolls the transaction back) leaves the stored record
+    unchanged; a failing ``COMMIT``, or a failing delta statement for any other reason, leaves
+    the save uncertain (load again, R-RT-2): the ``DurableError``'s message says which.
     """
 
     capabilities = FoldingSession.capabilities | {Capability.IDLE_SAVES}
@@ -688,8 +690,16 @@ class SQLiteSession(FoldingSession):
                 (:data:`_WROTE_NOTHING`: the write lock was not obtained, say) or the save is
                 uncertain.
         """
+        connection = self._connection
+        if connection.in_transaction:  # the statement would not commit on its own
+            raise DurableError(
+                f"could not save revision {expected_revision + 1} of run {self._run_id!r} in "
+                f"{self._path}: the session's connection is inside a transaction left open "
+                "by an earlier failure. Nothing was written: the stored record is unchanged. "
+                "Close the session and load the record again"
+            )
         try:
-            inserted = self._connection.execute(
+            inserted = connection.execute(
                 statement,
                 (self._run_id, str(expected_revision), delta, str(expected_revision - 1)),
             ).rowcount
@@ -766,12 +776,10 @@ class SQLiteSession(FoldingSession):
             self._lock.release()
 
 
-_WROTE_NOTHING = frozenset(
-    {sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED, sqlite3.SQLITE_READONLY, sqlite3.SQLITE_CONSTRAINT}
-)
+_WROTE_NOTHING = frozenset({sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED, sqlite3.SQLITE_READONLY})
 """The primary result codes with which a statement that writes fails before it has written
-anything: the write lock was not obtained, the database cannot be written, or a constraint refused
-the row. Any other failure of a save's statement may come from its commit: the save is uncertain."""
+anything: the write lock was not obtained, or the database cannot be written. Any other failure
+of a save's statement may come from its commit: the save is uncertain."""
 
 _APPEND = (
     f"INSERT OR IGNORE INTO {_DELTAS} (run_id, base, delta, saved_at) "
