@@ -47,7 +47,7 @@ from durable_sqlitestore import (
     SQLiteStore,
     schema,
 )
-from durable_sqlitestore.store import BUSY_TIMEOUT_MS, _configure
+from durable_sqlitestore.store import BUSY_TIMEOUT_MS, SQLiteSession, _configure
 from tests.bounded import returns_within
 
 POSIX = os.name == "posix"
@@ -670,6 +670,12 @@ def _delta_chain(count: int) -> list[tuple[RunRecord, EncodedRecord]]:
     return saves
 
 
+def _save_in_order(session: SQLiteSession, saves: list[tuple[RunRecord, EncodedRecord]]) -> None:
+    """Save each of ``saves`` (from :func:`_delta_chain`) from the revision before it."""
+    for record, encoded in saves:
+        session.save(record, record.revision - 1, encoded)
+
+
 def test_a_save_with_a_delta_writes_only_the_delta_and_folds_when_they_outgrow_the_record(
     store: SQLiteStore, db_path: Path
 ) -> None:
@@ -761,8 +767,7 @@ def test_a_delta_save_that_finds_the_database_locked_writes_nothing(
     # covers: B-SQL-1, R-RT-1
     saves = _delta_chain(4)
     with store.acquire("run") as session:
-        for record, encoded in saves[:3]:
-            session.save(record, record.revision - 1, encoded)
+        _save_in_order(session, saves[:3])
         session._connection.execute("PRAGMA busy_timeout = 50")
         other = raw(db_path)
         other.execute("BEGIN IMMEDIATE")  # another process holds the write lock
@@ -810,8 +815,7 @@ def test_a_failed_delta_save_says_whether_it_may_have_been_written(
 
     saves = _delta_chain(4)
     with store.acquire("run") as session:
-        for record, encoded in saves[:3]:
-            session.save(record, record.revision - 1, encoded)
+        _save_in_order(session, saves[:3])
         real = session._connection
         session._connection = FailingInsert(real)  # type: ignore[assignment]
         with pytest.raises(DurableError, match=reported) as raised:
@@ -830,8 +834,7 @@ def test_a_delta_saved_behind_the_sessions_back_makes_the_one_statement_refuse(
     # the write passes: the refusal is the statement's own compare-and-swap.
     saves = _delta_chain(4)
     with store.acquire("run") as session:
-        for record, encoded in saves[:3]:
-            session.save(record, record.revision - 1, encoded)
+        _save_in_order(session, saves[:3])
         foreign = b'{"written": "by another writer"}'
         other = raw(db_path)
         other.execute(
@@ -855,8 +858,7 @@ def test_a_delta_save_on_a_connection_left_in_a_transaction_writes_nothing(
     # covers: R-RT-1, B-SQL-2
     saves = _delta_chain(4)
     with store.acquire("run") as session:
-        for record, encoded in saves[:3]:
-            session.save(record, record.revision - 1, encoded)
+        _save_in_order(session, saves[:3])
         session._connection.execute("BEGIN")  # as an interrupted transaction would leave it
         with pytest.raises(DurableError, match="Nothing was written"):
             session.save(saves[3][0], 3, saves[3][1])
