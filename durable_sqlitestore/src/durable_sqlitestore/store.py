@@ -792,12 +792,7 @@ key ``(run_id, base)`` refuses a second save from the same revision. It never re
 ``durable_runs``: finding a row of a ``WITHOUT ROWID`` table reads its whole record, which would
 make every save cost as much as the run is large."""
 
-_APPEND_FIRST = (
-    f"INSERT OR IGNORE INTO {_DELTAS} (run_id, base, delta, saved_at) "
-    f"SELECT ?1, ?2, ?3, {NOW} "
-    f"WHERE EXISTS (SELECT 1 FROM {_DELTAS} WHERE run_id = ?1 AND base = ?4) "
-    f"OR (SELECT revision FROM {_TABLE} WHERE run_id = ?1) = ?2"
-)
+_APPEND_FIRST = _APPEND + f" OR (SELECT revision FROM {_TABLE} WHERE run_id = ?1) = ?2"
 """:data:`_APPEND` for the first delta after the complete record: it also inserts when that
 record is at revision ``?2`` (deltas are only ever stored from the complete record's revision
 on)."""
