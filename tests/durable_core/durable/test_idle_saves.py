@@ -1,7 +1,7 @@
 """Where a durable store's saves run: on the event loop's thread while no body runs (the built-in
-file, SQLite and PostgreSQL sessions allow it, ``Capability.IDLE_SAVES``), in the run's save thread
-while a body runs. Either way the run and its record are the same (an interruption in the middle
-of a save on the loop: test_save_threads.py)."""
+file, SQLite and PostgreSQL sessions allow it, ``Capability.IDLE_SAVES``; a body awaiting its ack
+does not count as running), in the run's save thread while a body runs. Either way the run and its
+record are the same (an interruption in the middle of a save on the loop: test_save_threads.py)."""
 
 from __future__ import annotations
 
@@ -107,3 +107,71 @@ def test_a_save_made_while_a_body_runs_goes_to_the_save_thread(store: Any, saves
     assert where["slow"] == threading.current_thread().name  # nothing else ran
     nodes = load(store, "pair").scopes[load(store, "pair").root_scope].nodes
     assert set(nodes) == {"slow", "fast", "after"}
+
+
+@pytest.fixture
+def acks(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int]]:
+    """Every save made through a built-in store's session: (thread name, the acked front of
+    the reading group ``consume``)."""
+    noted: list[tuple[str, int]] = []
+    original = kit.BaseSession.save
+
+    def save(self: Any, record: RunRecord, expected_revision: int, encoded: Any = None) -> None:
+        fronts = [s.acked_through for s in record.streams.values() if s.group == "consume"]
+        noted.append((threading.current_thread().name, max(fronts, default=0)))
+        original(self, record, expected_revision, encoded)
+
+    monkeypatch.setattr(kit.BaseSession, "save", save)
+    return noted
+
+
+def _reading_graph(wait: bool) -> tuple[Graph, Key[int], Key[int]]:
+    """A producer that sends 5 elements and ends, and a reader that takes them all, then
+    acks each (``wait``: awaiting it)."""
+    count, done = Key("count", int), Key("done", int)
+    events = Key("events", int, stream=True, capacity=8)
+    g = Graph("acks", inputs=[count])
+
+    @g.node("produce", requires=[count], provides=[events])
+    async def produce(rc: Any) -> None:
+        w = rc.writer(events)
+        for i in range(w.position or 0, rc.get(count)):
+            await w.send_at(i, i + 1)
+
+    @g.node("consume", requires=[events], provides=[done])
+    async def consume(rc: Any) -> None:
+        taken = [d async for d in rc.reader(events).deliveries()]  # the producer has ended
+        for d in taken:
+            if wait:
+                await d.ack()
+            else:
+                d.ack()
+                await asyncio.sleep(0.02)  # running: its acks are saved meanwhile
+        rc.set(done, len(taken))
+
+    return g, count, done
+
+
+# covers: S-2, R-RT-1
+@pytest.mark.parametrize("wait", [True, False], ids=["await", "queued"])
+def test_acks_awaited_by_the_only_running_body_save_on_the_loop_thread(
+    store: Any, acks: list, wait: bool
+) -> None:
+    # A reader awaiting its ack does nothing meanwhile, so with nothing else running the ack
+    # is saved on the loop; acks queued without waiting are saved while the reader runs on.
+    g, count, done = _reading_graph(wait)
+    result = Runtime(store).run(g, run_id="acks", version="1", inputs={count: 5})
+    assert result.status == "completed" and result[done] == 5
+    moved = [
+        (thread, front)
+        for (thread, front), (_, before) in zip(acks[1:], acks[:-1], strict=True)
+        if front > before
+    ]
+    fronts = [front for _, front in moved]
+    # Awaited, one ack a save; queued, acks made while a save is in flight share the next.
+    assert fronts == [1, 2, 3, 4, 5] if wait else fronts == sorted(set(fronts)) and fronts[-1] == 5
+    loop_thread = threading.current_thread().name
+    expected = loop_thread if wait else "durable-save"
+    assert {thread for thread, _ in moved} == {expected}
+    stored = load(store, "acks").streams.values()
+    assert [s.acked_through for s in stored if s.group == "consume"] == [5]

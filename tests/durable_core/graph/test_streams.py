@@ -18,7 +18,9 @@ from durable_core import (
     Stream,
     execute,
 )
+from durable_core.graph.checkpoint import AckFuture
 from tests.bounded import returns_within
+from tests.durable_core.graph.support import MemoryCheckpointer
 
 START = Key("start", int)
 LINES = Key("lines", str, stream=True, capacity=4)
@@ -145,6 +147,64 @@ def test_async_stream_waits_give_the_slot_back():
 
     result = execute(g, {START: 0}, max_running=1)  # producer and reader share one slot
     assert result[COUNT_A] == 30
+
+
+class _HeldAcks(MemoryCheckpointer):
+    """A checkpointer whose acks stay unsaved until the test answers them (``answer``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.acks: list[AckFuture] = []
+
+    def queue_ack(self, attempt, key, stream, group, generation, sequences):
+        future = AckFuture(loop=asyncio.get_running_loop())
+        self.acks.append(future)
+        return future
+
+    def answer(self) -> None:
+        for future in self.acks:
+            if not future.done():
+                future.set_result(None)
+
+
+# covers: G-7, S-2
+@pytest.mark.parametrize("wait", ["await", "queued"])
+def test_an_async_body_awaiting_its_ack_gives_the_slot_back(wait):
+    # One slot. The reader acks its only element, tells "other" so through a stream, then
+    # waits: "other" can run only while that wait does not hold the slot, and it is what
+    # answers the ack. An ack that is not awaited leaves the reader holding its slot, so
+    # "other" runs once the reader ended.
+    cp = _HeldAcks()
+    g = producer_graph(1)
+    signal = Key("signal", int, stream=True)
+    order = []
+
+    @g.node("read", requires=[LINES], provides=[COUNT_A, signal])
+    async def read(rc):
+        async for d in rc.reader(LINES).deliveries():
+            future = d.ack()
+            await rc.writer(signal).send(1)
+            if wait == "await":
+                await future
+            else:
+                await asyncio.sleep(0.05)
+        order.append("read ends")
+        rc.set(COUNT_A, 1)
+
+    @g.node("other", requires=[signal], provides=[TOTAL])
+    async def other(rc):
+        async for _ in rc.reader(signal):
+            order.append("other runs")
+            cp.answer()
+        rc.set(TOTAL, 0)
+
+    result = returns_within(lambda: execute(g, {START: 0}, max_running=1, checkpointer=cp), 10)
+    assert result.status == "completed", result.error
+    assert len(cp.acks) == 1 and cp.acks[0].done()
+    if wait == "await":
+        assert order == ["other runs", "read ends"]
+    else:
+        assert order == ["read ends", "other runs"]
 
 
 # covers: G-10

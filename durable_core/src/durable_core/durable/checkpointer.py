@@ -604,7 +604,8 @@ class DurableCheckpointer(Checkpointer):
         self._event(EventKind.NODE_RUNNING, attempt)
 
     def watch_bodies(self, running: Callable[[], int]) -> None:
-        # While no body runs, a save on the event loop holds up nobody (see Ledger.save_when).
+        # While no body runs, a save on the event loop holds up nobody (see Ledger.save_when);
+        # a body awaiting its ack or a stream gives its slot back, so it does not count.
         self._ledger.save_when(lambda: running() <= 0)
 
     def share(

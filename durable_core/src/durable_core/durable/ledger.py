@@ -281,7 +281,8 @@ class Ledger:
         Only for a session that says its saves may run there (``Capability.IDLE_SAVES``: its
         ``save`` never uses an event loop); otherwise this does nothing. ``idle`` is asked on
         the event loop before each save; it should be true only when nothing else could use
-        the loop during the save (no body running), since the loop waits for the save.
+        the loop during the save (no body running, or each running body waits for a save or a
+        stream), since the loop waits for the save.
         """
         if self._idle_saves:
             self._idle = idle

@@ -56,6 +56,7 @@ from durable_core.errors import (
     StaleDeliveryError,
     StreamFailedError,
 )
+from durable_core.graph.checkpoint import AckFuture
 from durable_core.records import (
     PendingMessageRecord,
     RunRecord,
@@ -193,7 +194,6 @@ def encode_cursor(position: Any, label: str) -> bytes:
 
 
 _sha256 = hashlib.sha256
-_Future = asyncio.Future  # ``loop.create_future()`` without its Python frame
 
 
 def _unstorable(exc: Exception, label: str) -> CodecError:
@@ -681,7 +681,7 @@ class StreamBook:
         if not isinstance(source, Source):
             return None  # a stream given as a root input: nothing is saved for it
         ledger = self._ledger
-        waiter: asyncio.Future[None] = _Future(loop=asyncio.get_running_loop())  # one per ack
+        waiter: asyncio.Future[None] = AckFuture(loop=asyncio.get_running_loop())  # one per ack
         where = (source, group, generation)
         queued = self._acks.get(where)
         if (

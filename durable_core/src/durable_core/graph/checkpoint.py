@@ -145,7 +145,8 @@ keep working.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import asyncio
+from collections.abc import Callable, Generator, Mapping
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
@@ -159,10 +160,52 @@ if TYPE_CHECKING:
     from durable_core.graph.processor import Managed, MessageAttempt, MessageCommit, Processor
     from durable_core.graph.streams import Stream, StreamState
 
-__all__ = ["Attempt", "Checkpointer", "CopyOnRead", "NodeOutputs", "Scope", "Values"]
+__all__ = [
+    "AckFuture",
+    "Attempt",
+    "Checkpointer",
+    "CopyOnRead",
+    "NodeOutputs",
+    "Scope",
+    "Values",
+]
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
 _NONE: Any = object()
+
+
+class AckFuture(asyncio.Future):  # type: ignore[type-arg]
+    """The future a checkpointer's ``queue_ack`` may return: it succeeds once the ack is saved.
+
+    Awaited by the ``async def`` body that acked (``await d.ack()``), it gives the body's
+    ``max_running`` slot back until it is answered, as a wait on a stream does: the body does
+    no work meanwhile, and a run whose bodies all wait so has nothing to do but the save (a
+    durable run then saves on the event loop, which spares two thread hops per save; S-2).
+    The engine names the body in ``body`` when it hands the future to the reader; a future
+    without one, awaited twice, or already done, is awaited as a plain future.
+    """
+
+    body: Any = None
+    """The engine's running body that acked (an object with ``idle(awaitable)``), or None."""
+
+    def __await__(self) -> Generator[Any, None, Any]:
+        body = self.body
+        if body is None or self.done():
+            return asyncio.Future.__await__(self)
+        self.body = None  # a second await waits as a plain future
+        return body.idle(_Answered(self)).__await__()  # type: ignore[no-any-return]
+
+
+class _Answered:
+    """``future`` awaited as a plain future (not through :meth:`AckFuture.__await__`)."""
+
+    __slots__ = ("future",)
+
+    def __init__(self, future: asyncio.Future[Any]) -> None:
+        self.future = future
+
+    def __await__(self) -> Generator[Any, None, Any]:
+        return asyncio.Future.__await__(self.future)
 
 
 class CopyOnRead:
@@ -465,7 +508,8 @@ class Checkpointer:
         Returns:
             ``NotImplemented`` (the default): the engine awaits :meth:`ack_elements` instead;
             None (done); or an asyncio future that succeeds once the ack is saved, whose
-            failure the checkpointer reads itself.
+            failure the checkpointer reads itself. When it is an :class:`AckFuture`, an async
+            body awaiting it gives its ``max_running`` slot back meanwhile.
         """
         return NotImplemented
 

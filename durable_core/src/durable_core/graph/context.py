@@ -118,8 +118,8 @@ class BodyRun(Protocol):
         """Open (publish) the stream of a provided key, once; later calls return it."""
         ...
 
-    async def idle(self, waiting: Awaitable[None]) -> None:
-        """Await ``waiting`` without holding a ``max_running`` slot."""
+    async def idle(self, waiting: Awaitable[Any]) -> Any:
+        """Await ``waiting`` without holding a ``max_running`` slot; return what it returned."""
         ...
 
 

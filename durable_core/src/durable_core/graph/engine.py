@@ -267,17 +267,18 @@ class _NodeRun:
             waiter.set_result(None)
         return stream
 
-    async def idle(self, waiting: Any) -> None:
-        """Await ``waiting`` without holding a ``max_running`` slot (async bodies)."""
+    async def idle(self, waiting: Any) -> Any:
+        """Await ``waiting`` without holding a ``max_running`` slot (async bodies); return
+        what it returned."""
         if not self.holding:
-            await waiting
-            return
+            return await waiting
         run = self.scope.run
         self.holding = False
         run.sem.release()
-        await waiting
+        result = await waiting
         await run.sem.acquire()
         self.holding = True
+        return result
 
 
 class _Call:

@@ -12,15 +12,15 @@ receives every element, in order. Groups are attached when the stream is publish
 first element, for every reader in the graph (and, through ``In`` bindings, in child graphs),
 so no reader misses elements by starting late.
 
-Back-pressure: each group buffers at most the key's ``capacity`` elements; ``send`` waits while
-any attached group is full, until every group has room for half its capacity again (so that a
-waiting producer sends a run of elements, not one per element read). A reader node that ends
-(completed, skipped or failed) detaches its group, so it never holds the producer back. An
-``async def`` body gives its ``max_running`` slot back while it waits on a stream; a plain body
-keeps its slot (and worker thread) while it waits, so with plain bodies ``max_running`` must
-leave room for the producer and its readers. A producer that never waits for room gives the
-event loop a turn every :data:`TURN_EVERY` elements (not after each one): readers, saves and
-cancellations go on then.
+Back-pressure: each group buffers at most the key's ``capacity`` elements; ``send`` waits while any
+attached group is full, until every group has room for half its capacity again (so that a waiting
+producer sends a run of elements, not one per element read). A reader node that ends (completed,
+skipped or failed) detaches its group, so it never holds the producer back. An ``async def`` body
+gives its ``max_running`` slot back while it waits on a stream (and while it awaits an ack that a
+durable run saves: :class:`~durable_core.graph.checkpoint.AckFuture`); a plain body keeps its slot
+(and worker thread) while it waits, so with plain bodies ``max_running`` must leave room for the
+producer and its readers. A producer that never waits for room gives the event loop a turn every
+:data:`TURN_EVERY` elements (not after each one): readers, saves and cancellations go on then.
 
 Readers run again by a Retry: a new try of a Sub node is a new scope, so its readers of a
 parent's stream are new groups (:meth:`Stream.reopen`) that read the stream from its first
@@ -63,6 +63,7 @@ from collections.abc import AsyncIterator, Generator, Iterable, Iterator
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from durable_core.errors import SlotError
+from durable_core.graph.checkpoint import AckFuture
 from durable_core.graph.signals import RunAborted, direct_call, eager_call
 from durable_core.graph.streamstate import _NOTHING, Stream, StreamState
 from durable_core.graph.waits import waiting
@@ -449,6 +450,8 @@ class StreamReader(Generic[T]):
                 done = asyncio.get_running_loop().create_future()
                 done.set_result(None)
                 return done
+            if queued.__class__ is AckFuture and not rc._blocking_body:
+                queued.body = rc._node_run  # awaited, it gives the body's slot back
             return queued
         future = self._ack_call(attempt, delivery)
         future.add_done_callback(_retrieve)
