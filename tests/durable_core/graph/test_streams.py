@@ -207,6 +207,46 @@ def test_an_async_body_awaiting_its_ack_gives_the_slot_back(wait):
         assert order == ["read ends", "other runs"]
 
 
+# covers: G-7, S-2
+def test_a_task_the_body_left_waiting_on_its_ack_takes_no_slot_after_the_body_ended():
+    # One slot. The reader's helper task awaits the ack and gives the slot back; the reader
+    # returns meanwhile. When the ack is answered, the ended try must not take the slot
+    # again: "last" needs it.
+    cp = _HeldAcks()
+    g = producer_graph(1)
+    signal = Key("signal", int, stream=True)
+    helpers = []
+
+    @g.node("read", requires=[LINES], provides=[COUNT_A, signal])
+    async def read(rc):
+        async for d in rc.reader(LINES).deliveries():
+            future = d.ack()
+
+            async def wait_for_it(future=future):
+                await future
+
+            helpers.append(asyncio.ensure_future(wait_for_it()))
+            await asyncio.sleep(0)  # the helper starts waiting while this try runs
+            await rc.writer(signal).send(1)
+        rc.set(COUNT_A, 1)
+
+    @g.node("other", requires=[signal], provides=[TOTAL])
+    async def other(rc):
+        async for _ in rc.reader(signal):
+            pass
+        cp.answer()
+        await asyncio.sleep(0.01)  # the helper's wait ends while this holds the slot
+        rc.set(TOTAL, 0)
+
+    @g.node("last", requires=[COUNT_A, TOTAL], provides=[])
+    async def last(rc):
+        await helpers[0]
+
+    result = returns_within(lambda: execute(g, {START: 0}, max_running=1, checkpointer=cp), 10)
+    assert result.status == "completed", result.error
+    assert helpers[0].done() and cp.acks[0].done()
+
+
 # covers: G-10
 def test_an_empty_stream_and_a_skipped_stream():
     g = Graph("g", inputs=[START])

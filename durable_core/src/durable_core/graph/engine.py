@@ -222,6 +222,7 @@ class _NodeRun:
     __slots__ = (
         "attempt",
         "cancel_pending",
+        "holder",
         "holding",
         "in_call",
         "index",
@@ -243,6 +244,8 @@ class _NodeRun:
         self.opening: dict[str, asyncio.Future[None]] = {}
         self.running = False
         self.holding = False
+        self.holder: object | None = None
+        """The try of the async body holding the slot (its context), None between tries."""
         self.in_call = False
         self.cancel_pending = False
 
@@ -269,14 +272,21 @@ class _NodeRun:
 
     async def idle(self, waiting: Any) -> Any:
         """Await ``waiting`` without holding a ``max_running`` slot (async bodies); return
-        what it returned."""
+        what it returned. When the try ended meanwhile (a task the body started was the one
+        waiting), no slot is taken back: the try's end already let it go."""
         if not self.holding:
             return await waiting
         run = self.scope.run
+        holder = self.holder
         self.holding = False
         run.sem.release()
         result = await waiting
+        if self.holder is not holder:
+            return result
         await run.sem.acquire()
+        if self.holder is not holder:  # the try ended while this waited for a slot
+            run.sem.release()
+            return result
         self.holding = True
         return result
 
@@ -678,10 +688,12 @@ class _ScopeRun:
             if node.is_async:
                 await run.sem.acquire()
                 nr.holding = True
+                nr.holder = rc
                 try:
                     self.mark_running(nr)
                     await body(rc)
                 finally:
+                    nr.holder = None
                     if nr.holding:
                         nr.holding = False
                         run.sem.release()
