@@ -3,11 +3,12 @@
 Usage::
 
     python -m tests.durable_core.durable.streams_child \
-        MODE STORE_KIND STORE_LOCATION LOG_DIR ELEMENTS
+        MODE STORE_KIND STORE_LOCATION LOG_DIR ELEMENTS RUN_ID
 
 ``MODE`` is ``run`` or ``resume``. A resumable producer sends ``ELEMENTS`` integers (element
 ``i`` has sequence ``i + 1`` and position ``i + 1``); the group ``every`` acks each delivery as
-it comes, the group ``sparse`` acks in shuffled batches (gaps in between). Each side log line is
+it comes, the group ``sparse`` acks in shuffled batches (gaps in between), the group ``awaited``
+awaits the save of every seventh ack before it reads on. Each side log line is
 written with one unbuffered ``os.write``, so a SIGKILL loses at most the line being written:
 
 - ``producer.log``: ``start <position> <pid>`` when the producer's body starts;
@@ -29,6 +30,7 @@ COUNT = Key("count", int)
 EVENTS = Key("events", int, stream=True, capacity=64)
 EVERY = Key("every_n", int)
 SPARSE = Key("sparse_n", int)
+AWAITED = Key("awaited_n", int)
 
 
 def build(log_dir: Path) -> Graph:
@@ -85,15 +87,31 @@ def build(log_dir: Path) -> Graph:
             log(f"a {x.sequence} {pid}")
         rc.set(SPARSE, n)
 
+    @g.node("awaited", requires=[EVENTS], provides=[AWAITED])
+    async def awaited(rc):
+        # Awaits every seventh ack (saved before it reads on; the run may then save it on the
+        # event loop, every other body waiting too), queues the others.
+        log = writer("awaited.log")
+        n = 0
+        async for d in rc.reader(EVENTS).deliveries():
+            log(f"d {d.sequence} {d.value} {d.generation} {pid}")
+            n += 1
+            if d.sequence % 7 == 0:
+                await d.ack()
+                log(f"a {d.sequence} {pid}")
+            else:
+                d.ack().add_done_callback(acked(log, d.sequence))
+        rc.set(AWAITED, n)
+
     return g
 
 
 def main() -> None:
-    mode, kind, location, log_dir, elements = sys.argv[1:6]
+    mode, kind, location, log_dir, elements, run_id = sys.argv[1:7]
     store = open_store(kind, location)
     runtime = Runtime(store)
     call = runtime.run if mode == "run" else runtime.resume
-    result = call(build(Path(log_dir)), run_id="s1", version="v1", inputs={COUNT: int(elements)})
+    result = call(build(Path(log_dir)), run_id=run_id, version="v1", inputs={COUNT: int(elements)})
     print(result.status, result.error)
     store.close()
 

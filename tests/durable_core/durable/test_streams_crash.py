@@ -1,10 +1,12 @@
-"""Durable streams survive SIGKILL at random moments (real processes, file and SQLite stores).
+"""Durable streams survive SIGKILL at random moments (real processes; file, SQLite and PostgreSQL
+stores).
 
-A resumable producer of 10,000 elements and two reading groups (``every`` acks each delivery,
-``sparse`` acks in shuffled batches) run in a child process (``streams_child.py``) that is
-killed with SIGKILL at a random moment, then resumed, again and again; a last resume runs to
-the end. 25 kills per store (50 in all), with a quick producer, keep the wall time reasonable.
-After every kill the stored record is read, and at the end the side logs are checked:
+A resumable producer of 10,000 elements and three reading groups (``every`` acks each delivery,
+``sparse`` acks in shuffled batches, ``awaited`` awaits every seventh ack's save) run in a child
+process (``streams_child.py``) that is killed with SIGKILL at a random moment, then resumed, again
+and again; a last resume runs to the end. 25 kills per store (75 in all), with a quick producer,
+keep the wall time reasonable. After every kill the stored record is read, and at the end the side
+logs are checked:
 
 - every element was delivered to each group at least once, always with its own value;
 - an element whose ack was saved is never delivered to that group again, and the final ack
@@ -39,10 +41,10 @@ ELEMENTS = 10_000
 KILLS = 25
 
 
-def stored(kind: str, location: Path) -> RunRecord | None:
+def stored(kind: str, location: Path | str, run_id: str) -> RunRecord | None:
     store = open_store(kind, location)
     try:
-        with store.acquire("s1") as session:
+        with store.acquire(run_id) as session:
             return session.load()
     except NotFoundError:
         return None
@@ -62,8 +64,12 @@ def producer_starts(logs: Path) -> int:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("kind", ["file", "sqlite"])
-def test_a_killed_stream_run_resumes_exactly_where_it_was(kind: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "kind", ["file", "sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+)
+def test_a_killed_stream_run_resumes_exactly_where_it_was(
+    kind: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
     # covers: S-2, S-3, R-RT-2
     rng = random.Random(f"streams-{kind}")
     kills = rounds = 0
@@ -71,8 +77,12 @@ def test_a_killed_stream_run_resumes_exactly_where_it_was(kind: str, tmp_path: P
     generations: list[int] = []
     while kills < KILLS:  # a run that finishes before the last kill is followed by another
         rounds += 1
+        root = tmp_path / f"round{rounds}"
+        # The child opens the store at this location (PostgreSQL: the server's DSN, where
+        # each round is a run of its own).
+        location = request.getfixturevalue("postgres_dsn") if kind == "postgres" else root / "store"
         done, position, generation = killed_run(
-            kind, tmp_path / f"round{rounds}", rng, KILLS - kills
+            kind, location, f"s{rounds}", root, rng, KILLS - kills
         )
         kills += done
         starts.append(position)
@@ -116,24 +126,37 @@ def kill_after_deliveries(
     proc.send_signal(signal.SIGKILL)
 
 
-def killed_run(kind: str, root: Path, rng: random.Random, budget: int) -> tuple[int, int, int]:
-    """Run one stream run to its end, killing it up to ``budget`` times; check everything.
-    Returns the number of kills, the highest position a producer started from and the highest
-    generation an element was delivered with."""
-    location, logs = root / "store", root / "logs"
-    location.mkdir(parents=True)
-    logs.mkdir()
+def killed_run(
+    kind: str, location: Path | str, run_id: str, root: Path, rng: random.Random, budget: int
+) -> tuple[int, int, int]:
+    """Run ``run_id`` to its end in the store at ``location``, killing it up to ``budget``
+    times; check everything. Returns the number of kills, the highest position a producer
+    started from and the highest generation an element was delivered with."""
+    logs = root / "logs"
+    if isinstance(location, Path):
+        location.mkdir(parents=True)
+    logs.mkdir(parents=True)
     processes: list[tuple[int, int]] = []  # (pid, stored generation before it started)
     previous: dict[str, object] = {}
     kills = 0
     finished = False
     while not finished:
-        before = stored(kind, location)
+        before = stored(kind, location, run_id)
         mode = "run" if before is None else "resume"
         generation = entries(before).get(WRITER_GROUP)
         delivered = lines(logs / "every.log")  # by earlier processes, all ended
         proc = subprocess.Popen(
-            [sys.executable, "-m", CHILD, mode, kind, str(location), str(logs), str(ELEMENTS)],
+            [
+                sys.executable,
+                "-m",
+                CHILD,
+                mode,
+                kind,
+                str(location),
+                str(logs),
+                str(ELEMENTS),
+                run_id,
+            ],
             cwd=ROOT,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -153,7 +176,7 @@ def killed_run(kind: str, root: Path, rng: random.Random, budget: int) -> tuple[
             assert proc.returncode == 0, (proc.returncode, err)
             assert out.startswith("completed"), (out, err)
             finished = True
-        now = entries(stored(kind, location))
+        now = entries(stored(kind, location, run_id))
         for group, entry in now.items():
             old = previous.get(group)
             if old is None:
@@ -170,7 +193,7 @@ def killed_run(kind: str, root: Path, rng: random.Random, budget: int) -> tuple[
     starts = [line.split() for line in (logs / "producer.log").read_text().splitlines()]
     positions = [int(position) for _, position, _ in starts]
     assert positions == sorted(positions)
-    for group in ("every", "sparse"):
+    for group in ("every", "sparse", "awaited"):
         delivered: set[int] = set()
         acked_at: dict[int, int] = {}  # sequence -> index of the process whose ack was saved
         order = {pid: index for index, (pid, _) in enumerate(processes)}
@@ -195,7 +218,7 @@ def killed_run(kind: str, root: Path, rng: random.Random, budget: int) -> tuple[
         for pid, gens in seen_generation.items():
             # One generation per process: the stored one raised by exactly one.
             assert gens == {generation_before[pid] + 1}, (group, pid, gens)
-    final = stored(kind, location)
+    final = stored(kind, location, run_id)
     assert final is not None
     for entry in final.streams.values():
         assert entry.last_sequence == entry.acked_through == ELEMENTS
