@@ -24,6 +24,7 @@ Run it with::
 
     uv run python benchmarks/streams.py                     # 10,000 elements, capacity 256
     uv run python benchmarks/streams.py --elements 20000 --capacity 64
+    uv run python benchmarks/streams.py --elements 30000 --stores sqlite --modes await
 """
 
 from __future__ import annotations
@@ -106,6 +107,16 @@ def main() -> None:
     parser.add_argument("--elements", type=int, default=10_000)
     parser.add_argument("--capacity", type=int, default=256)
     parser.add_argument("--dir", default=None, help="directory on the disk to measure")
+    parser.add_argument(
+        "--stores", nargs="+", choices=["sqlite", "file"], default=["sqlite", "file"]
+    )
+    parser.add_argument(
+        "--modes",
+        nargs="+",
+        choices=["ack", "await"],
+        default=["ack", "await"],
+        help="ack(): queued acks; await: each ack awaited (on a tenth of the elements)",
+    )
     args = parser.parse_args()
     root = args.dir or tempfile.mkdtemp(prefix="bench-streams-")
     print(f"{args.elements} elements, capacity {args.capacity}, one acking reader")
@@ -113,8 +124,8 @@ def main() -> None:
         f"{'store':8} {'ack':10} {'el/s':>9} {'saves':>7} {'el/save':>8} {'floor/s':>9} "
         f"{'ratio':>7}"
     )
-    for kind in ("sqlite", "file"):
-        for wait in (False, True):
+    for kind in args.stores:
+        for wait in [mode == "await" for mode in args.modes]:
             elements = args.elements if not wait else max(args.elements // 10, 100)
             row = measure(kind, elements, args.capacity, root, wait)
             mode = "await ack" if wait else "ack()"
