@@ -1,6 +1,8 @@
 """Streams: one producer, reading groups in order, back-pressure, end and failure (G-10)."""
 
 import asyncio
+import contextlib
+import functools
 import itertools
 import threading
 import time
@@ -19,6 +21,7 @@ from durable_core import (
     execute,
 )
 from durable_core.graph.checkpoint import AckFuture
+from durable_core.graph.waits import sleep_until
 from tests.bounded import returns_within
 from tests.durable_core.graph.support import MemoryCheckpointer
 
@@ -245,6 +248,150 @@ def test_a_task_the_body_left_waiting_on_its_ack_takes_no_slot_after_the_body_en
     result = returns_within(lambda: execute(g, {START: 0}, max_running=1, checkpointer=cp), 10)
     assert result.status == "completed", result.error
     assert helpers[0].done() and cp.acks[0].done()
+
+
+class _SlowAcks(MemoryCheckpointer):
+    """A checkpointer whose acks are answered ``delay`` seconds after they are made."""
+
+    delay = 0.3
+
+    def queue_ack(self, attempt, key, stream, group, generation, sequences):
+        loop = asyncio.get_running_loop()
+        future = AckFuture(loop=loop)
+        loop.call_later(self.delay, lambda: future.done() or future.set_result(None))
+        return future
+
+
+class _Working:
+    """Which bodies do work at once: ``with working("name"):`` around the work."""
+
+    def __init__(self) -> None:
+        self.now: set[str] = set()
+        self.seen: list[frozenset[str]] = []
+
+    @contextlib.contextmanager
+    def __call__(self, name):
+        self.now.add(name)
+        self.seen.append(frozenset(self.now))
+        try:
+            yield
+        finally:
+            self.now.discard(name)
+
+
+def _slow_graph(read, working, aspects=(), pause=0.0):
+    """A producer of two elements and a finished flag, the reader ``read``, and two other
+    bodies that each work 0.2 s once the producer ended (after ``pause`` seconds without a
+    slot)."""
+    g = Graph("g", inputs=[START])
+    fin = Key("fin", int)
+    events = Key("events", int, stream=True)
+
+    @g.node("produce", requires=[START], provides=[events, fin])
+    async def produce(rc):
+        w = rc.writer(events)
+        await w.send(1)
+        await w.send(2)
+        rc.set(fin, 1)
+
+    body = functools.partial(read, events=events)
+    g.add_node("read", body, requires=[events], provides=[COUNT_A], aspects=aspects)
+    for name in ("other1", "other2"):
+
+        async def other(rc, name=name):
+            if pause:
+                await sleep_until(rc, time.time() + pause)
+            with working(name):
+                await asyncio.sleep(0.2)
+
+        g.add_node(name, other, requires=[fin], provides=[])
+    return g
+
+
+# covers: G-7, S-2
+def test_an_ack_awaited_by_a_task_the_body_started_keeps_the_slot():
+    # The reader handles its deliveries in tasks of its own, each awaiting its ack when done:
+    # the first awaits at once while the second works, so the body keeps its slot, and with
+    # one slot no other body works beside it.
+    working = _Working()
+
+    async def read(rc, events):
+        async def handle(d):
+            if d.sequence > 1:  # the first one awaits its ack while this one works
+                with working("read"):
+                    await asyncio.sleep(0.2)
+            await d.ack()
+
+        taken = [d async for d in rc.reader(events).deliveries()]
+        await asyncio.gather(*(handle(d) for d in taken))
+        rc.set(COUNT_A, len(taken))
+
+    g = _slow_graph(read, working)
+    result = returns_within(
+        lambda: execute(g, {START: 0}, max_running=1, checkpointer=_SlowAcks()), 10
+    )
+    assert result.status == "completed", result.error
+    assert max(len(s) for s in working.seen) == 1, working.seen
+
+
+# covers: G-7, S-2
+def test_a_bounded_ack_wait_that_times_out_takes_the_slot_back_at_once():
+    # The reader gives its slot back while it awaits the ack, bounded by a timeout, then
+    # works on. It takes the slot back at once, beyond the limit while another body holds
+    # it, so that no further body starts until one ends: it works beside one of the others
+    # at most, never both.
+    working = _Working()
+
+    async def read(rc, events):
+        async for d in rc.reader(events).deliveries():
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(0.05):
+                    await d.ack()
+            with working("read"):
+                await asyncio.sleep(0.3)
+            break
+        rc.set(COUNT_A, 1)
+
+    g = _slow_graph(read, working)
+    result = returns_within(
+        lambda: execute(g, {START: 0}, max_running=1, checkpointer=_SlowAcks()), 10
+    )
+    assert result.status == "completed", result.error
+    beside = {name for s in working.seen if "read" in s for name in s - {"read"}}
+    assert len(beside) <= 1, working.seen
+
+
+# covers: G-7, S-2, G-8
+def test_a_task_left_by_a_failed_try_awaiting_its_ack_takes_nothing_from_the_next_try():
+    # Try 1 acks, leaves a task that awaits the ack a little later, and fails. That await
+    # happens during try 2, which must keep its slot: with one slot, no other body works
+    # beside try 2.
+    working = _Working()
+    tries, left = [], []
+
+    async def read(rc, events):
+        tries.append(1)
+        if len(tries) == 1:
+            async for d in rc.reader(events).deliveries():
+                future = d.ack()
+
+                async def later(future=future):
+                    await asyncio.sleep(0.05)
+                    await future
+
+                left.append(asyncio.ensure_future(later()))
+                raise RuntimeError("try 1 fails")
+        with working("read"):
+            await asyncio.sleep(0.3)
+        rc.set(COUNT_A, 1)
+
+    g = _slow_graph(read, working, aspects=[Retry(2)], pause=0.05)
+    result = returns_within(
+        lambda: execute(g, {START: 0}, max_running=1, checkpointer=_SlowAcks()), 10
+    )
+    assert result.status == "completed", result.error
+    assert len(tries) == 2
+    assert max(len(s) for s in working.seen) == 1, working.seen
 
 
 # covers: G-10

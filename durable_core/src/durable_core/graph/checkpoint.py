@@ -177,20 +177,24 @@ _NONE: Any = object()
 class AckFuture(asyncio.Future):  # type: ignore[type-arg]
     """The future a checkpointer's ``queue_ack`` may return: it succeeds once the ack is saved.
 
-    Awaited by the ``async def`` body that acked (``await d.ack()``), it gives the body's
-    ``max_running`` slot back until it is answered, as a wait on a stream does: the body does
-    no work meanwhile, and a run whose bodies all wait so has nothing to do but the save (a
-    durable run then saves on the event loop, which spares two thread hops per save; S-2).
-    The engine names the body in ``body`` when it hands the future to the reader; a future
-    without one, awaited twice, or already done, is awaited as a plain future.
+    Awaited by the ``async def`` body that acked (``await d.ack()``, in the body's own task and
+    the same try), it gives the body's ``max_running`` slot back until it is answered, as a wait
+    on a stream does: the body does no work meanwhile, and a run whose bodies all wait so has
+    nothing to do but the save (a durable run then saves on the event loop, which spares two
+    thread hops per save; S-2). Awaited anywhere else (a task the body started, which may wait
+    while the body works), or through ``asyncio.wait``, ``gather`` or ``shield``, or once done,
+    it is a plain future. The engine names the body and its try in ``body`` and ``holder``
+    when it hands the future to the reader.
     """
 
     body: Any = None
-    """The engine's running body that acked (an object with ``idle(awaitable)``), or None."""
+    """The engine's running body that acked (with ``may_idle`` and ``idle``), or None."""
+    holder: Any = None
+    """The try that acked (the body's run context)."""
 
     def __await__(self) -> Generator[Any, None, Any]:
         body = self.body
-        if body is None or self.done():
+        if body is None or self.done() or not body.may_idle(self.holder):
             return asyncio.Future.__await__(self)
         self.body = None  # a second await waits as a plain future
         return body.idle(_Answered(self)).__await__()  # type: ignore[no-any-return]

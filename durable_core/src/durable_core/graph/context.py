@@ -122,6 +122,10 @@ class BodyRun(Protocol):
         """Await ``waiting`` without holding a ``max_running`` slot; return what it returned."""
         ...
 
+    def may_idle(self, holder: object) -> bool:
+        """True when the running task is the body's own, in the try ``holder``."""
+        ...
+
 
 class RunContext:
     """What a node body sees of the run: its inputs, its outputs, cancellation (G-3…G-5).

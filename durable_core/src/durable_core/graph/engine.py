@@ -71,6 +71,8 @@ class _Slots(asyncio.Semaphore):
     def __init__(self, value: int) -> None:
         super().__init__(value)
         self.held = 0
+        self.owed = 0
+        """Slots taken back without waiting while none was free (:meth:`take_back`)."""
 
     async def acquire(self) -> bool:
         await super().acquire()
@@ -79,11 +81,28 @@ class _Slots(asyncio.Semaphore):
 
     def release(self) -> None:
         self.held -= 1
+        if self.owed:  # the slot goes to the body that took one back beyond the limit
+            self.owed -= 1
+            return
         super().release()
 
     def running(self) -> int:
         """How many slots are held now."""
         return self.held
+
+    def take_back(self) -> None:
+        """Take a slot at once, for a body whose wait was canceled: a free one, or, when none
+        is free, one beyond the limit that the next release pays back (no other body starts
+        until then). Never waits: a canceled body must be able to end."""
+        if not self.locked():
+            step = self.acquire()
+            try:
+                step.send(None)  # a free slot is taken without suspending
+            except StopIteration:
+                return
+            step.close()  # it would have waited after all: withdrawn
+        self.owed += 1
+        self.held += 1
 
 
 class _Run(CheckpointCalls):
@@ -232,6 +251,7 @@ class _NodeRun:
         "running",
         "scope",
         "streams",
+        "task",
     )
 
     def __init__(self, scope: _ScopeRun, index: int) -> None:
@@ -246,6 +266,8 @@ class _NodeRun:
         self.holding = False
         self.holder: object | None = None
         """The try of the async body holding the slot (its context), None between tries."""
+        self.task: asyncio.Task[Any] | None = None
+        """The task running that try's body."""
         self.in_call = False
         self.cancel_pending = False
 
@@ -272,23 +294,39 @@ class _NodeRun:
 
     async def idle(self, waiting: Any) -> Any:
         """Await ``waiting`` without holding a ``max_running`` slot (async bodies); return
-        what it returned. When the try ended meanwhile (a task the body started was the one
-        waiting), no slot is taken back: the try's end already let it go."""
+        what it returned.
+
+        When the try ended meanwhile (a task the body started was the one waiting), no slot
+        is taken back: the try's end already let it go. When the wait is canceled (the
+        node's end, or a timeout the body set around it and may go on after), the slot is
+        taken back at once (:meth:`_Slots.take_back`): a canceled body never waits for one."""
         if not self.holding:
             return await waiting
         run = self.scope.run
         holder = self.holder
         self.holding = False
         run.sem.release()
-        result = await waiting
-        if self.holder is not holder:
-            return result
+        try:
+            result = await waiting
+        except BaseException:
+            if self.holder is holder and not self.holding:
+                run.sem.take_back()
+                self.holding = True
+            raise
+        if self.holder is not holder or self.holding:
+            return result  # the try ended, or another wait of it took the slot back already
         await run.sem.acquire()
-        if self.holder is not holder:  # the try ended while this waited for a slot
+        if self.holder is not holder or self.holding:  # the same, while this waited for it
             run.sem.release()
             return result
         self.holding = True
         return result
+
+    def may_idle(self, holder: object) -> bool:
+        """True when the running task is the body's own, in the try ``holder``, holding its
+        slot: its waits may give the slot back (a task the body started may not: the body
+        may be working meanwhile)."""
+        return self.holding and self.holder is holder and asyncio.current_task() is self.task
 
 
 class _Call:
@@ -689,11 +727,12 @@ class _ScopeRun:
                 await run.sem.acquire()
                 nr.holding = True
                 nr.holder = rc
+                nr.task = asyncio.current_task()
                 try:
                     self.mark_running(nr)
                     await body(rc)
                 finally:
-                    nr.holder = None
+                    nr.holder = nr.task = None
                     if nr.holding:
                         nr.holding = False
                         run.sem.release()

@@ -451,7 +451,8 @@ class StreamReader(Generic[T]):
                 done.set_result(None)
                 return done
             if queued.__class__ is AckFuture and not rc._blocking_body:
-                queued.body = rc._node_run  # awaited, it gives the body's slot back
+                queued.body = rc._node_run  # awaited by the body, it gives the slot back
+                queued.holder = rc
             return queued
         future = self._ack_call(attempt, delivery)
         future.add_done_callback(_retrieve)
