@@ -223,8 +223,12 @@ def check_done(postgres_dsn, trace: pathlib.Path, batch, packages, uninterrupted
 
 # covers: X-LAUNCH
 def test_crash_recovery_40_runs_8_workers_killed(
-    fleet_env, tmp_path, postgres_dsn, batch, uninterrupted
+    fleet_env, tmp_path, postgres_dsn, batch, uninterrupted, monkeypatch
 ):
+    # Shards long enough that the batch outlasts eight kills on a loaded machine too (a kill
+    # waits for a worker its nanny restarted a while ago; with 0.1 s shards a busy machine
+    # finished the batch after seven).
+    monkeypatch.setenv("STDLIB_BATCH_DELAY", "0.25")
     packages = small_units(batch, 40)
     runs = runs_file(tmp_path, batch, packages)
     cluster = start_cluster()
