@@ -661,3 +661,45 @@ def test_a_processor_in_a_sub_reading_its_parents_stream_resumes_exactly(
         assert min(seen[done:]) > message.sequence  # nothing acknowledged was processed again
     finally:
         store.close()
+
+
+# covers: S-7
+@pytest.mark.parametrize("commit_every", [1, 100])
+def test_every_try_has_its_own_id_and_a_retried_message_a_new_one(
+    tmp_path: Path, commit_every: int
+) -> None:
+    from durable_sqlitestore import SQLiteStore
+
+    tries: list[tuple[int, int, str]] = []  # (message, try index, id)
+    g = Graph("ids", inputs=[COUNT])
+
+    @g.node("numbers", requires=[COUNT], provides=[NUMBERS])
+    async def numbers(rc):
+        writer = rc.writer(NUMBERS)
+        for n in range((writer.position or 0) + 1, rc.get(COUNT) + 1):
+            await writer.send_at(n, n)
+
+    @g.processor(
+        "sum", input=NUMBERS, state=int, initial=0, retry=Retry(2), commit_every=commit_every
+    )
+    def add(rc, state: int, n: int) -> int:
+        tries.append((n, rc.message.index, rc.message.id))
+        if n % 97 == 0 and rc.message.index == 1:
+            raise ValueError("first try fails on purpose")
+        return state + n
+
+    for run_id in ("one", "two"):
+        store = SQLiteStore(tmp_path / "runs.sqlite")
+        try:
+            result = Runtime(store, codecs()).run(
+                g, run_id=run_id, version="1", inputs={COUNT: 300}
+            )
+        finally:
+            store.close()
+        assert result.status == "completed", result.error
+    ids = [mid for _, _, mid in tries]
+    assert len(tries) == 2 * (300 + 3)
+    assert all(len(mid) == 32 and int(mid, 16) >= 0 and mid == mid.lower() for mid in ids)
+    assert len(set(ids)) == len(ids)  # across batches, retries and the two runs
+    retried = {n: mid for n, index, mid in tries if index == 2}
+    assert sorted(retried) == [97, 194, 291]

@@ -696,3 +696,21 @@ def test_stop_inside_a_hop_ends_it_after_its_message():
     assert ran == [1, 2]
     commits = [c for c in cp.calls if c[0] == "commit"]
     assert [(c[1], c[2], c[5], c[6]) for c in commits] == [((1, 2), 3, True, True)]
+
+
+# covers: S-7
+def test_first_tries_are_the_objects_the_class_itself_makes():
+    attempt, key = object(), Key("numbers", int, stream=True)
+    deliveries = ((4, 1), (5, 2))
+    made = MessageAttempt.first_tries(["a" * 32, "b" * 32], attempt, key, deliveries, 3, "entry")
+    expected = [
+        MessageAttempt("a" * 32, attempt, key, 4, 1, 1, 3, "entry"),
+        MessageAttempt("b" * 32, attempt, key, 5, 2, 1, 3, "entry"),
+    ]
+    for got, want in zip(made, expected, strict=True):
+        assert type(got) is MessageAttempt
+        assert attrs.asdict(got, recurse=False) == attrs.asdict(want, recurse=False)
+    with pytest.raises(attrs.exceptions.FrozenInstanceError):
+        made[0].index = 2  # type: ignore[misc]
+    with pytest.raises(ValueError):  # an id for each delivery, no fewer
+        MessageAttempt.first_tries(["a" * 32], attempt, key, deliveries, 3, "entry")

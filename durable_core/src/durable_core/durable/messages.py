@@ -41,7 +41,12 @@ from durable_core.durable.messages_recovery import Adopted
 from durable_core.durable.streams import Source, ack, append_many, encode_cursor
 from durable_core.errors import CodecError, DurableError
 from durable_core.graph.checkpoint import Attempt
-from durable_core.graph.processor import Managed, MessageAttempt, MessageCommit, Processor
+from durable_core.graph.processor import (
+    Managed,
+    MessageAttempt,
+    MessageCommit,
+    Processor,
+)
 from durable_core.graph.streams import Stream
 from durable_core.records import (
     AttemptState,
@@ -103,8 +108,9 @@ class MessageBook:
         # The input entry of each processing attempt, and its output streams by key name.
         self._inputs: dict[str, str] = {}
         self._outputs: dict[str, dict[str, Stream[Any]]] = defaultdict(dict)
-        # Message attempt ids: 16 random bytes in hex, from a generator seeded by the OS once
-        # (one id per message: the OS's generator per id would cost more than the message).
+        # Message attempt ids: 16 bytes in hex from a generator seeded by the OS once (one id
+        # per message: the OS's generator per id would cost more than the message); a batch of
+        # first tries shares one draw (see ``begin_messages``).
         self._random = random.Random(secrets.randbits(128))
         # The last non-final transaction of each processing attempt, by root attempt id: its
         # save's future (the next one is saved after it).
@@ -172,21 +178,18 @@ class MessageBook:
                 )
                 for sequence, generation in deliveries
             ]
-        entry = self._inputs[attempt.id]
-        bits = self._random.getrandbits
-        return [
-            MessageAttempt(
-                id=f"{bits(128):032x}",
-                attempt=attempt,
-                key=key,
-                sequence=sequence,
-                generation=generation,
-                index=1,
-                limit=limit,
-                data=entry,
-            )
-            for sequence, generation in deliveries
-        ]
+        # One random draw per call: the ids are its 24 hex digits, then each message's place
+        # in the call in 8 (32 in all, as ``begin_message``'s): unique in the record as long
+        # as no two calls draw the same 96 bits.
+        prefix = f"{self._random.getrandbits(96):024x}"
+        count = len(deliveries)
+        if count <= len(_PLACES):
+            ids = [prefix + place for place in _PLACES[:count]]
+        else:
+            ids = [f"{prefix}{place:08x}" for place in range(count)]
+        return MessageAttempt.first_tries(
+            ids, attempt, key, deliveries, limit, self._inputs[attempt.id]
+        )
 
     async def fail_message(
         self,
@@ -435,6 +438,10 @@ def _entry_id(stream: Any, attempt: Attempt) -> str:
             "given as an input cannot be processed durably)"
         )
     return source.entry_id(attempt.path)
+
+
+_PLACES = tuple(f"{place:08x}" for place in range(1024))
+"""The 8-digit ends of the ids one ``begin_messages`` call gives (see there)."""
 
 
 def _evolve(message: MessageAttempt, mid: str, index: int, limit: int, entry: str) -> Any:

@@ -88,6 +88,59 @@ class MessageAttempt:
         :meth:`~durable_core.graph.Checkpointer.begin_message` is handed."""
         return cls("", attempt, key, sequence, generation, 1, limit)
 
+    @classmethod
+    def first_tries(
+        cls,
+        ids: list[str],
+        attempt: Attempt,
+        key: Key[Any],
+        deliveries: tuple[tuple[int, int], ...],
+        limit: int,
+        data: Any,
+    ) -> list[MessageAttempt]:
+        """``MessageAttempt(ids[i], attempt, key, sequence, generation, 1, limit, data)`` for
+        the i-th ``(sequence, generation)`` of ``deliveries``: the first try of each, begun.
+
+        The objects are the ones the class's own ``__init__`` makes (it has neither
+        validators nor converters), made by setting the slots directly: a frozen class's
+        ``__init__`` sets each field through ``object.__setattr__``, and a checkpointer
+        begins one try per message.
+
+        Raises:
+            ValueError: ``ids`` and ``deliveries`` differ in length.
+        """
+        (
+            set_id,
+            set_attempt,
+            set_key,
+            set_sequence,
+            set_generation,
+            set_index,
+            set_limit,
+            set_data,
+        ) = _SET_FIELD
+        new = object.__new__
+        tries = []
+        append = tries.append
+        for id_, (sequence, generation) in zip(ids, deliveries, strict=True):
+            message = new(cls)
+            set_id(message, id_)
+            set_attempt(message, attempt)
+            set_key(message, key)
+            set_sequence(message, sequence)
+            set_generation(message, generation)
+            set_index(message, 1)
+            set_limit(message, limit)
+            set_data(message, data)
+            append(message)
+        return tries
+
+
+_MESSAGE_FIELDS = ("id", "attempt", "key", "sequence", "generation", "index", "limit", "data")
+if tuple(field.name for field in attrs.fields(MessageAttempt)) != _MESSAGE_FIELDS:
+    raise RuntimeError("MessageAttempt.first_tries must set every field")  # pragma: no cover
+_SET_FIELD = tuple(getattr(MessageAttempt, name).__set__ for name in _MESSAGE_FIELDS)
+
 
 @attrs.frozen(eq=False)
 class MessageCommit:

@@ -36,7 +36,6 @@ importable from here.
 from __future__ import annotations
 
 import asyncio
-import collections
 import contextlib
 import copy
 import inspect
@@ -398,86 +397,98 @@ class _ProcessorRun:
         """
         p = self.p
         limit = p.retry.attempts if p.retry is not None else 1
-        items = [(item[0], item[1], stream.generation)]
+        # Parallel lists, not a tuple per message: a hop runs up to ``commit_every`` messages.
+        # No await between the polls: the stream's generation is the same for all of them.
+        sequences, elements = [item[0]], [item[1]]
+        generation = stream.generation
         room = p.commit_every - len(self.batch)
-        while len(items) < room:
+        while len(elements) < room:
             try:
                 more = stream.poll(group)
             except StopAsyncIteration:
                 break  # the next poll of the read loop sees the end again
             if more is _NO_ELEMENT:
                 break
-            items.append((more[0], more[1], stream.generation))
-        tries = await self.begin_first(items, limit)
-        begun = collections.deque(zip(tries, (element for _, element, _ in items), strict=True))
-        while begun:
-            runnable = []
-            for message, element in begun:
-                if message.index > message.limit:
-                    break
-                runnable.append((message, element))
-            if not runnable:
-                raise self.exhausted(begun[0][0])
-            done, failure = await self.call_plain(
-                runnable, state, Values(self.sets, frozenset(self.skips))
+            sequences.append(more[0])
+            elements.append(more[1])
+        tries = await self.begin_first(sequences, generation, limit)
+        first, count = 0, len(tries)  # tries[first:] are begun and not run yet
+        batch = self.batch
+        while first < count:
+            end = first
+            while end < count and tries[end].index <= tries[end].limit:
+                end += 1
+            if end == first:
+                raise self.exhausted(tries[first])
+            contexts, last_state, error = await self.call_plain(
+                tries, elements, first, end, state, Values(self.sets, frozenset(self.skips))
             )
-            for ctx, new_state in done:
-                message = begun.popleft()[0]
-                self.last_sequence = message.sequence
-                state = new_state
-                self.stage(ctx)
-                self.batch.append(message)
-                if ctx._stopped:
-                    self.stopped = True
-                    return state
-            if failure is None:
+            if contexts:
+                state = last_state
+                for ctx in contexts:
+                    self.stage(ctx)
+                    batch.append(tries[first])
+                    first += 1
+                    if ctx._stopped:
+                        self.last_sequence = tries[first - 1].sequence
+                        self.stopped = True
+                        return state
+                self.last_sequence = tries[first - 1].sequence
+            if error is None:
                 continue
-            message, error = failure
+            message = tries[first]
             self.last_sequence = message.sequence
             await self.seam("fail_message", None, None, message, error)
             if message.index >= message.limit:
                 raise self.failed(message, error) from error
             if p.retry is not None and p.retry.delay:
                 await asyncio.sleep(p.retry.delay)
-            element = begun.popleft()[1]
-            retried = await self.begin(
+            tries[first] = await self.begin(
                 message.sequence, message.generation, message.index + 1, limit
             )
-            begun.appendleft((retried, element))
         return state
 
     async def call_plain(
-        self, runnable: list[tuple[MessageAttempt, Any]], state: Any, pending: Values
-    ) -> tuple[list[tuple[MessageContext, Any]], tuple[MessageAttempt, Exception] | None]:
-        """Run ``runnable`` in order in one hop to the worker thread: the successful tries'
-        contexts and states, and the first failed try with its error (None when none failed).
+        self,
+        tries: list[MessageAttempt],
+        elements: list[Any],
+        first: int,
+        end: int,
+        state: Any,
+        pending: Values,
+    ) -> tuple[list[MessageContext], Any, Exception | None]:
+        """Run the tries ``tries[first:end]`` on ``elements[first:end]`` in order, in one hop
+        to the worker thread: the successful tries' contexts, the state after the last of
+        them (``state`` when none succeeded), and the error of the first failed try (it is
+        ``tries[first + len(contexts)]``; None when none failed).
         """
         rc, p = self.rc, self.p
         handler = p.handler
         check = self.check_state
 
         def work() -> Any:
-            done: list[tuple[MessageContext, Any]] = []
+            contexts: list[MessageContext] = []
             current, given_values = state, pending
-            for message, element in runnable:
+            for index in range(first, end):
                 if rc.canceled:
                     break
+                message = tries[index]
                 ctx = MessageContext(rc, message, given_values, message.sequence)
                 given = copy.deepcopy(current) if message.limit > 1 else current
                 try:
-                    new_state = handler(ctx, given, element)
+                    new_state = handler(ctx, given, elements[index])
                     check(new_state, "the handler returned")
                 except Exception as error:
-                    return done, (message, error)
+                    return contexts, current, error
                 finally:
                     ctx._closed = True
-                done.append((ctx, new_state))
+                contexts.append(ctx)
                 current = new_state
                 if ctx._owned:  # it set or skipped: the next message starts from that
                     given_values = Values(ctx._set, frozenset(ctx._skipped))
                 if ctx._stopped:
                     break
-            return done, None
+            return contexts, current, None
 
         return await self.call(work)
 
@@ -496,21 +507,21 @@ class _ProcessorRun:
         )
 
     async def begin_first(
-        self, items: list[tuple[int, Any, int]], limit: int
+        self, sequences: list[int], generation: int, limit: int
     ) -> list[MessageAttempt]:
-        """Begin the first try of each of ``items`` (``(sequence, element, generation)``), in
-        order, in one checkpointer call."""
+        """Begin the first try of each message of ``sequences`` (delivered with
+        ``generation``), in order, in one checkpointer call."""
         run, attempt, key = self.run_, self.attempt, self.p.input
         if run.noop:
             return [
                 MessageAttempt.first(attempt, key, sequence, generation, limit)
-                for sequence, _, generation in items
+                for sequence in sequences
             ]
-        deliveries = tuple((sequence, generation) for sequence, _, generation in items)
+        deliveries = tuple([(sequence, generation) for sequence in sequences])
         tries = await direct_call(run, run.cp.begin_messages(attempt, key, deliveries, limit))
-        if not isinstance(tries, (list, tuple)) or len(tries) != len(items):
+        if not isinstance(tries, (list, tuple)) or len(tries) != len(sequences):
             error = TypeError(
-                f"Checkpointer.begin_messages must return a list of {len(items)} "
+                f"Checkpointer.begin_messages must return a list of {len(sequences)} "
                 f"MessageAttempt, got {tries!r:.200}"
             )
             run.abort(error)
