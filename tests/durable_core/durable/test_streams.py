@@ -15,6 +15,7 @@ from durable_core import (
     AttemptState,
     CancelToken,
     CheckpointError,
+    Codecs,
     CorruptRecordError,
     DurableError,
     Graph,
@@ -1015,3 +1016,44 @@ def test_an_ack_of_a_long_backlog_saves_the_ack_not_the_backlog(kind: str, tmp_p
     # to 400 x 2.7 KB of base64 (and the store would then have folded at nearly every save).
     assert len(growth) > 300, len(growth)
     assert max(growth) < 1_500, sorted(growth)[-5:]
+
+
+# covers: S-2, C-2
+def test_an_int_element_is_saved_as_its_codec_encodes_it_whatever_its_size() -> None:
+    import hashlib
+
+    values = [0, -7, 42, 10**599 - 1, -(10**599) + 1, 10**600, -(10**700)]
+    numbers = Key("numbers", int, stream=True, capacity=len(values) + 1)
+    token, seen = CancelToken(), []
+    g = Graph("ints")
+
+    @g.node("produce", provides=[numbers])
+    async def produce(rc: Any) -> None:
+        w = rc.writer(numbers)
+        for i, value in enumerate(values[w.position or 0 :], start=w.position or 0):
+            await w.send_at(value, i + 1)
+
+    @g.node("read", requires=[numbers])
+    async def read(rc: Any) -> None:
+        async for d in rc.reader(numbers).deliveries():
+            seen.append(d.value)
+            if len(seen) == len(values) and token is not None:
+                token.cancel()  # nothing acked: every element stays pending in the record
+                await asyncio.sleep(10)
+            elif len(seen) > len(values):
+                await d.ack()
+
+    store = MemoryStore()
+    result = Runtime(store).run(g, run_id="r1", version="v1", inputs={}, cancel=token)
+    assert result.status == "canceled"
+    codec = Codecs.default().lookup(int)
+    with store.acquire("r1") as session:
+        pending = entry(session.load(), "read").pending
+    assert [p.data for p in pending] == [codec.encode(v) for v in values]
+    assert [p.digest for p in pending] == [hashlib.sha256(p.data).hexdigest() for p in pending]
+    token = None  # the resumed reader acks what it reads again
+    result = Runtime(store).resume(g, run_id="r1", version="v1", inputs={})
+    assert result.status == "completed", result.error
+    assert seen[len(values) :] == values and [type(v) for v in seen[len(values) :]] == [
+        type(v) for v in values
+    ]

@@ -49,6 +49,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from durable_core.codecs import Codecs
+from durable_core.codecs.scalars import _IntCodec
 from durable_core.durable.activity import RunActivity
 from durable_core.errors import (
     CodecError,
@@ -194,6 +195,11 @@ def encode_cursor(position: Any, label: str) -> bytes:
 
 
 _sha256 = hashlib.sha256
+
+
+_BIG_INT = 10**600
+"""An int of fewer digits has its text made at once: ``int()`` converts at least 640 digits
+however the interpreter's limit is set (``sys.set_int_max_str_digits``)."""
 
 
 def _unstorable(exc: Exception, label: str) -> CodecError:
@@ -626,10 +632,13 @@ class StreamBook:
         codec = self._codec_of.get(key.type)
         if codec is None:
             codec = self.codec(key)
-        try:
-            data = codec.encode(element)
-        except Exception as exc:
-            raise _unstorable(exc, source.label) from exc
+        if type(element) is int and type(codec) is _IntCodec and -_BIG_INT < element < _BIG_INT:
+            data = int.__repr__(element).encode()  # what the codec gives, without the call
+        else:
+            try:
+                data = codec.encode(element)
+            except Exception as exc:
+                raise _unstorable(exc, source.label) from exc
         if stream.positioned:
             position = stream.position
             if type(position) is int:

@@ -328,7 +328,10 @@ class Stream(Generic[T]):
         limit = self.capacity - len(self._unsaved)
         if limit <= 0:  # also without any group: at most ``capacity`` elements wait for a save
             return False
-        return all(len(group.buffer) < limit for group in self._groups.values())
+        for group in self._groups.values():  # noqa: SIM110 (all() makes a generator per element)
+            if len(group.buffer) >= limit:
+                return False
+        return True
 
     def _roomy(self) -> bool:
         """True when every group has room for half its capacity (elements still being saved
