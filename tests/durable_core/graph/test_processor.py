@@ -2,8 +2,10 @@
 stop and finish, and the seam calls a checkpointer sees (S-7, S-8, G-12)."""
 
 import asyncio
+import gc
 import threading
 import time
+import weakref
 
 import attrs
 import pytest
@@ -714,3 +716,40 @@ def test_first_tries_are_the_objects_the_class_itself_makes():
         made[0].index = 2  # type: ignore[misc]
     with pytest.raises(ValueError):  # an id for each delivery, no fewer
         MessageAttempt.first_tries(["a" * 32], attempt, key, deliveries, 3, "entry")
+
+
+# covers: S-7, S-8
+@pytest.mark.parametrize("checkpointer", [None, "default"])
+def test_a_plain_handler_keeps_nothing_of_the_hops_it_ran(checkpointer):
+    # Each hop to the worker thread runs a new closure over its messages and its first state:
+    # nothing may hold on to it once the hop is done, or every message of a long input stays
+    # in memory until the node ends.
+    @attrs.frozen
+    class Count:
+        n: int = 0
+
+    seen: list = []
+    alive_at_end: list[int] = []
+    g = Graph("hops", inputs=[LIMIT])
+
+    @g.node("produce", requires=[LIMIT], provides=[NUMBERS])
+    async def produce(rc):
+        writer = rc.writer(NUMBERS)
+        for n in range(1, rc.get(LIMIT) + 1):
+            await writer.send(n)
+
+    @g.processor("count", input=NUMBERS, state=Count, initial=Count(), commit_every=4)
+    def count(rc, state, n):
+        seen.append(weakref.ref(state))
+        return Count(state.n + 1)
+
+    @count.finish
+    def finish(rc, state):
+        gc.collect()
+        alive_at_end.append(sum(ref() is not None for ref in seen[1:-8]))  # not ``initial``
+
+    cp = Checkpointer() if checkpointer else None
+    result = execute(g, {LIMIT: 200}, checkpointer=cp)
+    assert result.status == "completed", result.error
+    assert len(seen) == 200
+    assert alive_at_end == [0]

@@ -271,6 +271,12 @@ class _ProcessorRun:
             is_async = self.kinds[function] = _is_async(function)
         if is_async:
             return await function(*args)
+        return await self.in_thread(function, *args)
+
+    async def in_thread(self, function: Callable[..., Any], *args: Any) -> Any:
+        """``function(*args)`` for a plain function, in the node's worker thread (as
+        :meth:`call`). A hop's closure comes here directly: remembered by :meth:`call` it
+        would keep every message it ran alive until the node ends."""
         loop = asyncio.get_running_loop()
         threads = self.threads
         if threads is None:
@@ -490,7 +496,7 @@ class _ProcessorRun:
                     break
             return contexts, current, None
 
-        return await self.call(work)
+        return await self.in_thread(work)
 
     async def begin(self, sequence: int, generation: int, index: int, limit: int) -> Any:
         proposed = MessageAttempt(
