@@ -32,6 +32,8 @@ def normalize(tp: Any) -> Any:
     ``typing.List``/``Dict``/``Tuple`` become ``list``/``dict``/``tuple``. Unknown forms are
     returned unchanged (lookup then reports that no codec serves them).
     """
+    if type(tp) is type and not hasattr(tp, "__supertype__"):
+        return tp  # a plain class is its own normal form: the common case, answered at once
     if tp is None:
         return NoneType
     if tp in _CONTAINER_ALIASES:

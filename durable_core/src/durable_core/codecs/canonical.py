@@ -65,6 +65,12 @@ class ResolveProblem(Exception):
 # --- canonical text ------------------------------------------------------------------------
 
 
+_CANONICAL = json.JSONEncoder(
+    sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+)
+"""What ``json.dumps`` with these options builds on every call (``encode`` keeps no state)."""
+
+
 def dumps_canonical(obj: Any) -> bytes:
     """Canonical JSON bytes of a JSON form: sorted keys, no whitespace, UTF-8 (C-1).
 
@@ -72,10 +78,7 @@ def dumps_canonical(obj: Any) -> bytes:
         PathProblem: NaN/Infinity, a lone surrogate, a value nested too deeply.
     """
     try:
-        text = json.dumps(
-            obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
-        )
-        return text.encode("utf-8")
+        return _CANONICAL.encode(obj).encode("utf-8")
     except UnicodeEncodeError as exc:
         raise PathProblem(
             f"a string contains a lone surrogate ({exc.object[exc.start : exc.end]!r}); JSON "
