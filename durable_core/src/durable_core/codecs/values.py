@@ -8,9 +8,9 @@ in :mod:`durable_core.codecs.registry`.
 
 from __future__ import annotations
 
-import hashlib
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 
+from durable_core._digest import sha256_hex
 from durable_core._typeforms import (
     InstanceMismatch,
     NoneType,
@@ -79,7 +79,7 @@ def digest_of(data: bytes) -> str:
     Returns:
         The hex digest.
     """
-    return hashlib.sha256(data).hexdigest()
+    return sha256_hex(data)
 
 
 def _subject(declared: Any, name: str | None) -> str:

@@ -48,6 +48,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from durable_core._digest import SHORT_INPUT, sha256_hex, short_sha256
 from durable_core.codecs import Codecs
 from durable_core.codecs.scalars import _IntCodec
 from durable_core.durable.activity import RunActivity
@@ -580,7 +581,7 @@ class StreamBook:
             data = self.codec(key).encode(element)
         except Exception as exc:
             raise _unstorable(exc, label) from exc
-        return data, _sha256(data).hexdigest()
+        return data, sha256_hex(data)
 
     def remember(self, source: Source) -> bool:
         """Note that ``source`` is open in this process; False when it already was."""
@@ -649,10 +650,11 @@ class StreamBook:
             cursor = None
         self._activity.elements += 1
 
+        digest = (short_sha256 if len(data) < SHORT_INPUT else _sha256)(data).hexdigest()
         element_fields = (
             sequence,
             data,
-            _sha256(data).hexdigest(),
+            digest,
             cursor,
             stream.resumable,
             stream.groups,

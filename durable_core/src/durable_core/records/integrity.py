@@ -12,11 +12,11 @@ The rules, in the order they are checked, are listed in ``docs/data-model.md``.
 
 from __future__ import annotations
 
-import hashlib
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from durable_core._digest import sha256_hex
 from durable_core.errors import CorruptRecordError
 from durable_core.records.jsonio import check_shape
 from durable_core.records.model import (
@@ -434,7 +434,6 @@ class _Check:
             ValueState.SKIPPED,
             NodeReason.SKIPPED,
         )
-        sha256 = hashlib.sha256
         get_attempt = attempts.get
         exact: list[str] = []
         for nid in nids:
@@ -465,7 +464,7 @@ class _Check:
                     and node.reason != skipped_node  # a str equal to it is skipped too
                     and value.type_id
                     and value.version
-                    and sha256(value.data).hexdigest() == value.digest
+                    and sha256_hex(value.data) == value.digest
                 ):
                     continue
                 outputs = [value]  # anything else: the loop below decides
@@ -489,7 +488,7 @@ class _Check:
                         skipped
                         or not value.type_id
                         or not value.version
-                        or sha256(value.data).hexdigest() != value.digest
+                        or sha256_hex(value.data) != value.digest
                     ):
                         break
                 elif value.state is not skipped_value or value.data or value.digest:
@@ -820,7 +819,7 @@ def _check_digest(
 ) -> None:
     if not _HEX64.fullmatch(digest):
         raise _fail(rule, f"expected a Digest of {_SHA}, found {_short(digest)}", *where, "Digest")
-    if hashlib.sha256(data).hexdigest() != digest:
+    if sha256_hex(data) != digest:
         raise _fail(
             mismatch_rule,
             f"the Digest does not match the {len(data)} bytes of Data: they were damaged or lost",
