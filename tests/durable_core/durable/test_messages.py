@@ -81,6 +81,7 @@ class Plan:
     stop_at: int | None = None
     token: CancelToken = attrs.Factory(CancelToken)
     indexes: list[tuple[int, int]] = attrs.Factory(list)  # (value, try index) of every call
+    ids: list[str] = attrs.Factory(list)  # the try's id of every call
 
 
 def graph(plan: Plan, *, commit_every: int = 1, attempts: int = 3) -> Graph:
@@ -105,6 +106,7 @@ def graph(plan: Plan, *, commit_every: int = 1, attempts: int = 3) -> Graph:
     def add(rc, state: Sum, n: int) -> Sum:
         plan.log.write(f"m{n}")
         plan.indexes.append((n, rc.message.index))
+        plan.ids.append(rc.message.id)
         if n == plan.cancel_at and plan.log.count(f"m{n}") == plan.cancel_call:
             plan.token.cancel()
         if plan.log.count(f"m{n}") <= plan.fail.get(n, 0):
@@ -668,38 +670,17 @@ def test_a_processor_in_a_sub_reading_its_parents_stream_resumes_exactly(
 def test_every_try_has_its_own_id_and_a_retried_message_a_new_one(
     tmp_path: Path, commit_every: int
 ) -> None:
-    from durable_sqlitestore import SQLiteStore
-
-    tries: list[tuple[int, int, str]] = []  # (message, try index, id)
-    g = Graph("ids", inputs=[COUNT])
-
-    @g.node("numbers", requires=[COUNT], provides=[NUMBERS])
-    async def numbers(rc):
-        writer = rc.writer(NUMBERS)
-        for n in range((writer.position or 0) + 1, rc.get(COUNT) + 1):
-            await writer.send_at(n, n)
-
-    @g.processor(
-        "sum", input=NUMBERS, state=int, initial=0, retry=Retry(2), commit_every=commit_every
-    )
-    def add(rc, state: int, n: int) -> int:
-        tries.append((n, rc.message.index, rc.message.id))
-        if n % 97 == 0 and rc.message.index == 1:
-            raise ValueError("first try fails on purpose")
-        return state + n
-
-    for run_id in ("one", "two"):
-        store = SQLiteStore(tmp_path / "runs.sqlite")
+    ids: list[str] = []
+    for folder in ("one", "two"):  # two runs: their ids differ too
+        plan = Plan(CallLog(tmp_path / f"log-{folder}"), fail={97: 1, 194: 1, 291: 1})
+        store = open_store("sqlite", tmp_path / folder)
         try:
-            result = Runtime(store, codecs()).run(
-                g, run_id=run_id, version="1", inputs={COUNT: 300}
-            )
+            result = run(store, plan, count=300, commit_every=commit_every)
         finally:
             store.close()
         assert result.status == "completed", result.error
-    ids = [mid for _, _, mid in tries]
-    assert len(tries) == 2 * (300 + 3)
+        assert len(plan.ids) == 300 + 3
+        assert sorted(n for n, index in plan.indexes if index == 2) == [97, 194, 291]
+        ids += plan.ids
     assert all(len(mid) == 32 and int(mid, 16) >= 0 and mid == mid.lower() for mid in ids)
     assert len(set(ids)) == len(ids)  # across batches, retries and the two runs
-    retried = {n: mid for n, index, mid in tries if index == 2}
-    assert sorted(retried) == [97, 194, 291]

@@ -53,7 +53,8 @@ EVENS = Key("evens", int, stream=True, capacity=2)
 COLLECTED = Key("collected", list)
 
 
-def numbers_graph(name="g", **processor_options):
+def producer_graph(name="g"):
+    """A graph whose one node sends 1 … ``LIMIT`` to ``NUMBERS``."""
     g = Graph(name, inputs=[LIMIT])
 
     @g.node("produce", requires=[LIMIT], provides=[NUMBERS])
@@ -61,6 +62,12 @@ def numbers_graph(name="g", **processor_options):
         writer = rc.writer(NUMBERS)
         for n in range(1, rc.get(LIMIT) + 1):
             await writer.send(n)
+
+    return g
+
+
+def numbers_graph(name="g", **processor_options):
+    g = producer_graph(name)
 
     @g.node("collect", requires=[EVENS], provides=[COLLECTED])
     async def collect(rc):
@@ -730,13 +737,7 @@ def test_a_plain_handler_keeps_nothing_of_the_hops_it_ran(checkpointer):
 
     seen: list = []
     alive_at_end: list[int] = []
-    g = Graph("hops", inputs=[LIMIT])
-
-    @g.node("produce", requires=[LIMIT], provides=[NUMBERS])
-    async def produce(rc):
-        writer = rc.writer(NUMBERS)
-        for n in range(1, rc.get(LIMIT) + 1):
-            await writer.send(n)
+    g = producer_graph("hops")
 
     @g.processor("count", input=NUMBERS, state=Count, initial=Count(), commit_every=4)
     def count(rc, state, n):
