@@ -41,12 +41,7 @@ from durable_core.durable.messages_recovery import Adopted
 from durable_core.durable.streams import Source, ack, append_many, encode_cursor
 from durable_core.errors import CodecError, DurableError
 from durable_core.graph.checkpoint import Attempt
-from durable_core.graph.processor import (
-    Managed,
-    MessageAttempt,
-    MessageCommit,
-    Processor,
-)
+from durable_core.graph.processor import Managed, MessageAttempt, MessageCommit, Processor
 from durable_core.graph.streams import Stream
 from durable_core.records import (
     AttemptState,
