@@ -1018,7 +1018,7 @@ def test_an_ack_of_a_long_backlog_saves_the_ack_not_the_backlog(kind: str, tmp_p
     assert max(growth) < 1_500, sorted(growth)[-5:]
 
 
-# covers: S-2, C-2
+# covers: S-2, C-1
 def test_an_int_element_is_saved_as_its_codec_encodes_it_whatever_its_size() -> None:
     import hashlib
 
