@@ -521,6 +521,10 @@ def m_generation(record: RunRecord, c: Chooser) -> Mutation | None:
                 r.streams[k].generation = top
 
     refuse = how in ("one-newer", "zero", "all-top")
+    if how == "one-newer" and len(keys) == 1:
+        # A source's lone entry (a writer nobody reads yet) one generation newer is a real
+        # record of a source resumed more often: nothing to tell it by.
+        refuse = False
     return Mutation(f"generation {how} (group {g!r}, step {step})", change, refuse)
 
 
@@ -612,7 +616,8 @@ def m_cursor(record: RunRecord, c: Chooser) -> Mutation | None:
 
 def m_resumable(record: RunRecord, c: Chooser) -> Mutation | None:
     # Only a producer that is still active and every entry of its source: a single entry
-    # turned non-resumable, or a completed producer's, may be read either way.
+    # turned non-resumable, or a completed producer's, may be read either way. One that has
+    # sent nothing yet loses nothing when it starts again: it is refused only once it sent.
     keys = sorted(
         k for k, e in record.streams.items() if e.group == "" and _writer_active(record, k)
     )
@@ -620,6 +625,7 @@ def m_resumable(record: RunRecord, c: Chooser) -> Mutation | None:
         return None
     key = c.pick(keys)
     source = record.streams[key].source_id
+    sent = record.streams[key].last_sequence > 0
 
     def change(r: RunRecord) -> None:
         for entry in r.streams.values():
@@ -627,7 +633,8 @@ def m_resumable(record: RunRecord, c: Chooser) -> Mutation | None:
                 entry.resumable = False
 
     node = record.streams[key].node_id
-    return Mutation(f"Resumable false for active source of {node!r}", change, True)
+    what = "active source" if sent else "active source that sent nothing"
+    return Mutation(f"Resumable false for {what} of {node!r}", change, sent)
 
 
 def m_terminal(record: RunRecord, c: Chooser) -> Mutation | None:

@@ -38,6 +38,7 @@ from durable_core import (
     Runtime,
 )
 from durable_core.durable.messages import container_id
+from durable_core.graph.processor import UNSAVED_COMMITS
 from durable_core.records.delta import read_delta
 from durable_filestore import FileStore
 from tests import ROOT
@@ -191,15 +192,22 @@ def test_a_save_failing_at_the_nth_message_never_loses_or_repeats_a_committed_me
             run(failing, Plan(log))
         assert isinstance(caught.value.__cause__, SaveFailure)
         stored = group_entry(load(real, "r")).acked_through
-        assert stored == (nth if written else nth - 1), nth
+        # The failed save holds message nth's commit, and maybe commits queued behind the
+        # save before it (they share one save).
+        if written:
+            assert stored >= nth, nth
+        else:
+            assert nth - UNSAVED_COMMITS <= stored < nth, nth
+        ran_before = [int(m[1:]) for m in log.calls()]
         result = run(real, Plan(log), resume=True)
         assert result.status == "completed", (nth, result.error)
         assert result[TOTAL] == total and result[EVEN_LIST] == evens, nth
+        # Up to UNSAVED_COMMITS commits wait behind a save, and one message runs meanwhile.
+        assert max(ran_before) <= max(nth, stored) + UNSAVED_COMMITS + 1, nth
         for n in range(1, 31):
-            want = {2} if n == nth and not written else {1}
-            if n == nth + 1:  # it ran while message nth was saved, and was never committed
-                want = {1, 2}
-            assert log.count(f"m{n}") in want, (nth, n, log.calls())
+            # committed ones ran once; the others ran again on resume if they ran before
+            want = 1 if n <= stored else 1 + (n in ran_before)
+            assert log.count(f"m{n}") == want, (nth, n, log.calls())
 
 
 # covers: S-7

@@ -1,13 +1,14 @@
 """Unbatched processors run the next message while the commit before it is saved (S-8).
 
 With ``commit_every=1`` the processor hands a message's commit to the checkpointer and runs the
-next message while that commit is saved; the commit after waits for it (at most one in
-flight), and each commit has a save of its own. These tests check, on real stores, that this
-changes nothing a reader or a resume can see:
+next messages while that commit is saved (up to ``UNSAVED_COMMITS`` commits not saved yet); the
+commits queued behind a save in flight share the next save, each applied only if the one before
+it is. These tests check, on real stores, that this changes nothing a reader or a resume can
+see:
 
-- a save failing while the next message runs stops the run with the save's error; nothing
+- a save failing while the next messages run stops the run with the save's error; nothing
   sent by the failed commit or by a later message reaches a reader, and a resume completes
-  with the exact state (the message that ran behind the failed save runs again);
+  with the exact state (the messages that ran behind the failed save run again);
 - a process killed with SIGKILL mid-stream, again and again, resumes with every committed
   message applied exactly once, every send delivered exactly once downstream, and per-message
   Retry budgets never refilled (``processor_pipeline_child.py`` is the child process).
@@ -15,6 +16,7 @@ changes nothing a reader or a resume can see:
 
 from __future__ import annotations
 
+import itertools
 import random
 import signal
 import subprocess
@@ -27,6 +29,7 @@ import attrs
 import pytest
 
 from durable_core import CheckpointError, Codecs, Graph, Key, Retry, RunRecord, Runtime
+from durable_core.graph.processor import UNSAVED_COMMITS
 from tests import ROOT
 from tests.durable_core.durable.scenarios import (
     CallLog,
@@ -149,11 +152,20 @@ def test_a_save_failing_while_the_next_message_runs_stops_the_run_and_publishes_
     # The next message ran while the commit of message nth was being saved.
     assert ran_behind == [True]
     record = load(real, "p")
-    assert acked(record, "sum") == (nth if written else nth - 1)
+    # The failed save holds message nth's commit, and maybe commits queued behind the one
+    # before it (one save for all of them).
+    committed = acked(record, "sum")
+    if written:
+        assert committed >= nth
+    else:
+        assert nth - UNSAVED_COMMITS <= committed < nth
     # What reached the reader: only sends of commits saved before (none behind the failure).
     first = [int(r[1:]) for r in received.calls()]
     assert all(n < nth for n in first), first
-    assert f"m{nth + 2}" not in log.calls()  # at most one message ran behind the failed save
+    ran = [int(m[1:]) for m in log.calls()]
+    assert ran == list(range(1, max(ran) + 1))  # in order, each once so far
+    # At most UNSAVED_COMMITS commits waited behind the failed save, plus the message running.
+    assert max(ran) <= nth + UNSAVED_COMMITS + 1
     before = log.calls()
 
     result = Runtime(real, codecs()).resume(
@@ -164,8 +176,52 @@ def test_a_save_failing_while_the_next_message_runs_stops_the_run_and_publishes_
     assert result[TOTAL] == Sum(MESSAGES, total)
     assert result[RECEIVED] == Sum(MESSAGES, total)  # every send reached the reader once
     again = [int(m[1:]) for m in log.calls()[len(before) :]]
-    committed = nth if written else nth - 1
     assert again == list(range(committed + 1, MESSAGES + 1))  # from the first unacked one
+    real.close()
+
+
+# covers: S-8
+def test_commits_queued_behind_a_save_share_the_next_one_and_each_save_holds_whole_messages(
+    tmp_path: Path,
+) -> None:
+    real = open_store("sqlite", tmp_path)
+    log, received = CallLog(tmp_path / "calls"), CallLog(tmp_path / "received")
+    acked_by_save: list[int] = []
+    states: list[tuple[int, Sum]] = []
+
+    def check(record: RunRecord) -> bool:
+        """Note what each save of the run holds; slow every save down (never fails)."""
+        entries = [s for s in record.streams.values() if s.group == "sum"]
+        if entries:
+            acked_by_save.append(entries[0].acked_through)
+            for managed in record.managed.values():
+                if managed.node_id == "sum" and managed.state is not None:
+                    state = managed.state
+                    states.append(
+                        (
+                            entries[0].acked_through,
+                            codecs().decode_value(
+                                Sum, state.type_id, state.version, state.data, state.digest
+                            ),
+                        )
+                    )
+        time.sleep(0.003)  # the handler gets ahead of the saves
+        return False
+
+    store = FailingStore(real, check)
+    result = Runtime(store, codecs()).run(
+        graph(log, received), run_id="p", version="1", inputs={COUNT: MESSAGES}
+    )
+    assert result.status == "completed", result.error
+    total = MESSAGES * (MESSAGES + 1) // 2
+    assert result[TOTAL] == Sum(MESSAGES, total) and result[RECEIVED] == Sum(MESSAGES, total)
+    # Every save holds whole messages: the state it writes is that of every message it acks.
+    assert states and all(state == Sum(n, n * (n + 1) // 2) for n, state in states), states
+    steps = [b - a for a, b in itertools.pairwise(acked_by_save) if b != a]
+    assert all(0 < step <= UNSAVED_COMMITS for step in steps), acked_by_save
+    # Commits that waited behind a save shared the next one.
+    assert any(step > 1 for step in steps), acked_by_save
+    assert [int(m[1:]) for m in log.calls()] == list(range(1, MESSAGES + 1))
     real.close()
 
 

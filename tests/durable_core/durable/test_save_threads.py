@@ -214,24 +214,89 @@ def _attempt(ledger: Ledger, attempt: str, node_id: str) -> Any:
 
 # covers: S-8
 @pytest.mark.parametrize("quick", [True, False], ids=["on-the-loop", "save-thread"])
-def test_a_change_held_back_behind_another_gets_a_later_save_of_its_own(quick: bool) -> None:
+def test_changes_held_back_behind_a_save_share_the_next_save_in_the_order_queued(
+    quick: bool,
+) -> None:
     ledger, session = _ledger(quick)
     ids = [new_id() for _ in range(4)]
+    seen: list[bool] = []
+
+    def after_second(proposal: Any) -> None:
+        seen.append(ids[1] in proposal.record.attempts)  # applied after the one before it
+        _attempt(ledger, ids[2], "c")(proposal)
 
     async def main() -> list[Any]:
         first = ledger.commit_soon(_attempt(ledger, ids[0], "a"))
         second = ledger.commit_soon(_attempt(ledger, ids[1], "b"), after=first)
-        third = ledger.commit_soon(_attempt(ledger, ids[2], "c"), after=second)
+        third = ledger.commit_soon(after_second, after=second)
         other = ledger.commit_soon(_attempt(ledger, ids[3], "d"))  # joins the first save
         return list(await asyncio.gather(first, second, third, other))
 
     first, second, third, other = asyncio.run(main())
-    # Queued in one turn, they would all share one save; held back, each waits for the one
-    # before it, in order.
-    assert (first.revision, second.revision, third.revision) == (2, 3, 4)
+    # Queued in one turn, they would all share one save; held back, the second and the third
+    # wait for the first one's save, then share the next one, in order.
+    assert (first.revision, second.revision, third.revision) == (2, 3, 3)
     assert other.revision == 2
-    assert session.revisions == [1, 2, 3, 4]  # 1: the record's creation
+    assert seen == [True]
+    assert session.revisions == [1, 2, 3]  # 1: the record's creation
     assert all(i in ledger.record.attempts for i in ids)
+
+
+# covers: S-8
+@pytest.mark.parametrize("quick", [True, False], ids=["on-the-loop", "save-thread"])
+def test_a_held_change_sharing_a_save_with_the_one_before_it_is_left_out_when_that_one_raised(
+    quick: bool,
+) -> None:
+    ledger, session = _ledger(quick)
+    ids = [new_id() for _ in range(4)]
+
+    def bad(proposal: Any) -> None:
+        raise KeyError("no such attempt")
+
+    async def main() -> list[Any]:
+        first = ledger.commit_soon(_attempt(ledger, ids[0], "a"))
+        second = ledger.commit_soon(bad, after=first)
+        third = ledger.commit_soon(_attempt(ledger, ids[2], "c"), after=second)
+        fourth = ledger.commit_soon(_attempt(ledger, ids[3], "d"), after=third)
+        other = ledger.commit_soon(_attempt(ledger, ids[1], "b"), after=first)
+        return list(
+            await asyncio.wait_for(
+                asyncio.gather(first, second, third, fourth, other, return_exceptions=True), 10
+            )
+        )
+
+    first, second, third, fourth, other = asyncio.run(main())
+    assert first.revision == 2
+    # The second raised in the save after the first: the two behind it, in that same save,
+    # were never applied and fail with its error; a change held behind the first is saved.
+    assert isinstance(second, KeyError) and third is second and fourth is second
+    assert other.revision == 3
+    assert ids[2] not in ledger.record.attempts and ids[3] not in ledger.record.attempts
+    assert ids[1] in ledger.record.attempts
+    assert session.revisions == [1, 2, 3]
+    assert ledger.error is None  # the ledger goes on: only those changes were not made
+
+
+# covers: S-8
+@pytest.mark.parametrize("quick", [True, False], ids=["on-the-loop", "save-thread"])
+def test_every_change_held_back_behind_one_that_raised_fails_with_it(quick: bool) -> None:
+    ledger, _ = _ledger(quick)
+    ids = [new_id() for _ in range(3)]
+
+    def bad(proposal: Any) -> None:
+        raise KeyError("no such attempt")
+
+    async def main() -> list[Any]:
+        first = ledger.commit_soon(bad)
+        chain = [first]
+        for i in ids:  # each behind the one before it, none taken yet
+            chain.append(ledger.commit_soon(_attempt(ledger, i, "x"), after=chain[-1]))
+        return list(await asyncio.wait_for(asyncio.gather(*chain, return_exceptions=True), 10))
+
+    outcomes = asyncio.run(main())
+    assert isinstance(outcomes[0], KeyError)
+    assert all(outcome is outcomes[0] for outcome in outcomes)  # none left waiting
+    assert not any(i in ledger.record.attempts for i in ids)
 
 
 # covers: S-8

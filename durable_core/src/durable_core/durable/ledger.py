@@ -14,9 +14,11 @@ record.
 Mutations that arrive while a save is in flight are applied together to the next proposal and
 saved once (group commit): confirmations of nodes finishing together share one save, and no
 caller is answered before the save that contains its change has succeeded. A change may also be
-held back behind an earlier one (``commit_soon(..., after=)``): it then gets a later save, never
-the earlier one's, and the save thread makes it right after that save (a processor's next
-commit, queued while the one before it is being saved).
+held back behind an earlier one (``commit_soon(..., after=)``): it is never applied before that
+one, and never at all when that one raised or its save failed. The changes held back behind a
+save in flight, and behind each other, are made together in the next save, in order, each one
+only if the one before it was (a processor's next commits, queued while the one before them is
+being saved); the save thread makes that save right after the one in flight.
 
 Any save error stops the ledger for good (R-RT-2): the record may or may not have been written,
 so nothing is retried, rolled back or overwritten from the old snapshot. Every later commit
@@ -155,6 +157,9 @@ class Ledger:
         # Changes held back until the save of an earlier change succeeded, by its future
         # (commit_soon's ``after``).
         self._behind: dict[asyncio.Future[Any], list[tuple[Mutation, asyncio.Future[Any]]]] = {}
+        # A held change taken into the save of the change it was held behind (by its future):
+        # the future of that change, whose mutation must succeed first in the same save.
+        self._gated: dict[asyncio.Future[Any], asyncio.Future[Any]] = {}
         self._behind_lock = threading.Lock()  # the save thread takes them out too
         self._inflight: asyncio.Future[None] | None = None
         self._starting = False
@@ -245,12 +250,19 @@ class Ledger:
                 raise result.error
         return results
 
-    def commit_each(self, mutations: tuple[Mutation, ...] | list[Mutation]) -> list[Any]:
+    def commit_each(
+        self,
+        mutations: tuple[Mutation, ...] | list[Mutation],
+        after: list[int] | None = None,
+    ) -> list[Any]:
         """Like :meth:`commit`, but a mutation that raises is left out on its own: its
         exception takes its place in the results (wrapped), and the others are saved.
 
         A mutation must check before it changes anything, so that one that raises has changed
         nothing. When every mutation raised (and nothing is deferred), nothing is saved.
+        ``after[i]``, when given and not negative, is the index of an earlier mutation that
+        must have succeeded for mutation ``i`` to be applied; when it raised, mutation ``i``
+        is left out with the same exception.
 
         Raises:
             CheckpointError: the save failed, or an earlier one did; the ledger is stopped.
@@ -264,7 +276,12 @@ class Ledger:
                 mutation(proposal)
             results: list[Any] = []
             applied = 0
-            for mutation in mutations:
+            for i, mutation in enumerate(mutations):
+                if after is not None and after[i] >= 0:
+                    before = results[after[i]]
+                    if isinstance(before, _Failed):  # never applied without the one before it
+                        results.append(before)
+                        continue
                 try:
                     results.append(mutation(proposal))
                     applied += 1
@@ -336,12 +353,14 @@ class Ledger:
         Args:
             mutation: the change.
             after: the future of a change queued before by this method and not answered
-                yet (None: no such change). ``mutation`` is then held back until that
-                change's save succeeded, and saved in a later save than it, never together
-                with it. When that save ran in the save thread, the save thread goes on with
-                the held change at once, without a turn of the loop. When that save fails,
-                or that change raised, ``mutation`` is never applied and its future fails
-                with the same error.
+                yet (None: no such change). ``mutation`` is then held back: it is applied
+                after that change, in the same save or a later one, never before it. Held
+                back behind a save in flight, it is made in the save right after that one,
+                together with every change held back behind the same save and behind each
+                other (in the order they were queued); the save thread makes that save at
+                once, without a turn of the loop. When that change raised or its save failed,
+                ``mutation`` is never applied and its future fails with the same error (and
+                so, in turn, does every change held back behind it).
         """
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Committed] = loop.create_future()
@@ -383,13 +402,12 @@ class Ledger:
         self._starting = False
         self.batches += 1
         batch, self._pending = self._pending, []
-        mutations = [mutation for mutation, _ in batch]
         if self._inline or (self._idle is not None and self._idle()):
             # The store's saves never block for long (QUICK_SAVES), or nothing else could use
             # the loop meanwhile (no body runs): save right here, which spares two thread hops
             # per save.
             try:
-                outcome = self._commit_batch(mutations)
+                outcome = self._commit_batch(batch)
             except Exception as exc:
                 self._answer(loop, batch, None, exc)
             else:
@@ -413,11 +431,11 @@ class Ledger:
                     return
                 current, result, failure = held, None, None
                 try:
-                    result = self._commit_batch([mutation for mutation, _ in held])
+                    result = self._commit_batch(held)
                 except BaseException as exc:  # handed to its callers on the loop
                     failure = exc
 
-        self._saver.submit(self._commit_batch, mutations, done)
+        self._saver.submit(self._commit_batch, batch, done)
 
     def _held_behind(
         self,
@@ -426,18 +444,35 @@ class Ledger:
         error: BaseException | None,
     ) -> list[tuple[Mutation, asyncio.Future[Any]]]:
         """In the save thread, after ``batch`` was saved: the changes held back behind its
-        changes that succeeded (taken out of the queue), to be saved next; none after a failed
-        save."""
+        changes that succeeded, and behind those in turn (taken out of the queue, each gated on
+        the one it was held behind), to be saved together next; none after a failed save."""
         if error is not None or outcome is None or self._error is not None:
             return []
         held: list[tuple[Mutation, asyncio.Future[Any]]] = []
         with self._behind_lock:
-            if not self._behind:
+            behind = self._behind
+            if not behind:
                 return held
             for (_, future), result in zip(batch, outcome[0], strict=True):
                 if not isinstance(result, _Failed):
-                    held.extend(self._behind.pop(future, ()))
+                    held.extend(behind.pop(future, ()))
+            self._take_chained(held)
         return held
+
+    def _take_chained(self, held: list[tuple[Mutation, asyncio.Future[Any]]]) -> None:
+        """Append to ``held`` the changes held back behind its changes, in turn, each gated on
+        the one it was held behind (made in the same save only if that one is). Called with
+        ``_behind_lock`` held."""
+        behind, gated = self._behind, self._gated
+        i = 0
+        while behind and i < len(held):
+            future = held[i][1]
+            chained = behind.pop(future, None)
+            if chained:
+                for _, later in chained:
+                    gated[later] = future
+                held.extend(chained)
+            i += 1
 
     def _saved(
         self,
@@ -471,6 +506,7 @@ class Ledger:
                 for behind in self._behind.values():
                     waiting.extend(behind)
                 self._behind.clear()
+                self._gated.clear()
             for _, future in waiting:
                 if not future.done():
                     future.set_exception(error)
@@ -481,7 +517,12 @@ class Ledger:
             if behind:  # held back behind this batch, not taken by the save thread
                 with self._behind_lock:
                     held = behind.pop(future, None)
+                    if held is not None:
+                        self._take_chained(held)
                 if held is not None and isinstance(result, _Failed):
+                    with self._behind_lock:
+                        for _, later in held:
+                            self._gated.pop(later, None)
                     for _, later in held:  # held back behind a change that was not made
                         if not later.done():
                             later.set_exception(result.error)
@@ -502,9 +543,23 @@ class Ledger:
             else:
                 self._start_batch(loop)
 
-    def _commit_batch(self, mutations: list[Mutation]) -> tuple[list[Any], int]:
+    def _commit_batch(
+        self, batch: list[tuple[Mutation, asyncio.Future[Any]]]
+    ) -> tuple[list[Any], int]:
+        mutations = [mutation for mutation, _ in batch]
+        after = None
+        if self._gated:
+            with self._behind_lock:
+                gated = self._gated
+                if gated:
+                    place = {id(future): i for i, (_, future) in enumerate(batch)}
+                    after = [-1] * len(batch)
+                    for i, (_, future) in enumerate(batch):
+                        before = gated.pop(future, None)
+                        if before is not None:
+                            after[i] = place.get(id(before), -1)
         with self._lock:
-            results = self.commit_each(mutations)
+            results = self.commit_each(mutations, after)
             return results, self.revision
 
     def _raise_if_stopped(self) -> None:

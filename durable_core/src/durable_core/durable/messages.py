@@ -232,9 +232,11 @@ class MessageBook:
         future that succeeds once the transaction is saved (it fails with the save's error).
 
         A transaction queued while the node's one before it is not saved yet is held back
-        until that save succeeded (and fails with it): no two transactions of a node share a
-        save, and they are saved in order. The engine waits for the one before it right after
-        this call, so at most one is in flight while the next message runs.
+        behind it (and fails with it): it is applied after it, in order, in the same save or a
+        later one. The transactions held back behind a save in flight share the next save,
+        each one applied only if the one before it was (its own acks, state, values and sends
+        whole). The engine lets at most ``UNSAVED_COMMITS`` of them wait while the next
+        messages run.
 
         Args:
             attempt: the processor's root attempt.
@@ -271,7 +273,7 @@ class MessageBook:
                 before(proposal)  # the root attempt first: the message attempts name it
                 transaction(proposal)
 
-        # Held back until the node's commit before it is saved: one save each, in order.
+        # Held back behind the node's commit before it: applied after it, in order.
         saved = self._ledger.commit_soon(mutation, after=self._last.get(attempt.id))
         self._last[attempt.id] = saved
 

@@ -12,11 +12,12 @@ not at all. Readers of an output stream see a message's sends only after that co
 - **Batching.** ``commit_every=k`` commits up to ``k`` messages together; ``max_delay`` is how
   many seconds a batch may wait for more messages. A batch is atomic: it commits as a whole.
 - **Pipelined commits.** When the checkpointer returns an awaitable from ``commit_messages``
-  (the save still in flight), the next messages run meanwhile; the commit after it first waits
-  for it, so at most one commit is in flight and each is made after the one before it is saved.
-  The sends of a commit reach readers once its save succeeded; a failed save stops the run
-  before the next commit is made, and the messages run behind it are processed again on
-  resume.
+  (the save still in flight), the next messages run meanwhile, until :data:`UNSAVED_COMMITS`
+  commits wait for their saves; then the processor waits for the oldest. The checkpointer
+  applies the commits in order; the durable one saves those queued behind a save in flight
+  together, in the next save. The sends of a commit reach readers once its save succeeded; a
+  failed save stops the run, nothing behind it is committed, and the messages run behind it
+  are processed again on resume.
 - **Stopping.** ``rc.stop()`` inside a message ends reading after that message: the remaining
   messages are not processed (and are not pretended to be processed).
 - **Finish.** ``@processor.finish`` registers ``finish(rc, state)``, run once after the input
@@ -41,6 +42,7 @@ import copy
 import inspect
 import math
 import time
+from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
@@ -79,6 +81,11 @@ __all__ = [
     "MessageWriter",
     "Processor",
 ]
+
+UNSAVED_COMMITS = 8
+"""How many of a processor's commits may be handed over and not saved yet while its next
+messages run. The checkpointer saves those queued behind a save in flight together, in the
+next save, so the slower the saves, the more messages each one holds."""
 
 S = TypeVar("S")
 T = TypeVar("T")
@@ -231,8 +238,9 @@ class _ProcessorRun:
         self.sends: dict[str, list[tuple[int, Any]]] = {}
         self.last_sequence = 0  # of the last message processed
         self.stopped = False
-        # The save of the last commit while it is in flight (at most one: see commit).
-        self.inflight: asyncio.Future[Any] | None = None
+        # The saves of the commits handed over and not known saved yet, oldest first (at most
+        # UNSAVED_COMMITS: see commit).
+        self.unsaved: deque[asyncio.Future[Any]] = deque()
 
     # -- the seam -------------------------------------------------------------------------
 
@@ -576,10 +584,11 @@ class _ProcessorRun:
         elements reach readers once the commit is saved (at once when the checkpointer returns
         None, else when the awaitable it returned succeeded). That awaitable is not waited for
         here: the next messages run while it is saved. What is waited for, once the commit is
-        handed over, is the save of the commit before it, if still in flight: at most one
-        commit is ahead of the messages being run. (The checkpointer saves each commit after
-        the one before it, in a save of its own.) Before the next message, the processor
-        waits until every output stream has room again (back-pressure).
+        handed over, is the save of the oldest commit before it while :data:`UNSAVED_COMMITS`
+        of them are not known saved (all of them for the final transaction). (The
+        checkpointer applies each commit after the one before it, in the same save or a
+        later one.) Before the next message, the processor waits until every output stream
+        has room again (back-pressure).
 
         Raises:
             RunAborted: the commit before it, or this one, failed (the run stopped with the
@@ -610,10 +619,11 @@ class _ProcessorRun:
         future = None if saved is None else asyncio.ensure_future(saved)
         if future is not None:
             future.add_done_callback(_read_failure)
-        if self.inflight is not None:
-            await self.saved()  # the commit before: at most one is in flight
+        unsaved = self.unsaved
+        while unsaved and (final or len(unsaved) >= UNSAVED_COMMITS):
+            await self.saved()  # the oldest commit before it
         if future is not None and not final:
-            self.inflight = future  # the next messages run while it is saved (or it failed)
+            unsaved.append(future)  # the next messages run while it is saved (or it failed)
         rc._ready.update(self.sets)
         rc._skipped.update(self.skips)
         self.batch, self.sets, self.skips, self.sends = [], {}, set(), {}
@@ -644,13 +654,12 @@ class _ProcessorRun:
         return call.result()
 
     async def saved(self) -> None:
-        """Wait until the commit in flight is saved.
+        """Wait until the oldest commit not known saved is saved.
 
         Raises:
             RunAborted: its save failed; the run is stopped with the save's error.
         """
-        future, self.inflight = self.inflight, None
-        assert future is not None
+        future = self.unsaved.popleft()
         if not future.done():
             try:
                 await asyncio.shield(future)  # a cancel stops the wait, never the save
