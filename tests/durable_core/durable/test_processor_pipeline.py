@@ -225,6 +225,68 @@ def test_commits_queued_behind_a_save_share_the_next_one_and_each_save_holds_who
     real.close()
 
 
+# covers: S-7, S-8
+@pytest.mark.parametrize("kind", ["memory", "sqlite", "file"])
+def test_a_processor_failing_for_good_behind_waiting_commits_keeps_every_one_before_it(
+    kind: str, tmp_path: Path
+) -> None:
+    failing_message = 12
+    numbers = Key("numbers", int, stream=True, capacity=64)
+    total = Key("total", Sum)
+    g = Graph("fails", inputs=[COUNT])
+
+    @g.node("numbers", requires=[COUNT], provides=[numbers])
+    async def produce(rc):
+        writer = rc.writer(numbers)
+        for n in range((writer.position or 0) + 1, rc.get(COUNT) + 1):
+            await writer.send_at(n, n)
+
+    @g.processor(
+        "sum",
+        input=numbers,
+        state=Sum,
+        initial=Sum(),
+        provides=[total],
+        commit_every=1,
+        retry=Retry(2),
+    )
+    def add(rc, state: Sum, n: int) -> Sum:
+        if n == failing_message:
+            raise ValueError("this message can never be handled")
+        return Sum(state.count + 1, state.total + n)
+
+    @add.finish
+    def finish(rc, state: Sum):
+        rc.set(total, state)
+
+    def slow(record: RunRecord) -> bool:
+        time.sleep(0.002)  # the handler gets ahead of the saves
+        return False
+
+    real = open_store(kind, tmp_path)
+    result = Runtime(FailingStore(real, slow), codecs()).run(
+        g, run_id="f", version="1", inputs={COUNT: MESSAGES}
+    )
+    assert result.status == "failed" and "message 12" in str(result.error), result.error
+    record = load(real, "f")
+    # Every message before the failing one was committed, whatever waited for a save when
+    # the node failed; its tries are saved failed, and the node's root attempt too.
+    assert acked(record, "sum") == failing_message - 1
+    (managed,) = record.managed.values()
+    state = managed.state
+    assert codecs().decode_value(
+        Sum, state.type_id, state.version, state.data, state.digest
+    ) == Sum(failing_message - 1, (failing_message - 1) * failing_message // 2)
+    tries = sorted(m.index for m in record.messages.values() if m.sequence == failing_message)
+    assert tries == [1, 2] and all(
+        m.state.value == "failed" for m in record.messages.values() if m.sequence == 12
+    )
+    assert {a.node_id: a.state.value for a in record.attempts.values()}["sum"] == "failed"
+    again = Runtime(real, codecs()).resume(g, run_id="f", version="1", inputs={COUNT: MESSAGES})
+    assert again.status == "failed" and "failed for good" in str(again.error)
+    real.close()
+
+
 # -- SIGKILL mid-stream ---------------------------------------------------------------------
 
 CHILD = "tests.durable_core.durable.processor_pipeline_child"
