@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import collections.abc
+import dataclasses
 import hashlib
 import json
 import socket
@@ -342,3 +343,34 @@ def test_errors_name_type_codec_id_version_and_path(codecs):
     assert "tests.durable_core.codecs.models.Invoice" in message
     assert "json:tests.durable_core.codecs.models.Invoice version 1" in message
     assert "at lines[1].qty: expected a JSON integer for int, found the JSON string '2'" in message
+
+
+@dataclasses.dataclass
+class _Note:
+    text: str
+    extra: list[int] = dataclasses.field(default_factory=list)
+
+
+# covers: C-1, C-3
+def test_a_value_of_exactly_its_declared_class_is_encoded_as_any_other_and_walked_each_time(
+    codecs, unpersistable
+):
+    codecs.register_json(_Note)
+    line = Line("n", 2)
+    # The same codec, bytes and digest as the value reaches behind a broader declared type.
+    exact = codecs.encode_value(Line, line, name="k")
+    assert exact == codecs.encode_value(object, line, name="k")
+    assert exact.codec_id == codecs.lookup(Line).id
+    assert exact.digest == hashlib.sha256(exact.data).hexdigest()
+    # Met again after a clean value of the same class, an unpersistable part is still found:
+    # what is remembered of a class is its fields, never that its values were clean.
+    codecs.encode_value(_Note, _Note("fine"), name="k")
+    for kind, obj in unpersistable:
+        for declared, value, path in (
+            (_Note, _Note("x", [1, obj]), "at extra[1]:"),
+            (Line, Line("n", obj), "at qty:"),
+        ):
+            with pytest.raises(CodecError) as info:
+                codecs.encode_value(declared, value, name="k")
+            message = str(info.value)
+            assert f"{kind} (" in message and path in message and "key 'k'" in message, message

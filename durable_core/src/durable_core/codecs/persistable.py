@@ -173,6 +173,25 @@ def find_unpersistable(value: Any) -> Unpersistable | None:
     return None
 
 
+_FIELD_NAMES: dict[type, tuple[str, ...] | None] = {}
+"""The field names of each attrs or dataclass class met (``None``: neither); a class's fields
+are fixed once it is made. Bounded: cleared when it grows large."""
+_UNKNOWN: Any = object()
+
+
+def _field_names(cls: type) -> tuple[str, ...] | None:
+    if attrs.has(cls):
+        names: tuple[str, ...] | None = tuple(a.name for a in attrs.fields(cls))
+    elif dataclasses.is_dataclass(cls):
+        names = tuple(f.name for f in dataclasses.fields(cls))
+    else:
+        names = None
+    if len(_FIELD_NAMES) >= _KIND_CACHE_LIMIT:
+        _FIELD_NAMES.clear()
+    _FIELD_NAMES[cls] = names
+    return names
+
+
 # (parent, how, key): how is "[]" (index), "[k]" (dict value), "key" (dict key), "." (field),
 # "{}" (set member).
 _Where = tuple[Any, str, Any] | None
@@ -214,11 +233,10 @@ def _children(item: Any, where: _Where) -> list[tuple[Any, _Where, bool]] | None
     if isinstance(item, set | frozenset):
         return [(v, (where, "{}", None), False) for v in item if not isinstance(v, _SCALARS)]
     cls = type(item)
-    if attrs.has(cls):
-        names = [a.name for a in attrs.fields(cls)]
-    elif dataclasses.is_dataclass(item):
-        names = [f.name for f in dataclasses.fields(item)]
-    else:
+    names = _FIELD_NAMES.get(cls, _UNKNOWN)
+    if names is _UNKNOWN:
+        names = _field_names(cls)
+    if names is None:
         return None
     out = []
     for name in names:

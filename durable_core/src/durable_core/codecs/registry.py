@@ -429,6 +429,15 @@ class Codecs:
             codec = self._by_type.get(kind)
             if codec is not None and _serves(codec, value):
                 return _encode_with(codec, kind, value, name)
+        elif key_type is kind:
+            # A value of exactly its declared class, which has a codec of its own: the codec
+            # the general path below would look up and pick (a processor's state, each
+            # commit). Anything else, or a codec that does not serve the value, goes there.
+            codec = self._by_type.get(kind)
+            if codec is not None and normalize(kind) is kind and _serves(codec, value):
+                bad = find_unpersistable(value)
+                if bad is None:
+                    return _encode_with(codec, kind, value, name)
         declared = normalize(key_type)
         bad = find_unpersistable(value)
         if bad is not None:
