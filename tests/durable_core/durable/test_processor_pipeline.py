@@ -75,7 +75,8 @@ class Overlap:
             return self.started.setdefault(n, threading.Event())
 
 
-def graph(log: CallLog, received: CallLog, overlap: Overlap | None = None) -> Graph:
+def graph(log: CallLog, received: CallLog, overlap: Overlap | None = None, fails: int = 0) -> Graph:
+    """``fails``: a message whose every try raises (0: none)."""
     g = Graph("pipeline", inputs=[COUNT])
 
     @g.node("numbers", requires=[COUNT], provides=[NUMBERS])
@@ -94,6 +95,8 @@ def graph(log: CallLog, received: CallLog, overlap: Overlap | None = None) -> Gr
         commit_every=1,
     )
     def add(rc, state: Sum, n: int) -> Sum:
+        if n == fails:
+            raise ValueError("this message can never be handled")
         log.write(f"m{n}")
         if overlap is not None:
             overlap.event(n).set()
@@ -231,33 +234,8 @@ def test_a_processor_failing_for_good_behind_waiting_commits_keeps_every_one_bef
     kind: str, tmp_path: Path
 ) -> None:
     failing_message = 12
-    numbers = Key("numbers", int, stream=True, capacity=64)
-    total = Key("total", Sum)
-    g = Graph("fails", inputs=[COUNT])
-
-    @g.node("numbers", requires=[COUNT], provides=[numbers])
-    async def produce(rc):
-        writer = rc.writer(numbers)
-        for n in range((writer.position or 0) + 1, rc.get(COUNT) + 1):
-            await writer.send_at(n, n)
-
-    @g.processor(
-        "sum",
-        input=numbers,
-        state=Sum,
-        initial=Sum(),
-        provides=[total],
-        commit_every=1,
-        retry=Retry(2),
-    )
-    def add(rc, state: Sum, n: int) -> Sum:
-        if n == failing_message:
-            raise ValueError("this message can never be handled")
-        return Sum(state.count + 1, state.total + n)
-
-    @add.finish
-    def finish(rc, state: Sum):
-        rc.set(total, state)
+    log, received = CallLog(tmp_path / "calls"), CallLog(tmp_path / "received")
+    g = graph(log, received, fails=failing_message)
 
     def slow(record: RunRecord) -> bool:
         time.sleep(0.002)  # the handler gets ahead of the saves
@@ -267,21 +245,24 @@ def test_a_processor_failing_for_good_behind_waiting_commits_keeps_every_one_bef
     result = Runtime(FailingStore(real, slow), codecs()).run(
         g, run_id="f", version="1", inputs={COUNT: MESSAGES}
     )
-    assert result.status == "failed" and "message 12" in str(result.error), result.error
+    assert result.status == "failed", result.error
+    assert f"message {failing_message} " in str(result.error), result.error
     record = load(real, "f")
     # Every message before the failing one was committed, whatever waited for a save when
     # the node failed; its tries are saved failed, and the node's root attempt too.
     assert acked(record, "sum") == failing_message - 1
-    (managed,) = record.managed.values()
+    (managed,) = [m for m in record.managed.values() if m.node_id == "sum"]
     state = managed.state
     assert codecs().decode_value(
         Sum, state.type_id, state.version, state.data, state.digest
     ) == Sum(failing_message - 1, (failing_message - 1) * failing_message // 2)
-    tries = sorted(m.index for m in record.messages.values() if m.sequence == failing_message)
-    assert tries == [1, 2] and all(
-        m.state.value == "failed" for m in record.messages.values() if m.sequence == 12
-    )
+    tries = [
+        m for m in record.messages.values() if m.group == "sum" and m.sequence == failing_message
+    ]
+    assert sorted(m.index for m in tries) == [1, 2]
+    assert all(m.state.value == "failed" for m in tries)
     assert {a.node_id: a.state.value for a in record.attempts.values()}["sum"] == "failed"
+    assert [int(m[1:]) for m in log.calls()] == list(range(1, failing_message))
     again = Runtime(real, codecs()).resume(g, run_id="f", version="1", inputs={COUNT: MESSAGES})
     assert again.status == "failed" and "failed for good" in str(again.error)
     real.close()
