@@ -75,8 +75,15 @@ class Overlap:
             return self.started.setdefault(n, threading.Event())
 
 
-def graph(log: CallLog, received: CallLog, overlap: Overlap | None = None, fails: int = 0) -> Graph:
-    """``fails``: a message whose every try raises (0: none)."""
+def graph(
+    log: CallLog,
+    received: CallLog,
+    overlap: Overlap | None = None,
+    fails: int = 0,
+    pause: float = 0.0,
+) -> Graph:
+    """``fails``: a message whose every try raises (0: none); ``pause``: seconds each
+    message's handler takes."""
     g = Graph("pipeline", inputs=[COUNT])
 
     @g.node("numbers", requires=[COUNT], provides=[NUMBERS])
@@ -98,6 +105,7 @@ def graph(log: CallLog, received: CallLog, overlap: Overlap | None = None, fails
         if n == fails:
             raise ValueError("this message can never be handled")
         log.write(f"m{n}")
+        time.sleep(pause)
         if overlap is not None:
             overlap.event(n).set()
         rc.writer(SENT).send(n)
@@ -265,6 +273,27 @@ def test_a_processor_failing_for_good_behind_waiting_commits_keeps_every_one_bef
     assert [int(m[1:]) for m in log.calls()] == list(range(1, failing_message))
     again = Runtime(real, codecs()).resume(g, run_id="f", version="1", inputs={COUNT: MESSAGES})
     assert again.status == "failed" and "failed for good" in str(again.error)
+    real.close()
+
+
+# covers: S-8
+def test_a_failed_save_stops_a_slow_handler_at_the_next_commit(tmp_path: Path) -> None:
+    nth = 4
+    real = open_store("sqlite", tmp_path)
+    log, received = CallLog(tmp_path / "calls"), CallLog(tmp_path / "received")
+
+    def acks_nth(record: RunRecord) -> bool:
+        return any(s.group == "sum" and s.acked_through >= nth for s in record.streams.values())
+
+    # Each handler takes far longer than a save: the failure is known before the next
+    # message's commit, which stops the run then (not once UNSAVED_COMMITS commits wait).
+    with pytest.raises(CheckpointError):
+        Runtime(FailingStore(real, acks_nth), codecs()).run(
+            graph(log, received, pause=0.2), run_id="p", version="1", inputs={COUNT: MESSAGES}
+        )
+    ran = [int(m[1:]) for m in log.calls()]
+    assert ran == list(range(1, max(ran) + 1)) and nth + 1 <= max(ran) <= nth + 2, ran
+    assert acked(load(real, "p"), "sum") == nth - 1
     real.close()
 
 
