@@ -11,6 +11,7 @@ import attrs
 import pytest
 
 from durable_core import (
+    CancelToken,
     Checkpointer,
     Graph,
     GraphError,
@@ -28,6 +29,7 @@ from durable_core import (
     Values,
     execute,
 )
+from durable_core.graph.processor import HOP_SECONDS
 
 
 @attrs.frozen
@@ -631,6 +633,107 @@ def test_a_plain_handler_runs_the_delivered_messages_in_one_hop_to_its_thread():
     result = execute(g, {NUMBERS: Stream.replay(NUMBERS, [1, 2, 3])})
     assert result.status == "completed", result.error
     assert waited == [True]
+
+
+class HopRecorder(Recorder):
+    """A Recorder that also notes each handler call, in the order of the seam calls."""
+
+    def handled(self, n):
+        self.calls.append(("handle", n))
+
+    def order(self):
+        """("handle", n) and ("commit", messages) in the order they came, the final commit
+        (with no message left) aside."""
+        return [(c[0], c[1]) for c in self.calls if c[0] == "handle" or (c[0] == "commit" and c[1])]
+
+
+# covers: S-7, S-8
+def test_a_hop_runs_the_messages_of_several_commits_and_each_commits_on_its_own():
+    # commit_every=1: message 1's handler blocks the event loop until message 2's handler has
+    # run, so message 2 must run in the same hop, before message 1 is committed.
+    g = Graph("g", inputs=[NUMBERS])
+    loops = []
+    have_loop = threading.Event()
+    second = threading.Event()
+    waited = []
+    cp = HopRecorder()
+
+    @g.node("spy", provides=[LIMIT])
+    async def spy(rc):
+        loops.append(asyncio.get_running_loop())
+        have_loop.set()
+        rc.set(LIMIT, 0)
+
+    @g.processor(
+        "tally", input=NUMBERS, state=int, initial=0, provides=[FIRST, EVENS], commit_every=1
+    )
+    def tally(rc, state, n):
+        cp.handled(n)
+        if n == 1:
+            rc.set(FIRST, n)
+            assert have_loop.wait(30)
+            loops[0].call_soon_threadsafe(lambda: waited.append(second.wait(10)))
+        if n == 2:
+            second.set()
+            with pytest.raises(SlotError):  # set by message 1, not committed yet
+                rc.set(FIRST, n)
+        if n % 2 == 0:
+            rc.writer(EVENS).send(n)
+        return state + n
+
+    result = execute(g, {NUMBERS: Stream.replay(NUMBERS, [1, 2, 3, 4])}, checkpointer=cp)
+    assert result.status == "completed", result.error
+    assert waited == [True]
+    order = cp.order()
+    assert order.index(("handle", 2)) < order.index(("commit", (1,)))
+    commits = [c for c in cp.calls if c[0] == "commit"]
+    # Each message on its own, in order, with its own state, values and sends.
+    assert [(c[1], c[2], c[4], c[6]) for c in commits] == [
+        ((1,), 1, {}, False),
+        ((2,), 3, {EVENS.name: [(1, 2)]}, False),
+        ((3,), 6, {}, False),
+        ((4,), 10, {EVENS.name: [(2, 4)]}, False),
+        ((), 10, {}, True),
+    ]
+    assert all(c[3] == {FIRST.name: 1} for c in commits)
+
+
+# covers: S-7, S-8
+def test_a_handler_slower_than_a_hop_commits_each_message_before_the_next_runs():
+    g = Graph("g", inputs=[NUMBERS])
+    cp = HopRecorder()
+
+    @g.processor("tally", input=NUMBERS, state=int, initial=0, commit_every=1)
+    def tally(rc, state, n):
+        cp.handled(n)
+        time.sleep(HOP_SECONDS * 2)
+        return state + n
+
+    result = execute(g, {NUMBERS: Stream.replay(NUMBERS, [1, 2, 3, 4])}, checkpointer=cp)
+    assert result.status == "completed", result.error
+    steps = [(("handle", n), ("commit", (n,))) for n in (1, 2, 3, 4)]
+    assert cp.order() == [step for pair in steps for step in pair]
+
+
+# covers: S-7, S-8
+def test_a_cancel_inside_a_hop_commits_the_messages_before_it_and_drops_its_own():
+    g = Graph("g", inputs=[NUMBERS])
+    cp = HopRecorder()
+    token = CancelToken()
+
+    @g.processor("tally", input=NUMBERS, state=int, initial=0, commit_every=1)
+    def tally(rc, state, n):
+        cp.handled(n)
+        if n == 4:
+            token.cancel()
+        return state + n
+
+    numbers = Stream.replay(NUMBERS, list(range(1, 9)))
+    result = execute(g, {NUMBERS: numbers}, checkpointer=cp, cancel=token)
+    assert result.status == "canceled"
+    commits = [c for c in cp.calls if c[0] == "commit"]
+    assert [(c[1], c[2]) for c in commits] == [((1,), 1), ((2,), 3), ((3,), 6)]  # no final
+    assert [c[1] for c in cp.calls if c[0] == "handle"] == [1, 2, 3, 4]
 
 
 # covers: S-7, S-8

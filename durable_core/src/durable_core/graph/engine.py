@@ -123,6 +123,9 @@ class _Run(CheckpointCalls):
         self.jobs: set[asyncio.Future[Any]] = set()
         self.idle: asyncio.Future[None] | None = None
         self.cancel_requested = False
+        # The token that cancels the run from outside (read by worker threads: a processor's
+        # hop stops at the message during which it was canceled).
+        self.token: CancelToken | None = None
         self.root: _ScopeRun | None = None
         self.remote: RemoteBodies | None = None
 
@@ -947,6 +950,7 @@ async def execute_async(
     seeds = _root_inputs(graph, inputs)
     run = _Run(checkpointer, observers, max_running)
     run.cp.watch_bodies(run.sem.running)
+    run.token = cancel
     if executor is not None:
         bodies = dump_bodies(graph, check_executor(executor))
         if bodies:
