@@ -28,7 +28,16 @@ from pathlib import Path
 import attrs
 import pytest
 
-from durable_core import CheckpointError, Codecs, Graph, Key, Retry, RunRecord, Runtime
+from durable_core import (
+    CancelToken,
+    CheckpointError,
+    Codecs,
+    Graph,
+    Key,
+    Retry,
+    RunRecord,
+    Runtime,
+)
 from durable_core.graph.processor import UNSAVED_COMMITS
 from tests import ROOT
 from tests.durable_core.durable.scenarios import (
@@ -81,9 +90,11 @@ def graph(
     overlap: Overlap | None = None,
     fails: int = 0,
     pause: float = 0.0,
+    cancel: tuple[CancelToken, int] | None = None,
 ) -> Graph:
     """``fails``: a message whose every try raises (0: none); ``pause``: seconds each
-    message's handler takes."""
+    message's handler takes; ``cancel``: a token the handler cancels while it handles the
+    given message."""
     g = Graph("pipeline", inputs=[COUNT])
 
     @g.node("numbers", requires=[COUNT], provides=[NUMBERS])
@@ -105,6 +116,8 @@ def graph(
         if n == fails:
             raise ValueError("this message can never be handled")
         log.write(f"m{n}")
+        if cancel is not None and n == cancel[1]:
+            cancel[0].cancel()
         time.sleep(pause)
         if overlap is not None:
             overlap.event(n).set()
@@ -294,6 +307,39 @@ def test_a_failed_save_stops_a_slow_handler_at_the_next_commit(tmp_path: Path) -
     ran = [int(m[1:]) for m in log.calls()]
     assert ran == list(range(1, max(ran) + 1)) and nth + 1 <= max(ran) <= nth + 2, ran
     assert acked(load(real, "p"), "sum") == nth - 1
+    real.close()
+
+
+# covers: S-7, S-8
+@pytest.mark.parametrize("kind", ["memory", "sqlite", "file"])
+def test_a_cancel_while_a_hop_runs_the_next_commits_keeps_exactly_the_messages_before_it(
+    kind: str, tmp_path: Path
+) -> None:
+    # The handler is fast: one hop runs the messages of several commits, and the cancel
+    # comes while it handles message 17, in the middle of such a hop.
+    at = 17
+    log, received = CallLog(tmp_path / "calls"), CallLog(tmp_path / "received")
+    token = CancelToken()
+    real = open_store(kind, tmp_path)
+    result = Runtime(real, codecs()).run(
+        graph(log, received, cancel=(token, at)),
+        run_id="c",
+        version="1",
+        inputs={COUNT: MESSAGES},
+        cancel=token,
+    )
+    assert result.status == "canceled", result.error
+    assert acked(load(real, "c"), "sum") == at - 1  # each message before it committed
+    assert [int(m[1:]) for m in log.calls()] == list(range(1, at + 1))
+    result = Runtime(real, codecs()).resume(
+        graph(log, received), run_id="c", version="1", inputs={COUNT: MESSAGES}
+    )
+    assert result.status == "completed", result.error
+    total = MESSAGES * (MESSAGES + 1) // 2
+    assert result[TOTAL] == Sum(MESSAGES, total)
+    assert result[RECEIVED] == Sum(MESSAGES, total)  # every send delivered once downstream
+    ran = [int(m[1:]) for m in log.calls()]
+    assert ran == [*range(1, at + 1), *range(at, MESSAGES + 1)]  # only message 17 again
     real.close()
 
 
