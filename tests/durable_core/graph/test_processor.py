@@ -857,3 +857,28 @@ def test_a_plain_handler_keeps_nothing_of_the_hops_it_ran(checkpointer):
     assert result.status == "completed", result.error
     assert len(seen) == 200
     assert alive_at_end == [0]
+
+
+# covers: S-8
+def test_a_cancel_that_comes_as_the_awaited_save_is_answered_is_not_lost():
+    # The processor waits for the oldest of its unsaved commits; the node is canceled in the
+    # same turn of the loop as that save is answered. The wait must end canceled all the
+    # same: a lost cancel would let the canceled node go on reading.
+    from collections import deque
+
+    from durable_core.graph.messageloop import MessageLoop
+
+    async def main():
+        loop = asyncio.get_running_loop()
+        waiting = object.__new__(MessageLoop)
+        save = loop.create_future()
+        waiting.unsaved = deque([save])
+        task = asyncio.ensure_future(waiting.saved())
+        await asyncio.sleep(0)  # the task waits for the save
+        task.cancel()
+        save.set_result(None)
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert task.cancelled()
+
+    asyncio.run(main())

@@ -220,7 +220,7 @@ class MessageLoop:
                 self.check_state(new_state, "the handler returned")
             except Exception as error:
                 ctx._closed = True
-                await self.seam("fail_message", None, None, message, error)
+                await self.fail(message, error)
                 if message.index >= message.limit:
                     raise self.failed(message, error) from error
                 index = message.index + 1
@@ -314,10 +314,12 @@ class MessageLoop:
             if canceled is not None:
                 raise canceled
             if error is None:
+                if not contexts:  # ended before its first message: the run's token was
+                    await _canceled_soon()  # canceled, and the cancel is on its way here
                 continue
             message = tries[first]
             self.last_sequence = message.sequence
-            await self.seam("fail_message", None, None, message, error)
+            await self.fail(message, error)
             if message.index >= message.limit:
                 raise self.failed(message, error) from error
             if p.retry is not None and p.retry.delay:
@@ -397,6 +399,17 @@ class MessageLoop:
                 raise
             contexts, states, _ = hop.result  # a failed try is dropped: it ended canceled
             return contexts, states, None, canceled
+
+    async def fail(self, message: MessageAttempt, error: Exception) -> None:
+        """Save a failed try (``fail_message``), once every commit before it is saved: the
+        record never holds a message's failed try without the messages handled before it.
+
+        Raises:
+            RunAborted: a save failed (the run stopped with its error).
+        """
+        while self.unsaved:
+            await self.saved()
+        await self.seam("fail_message", None, None, message, error)
 
     async def begin(self, sequence: int, generation: int, index: int, limit: int) -> Any:
         proposed = MessageAttempt(
@@ -578,8 +591,8 @@ class MessageLoop:
             try:
                 await asyncio.shield(future)  # a cancel stops the wait, never the save
             except asyncio.CancelledError:
-                if not future.done():
-                    raise
+                if not future.cancelled():
+                    raise  # this task was canceled (even as the save was answered)
             except Exception:
                 pass  # its error is read below
         if future.cancelled():
@@ -638,6 +651,13 @@ class _Hop:
         if not self.finished:
             self._waiter = self._loop.create_future()
             await settle(self._waiter)
+
+
+async def _canceled_soon() -> None:
+    """Wait for the cancel of a node whose run's token was canceled (from another thread: the
+    run cancels its nodes on the event loop's next turns)."""
+    while True:
+        await asyncio.sleep(0.001)
 
 
 def _read_failure(future: asyncio.Future[Any]) -> None:
