@@ -262,7 +262,7 @@ class MessageLoop:
         room = every - len(self.batch)  # the messages of the batch being built
         spare = UNSAVED_COMMITS - 1 - len(unsaved)  # commits that may be made behind it
         take = max(room, min(UNSAVED_COMMITS, room + every * spare))
-        # Parallel lists, not a tuple per message: a hop runs up to ``commit_every`` messages.
+        # Parallel lists, not a tuple per message: a hop may run hundreds of messages.
         # No await between the polls: the stream's generation is the same for all of them.
         sequences, elements = [item[0]], [item[1]]
         generation = stream.generation
