@@ -296,7 +296,10 @@ def test_a_failed_save_stops_a_slow_handler_at_the_next_commit(tmp_path: Path) -
     log, received = CallLog(tmp_path / "calls"), CallLog(tmp_path / "received")
 
     def acks_nth(record: RunRecord) -> bool:
-        return any(s.group == "sum" and s.acked_through >= nth for s in record.streams.values())
+        if any(s.group == "sum" and s.acked_through >= nth for s in record.streams.values()):
+            time.sleep(0.05)  # fails while message nth+1 runs (its handler takes 0.2 s)
+            return True
+        return False
 
     # Each handler takes far longer than a save: the failure is known before the next
     # message's commit, which stops the run then (not once UNSAVED_COMMITS commits wait).
