@@ -138,6 +138,46 @@ def test_commits_made_in_one_turn_share_one_save(quick: bool) -> None:
     assert len(session.load().attempts) == 5
 
 
+@pytest.mark.parametrize("alone", [True, False])
+def test_a_commit_nothing_could_join_saves_without_a_turn_of_the_loop(alone: bool) -> None:
+    # covers: R-RT-1
+    ledger, session = _ledger(quick=True)
+    ledger.start_when(lambda: alone)
+
+    async def main() -> tuple[bool, int]:
+        ran: list[str] = []
+        asyncio.get_running_loop().call_soon(ran.append, "turn")
+        committed = await _begin(ledger, "a")
+        return bool(ran), committed.revision
+
+    turned, revision = asyncio.run(main())
+    assert revision == 2 and session.load().revision == 2
+    # Told that nothing else is ready, the save starts at once and answers before the loop
+    # runs anything; otherwise the loop's turn comes first, as it does for shared saves.
+    assert turned is not alone
+
+
+def test_commits_made_in_one_turn_share_one_save_while_not_alone() -> None:
+    # covers: R-RT-1
+    ledger, session = _ledger(quick=True)
+    asked: list[bool] = []
+
+    def alone() -> bool:
+        asked.append(False)
+        return False
+
+    ledger.start_when(alone)
+
+    async def main() -> list[Any]:
+        return list(await asyncio.gather(*(_begin(ledger, f"n{i}") for i in range(5))))
+
+    committed = asyncio.run(main())
+    assert asked  # the commit that starts the save asked
+    assert {c.revision for c in committed} == {2}
+    assert ledger.saves == 2 and ledger.changes == 5
+    assert len(session.load().attempts) == 5
+
+
 def test_the_save_thread_ends_when_idle_and_starts_again(monkeypatch) -> None:
     monkeypatch.setattr(ledger_module, "_IDLE_SECONDS", 0.05)
     ledger, session = _ledger(quick=False)

@@ -245,6 +245,9 @@ class DurableCheckpointer(Checkpointer):
         # The durable streams a Sub node's child reads, by the Sub's root attempt id: the
         # save that ends the Sub node lets them stop keeping elements for groups it anchors.
         self._sub_inputs: dict[str, list[Stream]] = {}
+        # What each node's confirming save does besides confirming it, by node: whether it
+        # produces a stream, reads one (as its own group), and is a processor.
+        self._roles: dict[Any, tuple[bool, bool, bool]] = {}
         for attempt_id in sorted(failed):
 
             def fail(proposal: L.Proposal, attempt_id: str = attempt_id) -> None:
@@ -558,18 +561,23 @@ class DurableCheckpointer(Checkpointer):
                 "stays resumable: change what the node sets (or register a codec that can "
                 "store it), then resume the run"
             ) from exc
-        produces = any(key.stream for key in attempt.node.provides)
-        reads = attempt.node.child is None and any(key.stream for key in attempt.node.requires)
-        group = attempt.path
+        node = attempt.node
+        roles = self._roles.get(node)
+        if roles is None:
+            roles = self._roles[node] = (
+                any(key.stream for key in node.provides),
+                node.child is None and any(key.stream for key in node.requires),
+                node.processor is not None,
+            )
+        produces, reads, processor = roles
+        group = attempt.path if reads else ""
         scopes = _scope_chain(attempt.scope) if reads else frozenset()
-        released = self._released(attempt)
+        released = self._released(attempt) if self._sub_inputs else ()
         given = outputs.reason
         reason = (_REASONS.get(given) if isinstance(given, str) else None) or NodeReason(given)
         scope_id, node_id, attempt_id = attempt.scope.id, attempt.node_id, attempt.id
-        tries = self._successful_tries(attempt_id)
+        tries = self._successful_tries(attempt_id) if attempt_id in self._tries else ()
         root = self._take_unsaved(attempt)
-
-        processor = attempt.node.processor is not None
 
         def confirm(proposal: L.Proposal) -> None:
             root(proposal)
@@ -607,6 +615,10 @@ class DurableCheckpointer(Checkpointer):
         # While no body runs, a save on the event loop holds up nobody (see Ledger.save_when);
         # a body awaiting its ack or a stream gives its slot back, so it does not count.
         self._ledger.save_when(lambda: running() <= 0)
+
+    def watch_turns(self, alone: Callable[[], bool]) -> None:
+        # A commit that nothing else could join starts its save at once (Ledger.start_when).
+        self._ledger.start_when(alone)
 
     def share(
         self, scope: Scope, attempt: Attempt | None, ready: Mapping[str, Any]

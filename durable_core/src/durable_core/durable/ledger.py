@@ -172,6 +172,7 @@ class Ledger:
         self._inline = Capability.QUICK_SAVES in declared
         self._idle_saves = Capability.IDLE_SAVES in declared
         self._idle: Callable[[], bool] | None = None
+        self._alone: Callable[[], bool] | None = None
         self._saver = _SaveThread()
         self.saves = 0
         """Number of successful saves made through this ledger."""
@@ -304,6 +305,17 @@ class Ledger:
         if self._idle_saves:
             self._idle = idle
 
+    def start_when(self, alone: Callable[[], bool]) -> None:
+        """Let :meth:`commit_async` start a save at once, without the turn of the event loop
+        that gathers the commits made meanwhile, while ``alone()`` is true.
+
+        ``alone`` is asked on the event loop by the commit that would start a save; it should
+        be true only when nothing else is ready to run on the loop before its next turn (see
+        :func:`durable_core.graph.turns.alone_in_turn`), so that no other commit could have
+        joined that save.
+        """
+        self._alone = alone
+
     async def commit_async(self, mutation: Mutation) -> Committed:
         """Commit ``mutation`` from the event loop, sharing a save with concurrent commits.
 
@@ -330,6 +342,12 @@ class Ledger:
         future: asyncio.Future[Committed] = loop.create_future()
         self._pending.append((mutation, future))
         if self._inflight is None and not self._starting:
+            alone = self._alone
+            if alone is not None and alone():
+                # Nothing else is ready to run before the loop's next turn, so no other commit
+                # could join: the save starts now (made on the loop, it has answered already).
+                self._start_batch(loop)
+                return await future
             # This caller starts the save after one turn of the loop, so that commits made in
             # this turn (nodes finishing together) share it. A save made on the loop answers
             # every caller before this one goes on, so it needs no turn to learn its outcome.

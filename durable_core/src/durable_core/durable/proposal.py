@@ -111,6 +111,17 @@ if {a.name for a in attrs.fields(ScopeRecord)} != set(_SCOPE_NAMES):  # pragma: 
     raise TypeError("ScopeRecord's fields changed: update _SCOPE_NAMES and _scope_over")
 _new_scope = quick_init(ScopeRecord, *_SCOPE_NAMES)
 # Every field named: the factory default of ``pending`` is never used.
+_new_run = quick_init(  # the fields Proposal.__init__ passes, in its order
+    RunRecord,
+    "run_id",
+    "format",
+    "revision",
+    "version",
+    "definition",
+    "inputs",
+    "root_scope",
+    *_RUN_MAPS,
+)
 _STREAM_NAMES = (*_STREAM_FIELDS, "pending")
 _new_stream = quick_init(StreamRecord, *_STREAM_NAMES)
 _stream_values = operator.attrgetter(*_STREAM_FIELDS)
@@ -153,19 +164,19 @@ class Proposal:
 
     def __init__(self, committed: RunRecord) -> None:
         self.committed = committed
-        self.record = RunRecord(
-            run_id=committed.run_id,
-            format=RECORD_FORMAT,
-            revision=committed.revision,
-            version=committed.version,
-            definition=committed.definition,
-            inputs=committed.inputs,
-            root_scope=committed.root_scope,
-            scopes=Overlay(committed.scopes),  # type: ignore[arg-type]
-            attempts=Overlay(committed.attempts),  # type: ignore[arg-type]
-            streams=Overlay(committed.streams),  # type: ignore[arg-type]
-            messages=Overlay(committed.messages),  # type: ignore[arg-type]
-            managed=Overlay(committed.managed),  # type: ignore[arg-type]
+        self.record = _new_run(  # one per save: RunRecord(...) without attrs' generic path
+            committed.run_id,
+            RECORD_FORMAT,
+            committed.revision,
+            committed.version,
+            committed.definition,
+            committed.inputs,
+            committed.root_scope,
+            Overlay(committed.scopes),
+            Overlay(committed.attempts),
+            Overlay(committed.streams),
+            Overlay(committed.messages),
+            Overlay(committed.managed),
         )
 
     def scope(self, scope_id: str) -> ScopeRecord:

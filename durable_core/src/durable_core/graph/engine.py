@@ -47,6 +47,7 @@ from durable_core.graph.remote import RemoteBodies, dump_bodies, travels
 from durable_core.graph.results import RunResult, RunStatus
 from durable_core.graph.signals import RunAborted, settle
 from durable_core.graph.streams import Stream
+from durable_core.graph.turns import alone_in_turn
 from durable_core.outcomes import SkipNode
 from durable_core.records import NodeReason
 
@@ -950,6 +951,7 @@ async def execute_async(
     seeds = _root_inputs(graph, inputs)
     run = _Run(checkpointer, observers, max_running)
     run.cp.watch_bodies(run.sem.running)
+    run.cp.watch_turns(alone_in_turn(run.loop, (_ScopeRun._task_done,)))
     run.token = cancel
     if executor is not None:
         bodies = dump_bodies(graph, check_executor(executor))
