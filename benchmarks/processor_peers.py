@@ -14,6 +14,9 @@ result checked (``count`` = messages, ``total`` = their sum). The contenders:
   JSON codec) and a plain ``def`` handler, on ``SQLiteStore``;
 - ``async-int-100``: the same with an ``async def`` handler and an int state (the total; the
   count is checked from the producer's side);
+- ``def-attrs-100-c1024``: ``def-attrs-100`` with the stream's capacity at 1,024 elements instead
+  of 256 (the producer may then run further ahead of the commits; see "Sizing a processor's
+  input" in docs/graphs.md); the target is measured on ``def-attrs-100``;
 - ``def-attrs-1``: ``def-attrs-100`` with ``commit_every=1``: one save per message (run on
   ``--unbatched`` messages: it is slow);
 - ``floor-1``: one bare durable write (one ``UPDATE`` of a BLOB in WAL mode with
@@ -59,6 +62,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 CONTENDERS = (
     "bytewax",
     "def-attrs-100",
+    "def-attrs-100-c1024",
     "async-int-100",
     "def-attrs-1",
     "floor-1",
@@ -112,11 +116,11 @@ def run_bytewax(messages: int, directory: str) -> float:
     return elapsed
 
 
-def durable_graph(commit_every: int, *, plain: bool) -> tuple[Any, Any, Any]:
+def durable_graph(commit_every: int, *, plain: bool, capacity: int = 256) -> tuple[Any, Any, Any]:
     from durable_core import Graph, Key
 
     count_key = Key("count", int)
-    numbers = Key("numbers", int, stream=True, capacity=256)
+    numbers = Key("numbers", int, stream=True, capacity=capacity)
     total_key = Key("total", Sum) if plain else Key("total", int)
     g = Graph("processor-peers", inputs=[count_key])
 
@@ -162,11 +166,13 @@ def durable_graph(commit_every: int, *, plain: bool) -> tuple[Any, Any, Any]:
     return g, count_key, total_key
 
 
-def run_durable(messages: int, directory: str, commit_every: int, plain: bool) -> float:
+def run_durable(
+    messages: int, directory: str, commit_every: int, plain: bool, capacity: int = 256
+) -> float:
     from durable_core import Codecs, Runtime
     from durable_sqlitestore import SQLiteStore
 
-    graph, count_key, total_key = durable_graph(commit_every, plain=plain)
+    graph, count_key, total_key = durable_graph(commit_every, plain=plain, capacity=capacity)
     codecs = Codecs.default()
     codecs.register_json(Sum)
     store = SQLiteStore(os.path.join(directory, "runs.sqlite"))
@@ -272,6 +278,7 @@ def run_floor(messages: int, directory: str) -> float:
 RUNNERS: dict[str, Callable[[int, str], float]] = {
     "bytewax": run_bytewax,
     "def-attrs-100": lambda m, d: run_durable(m, d, 100, True),
+    "def-attrs-100-c1024": lambda m, d: run_durable(m, d, 100, True, capacity=1024),
     "async-int-100": lambda m, d: run_durable(m, d, 100, False),
     "def-attrs-1": lambda m, d: run_durable(m, d, 1, True),
     "floor-1": run_floor,
@@ -324,11 +331,11 @@ def main() -> None:
                 rates[name].append(counts[name] / child(name, counts[name], base))
     print(f"load average after: {os.getloadavg()[0]:.2f}")
     print()
-    print(f"{'contender':<16}{'msg/s':>9}{'min':>9}{'max':>9}{'us/msg':>9}")
+    print(f"{'contender':<20}{'msg/s':>9}{'min':>9}{'max':>9}{'us/msg':>9}")
     for name in args.contenders:
         mid = statistics.median(rates[name])
         print(
-            f"{name:<16}{mid:>9.0f}{min(rates[name]):>9.0f}{max(rates[name]):>9.0f}"
+            f"{name:<20}{mid:>9.0f}{min(rates[name]):>9.0f}{max(rates[name]):>9.0f}"
             f"{1e6 / mid:>9.1f}"
         )
     print()
@@ -337,7 +344,7 @@ def main() -> None:
         return statistics.median([x / y for x, y in zip(rates[a], rates[b], strict=True)])
 
     if "bytewax" in rates:
-        for name in ("def-attrs-100", "async-int-100", "def-attrs-1"):
+        for name in ("def-attrs-100", "def-attrs-100-c1024", "async-int-100", "def-attrs-1"):
             if name in rates:
                 line = f"{name} / bytewax: {ratio(name, 'bytewax'):.3f}"
                 if name == "def-attrs-100":
