@@ -110,18 +110,11 @@ _SCOPE_NAMES = ("graph", "path", "inputs", "nodes", "bindings")
 if {a.name for a in attrs.fields(ScopeRecord)} != set(_SCOPE_NAMES):  # pragma: no cover
     raise TypeError("ScopeRecord's fields changed: update _SCOPE_NAMES and _scope_over")
 _new_scope = quick_init(ScopeRecord, *_SCOPE_NAMES)
+_RUN_NAMES = ("run_id", "format", "revision", "version", "definition", "inputs", "root_scope")
+if {a.name for a in attrs.fields(RunRecord)} != {*_RUN_NAMES, *_RUN_MAPS}:  # pragma: no cover
+    raise TypeError("RunRecord's fields changed: update _RUN_NAMES and Proposal.__init__")
+_new_run = quick_init(RunRecord, *_RUN_NAMES, *_RUN_MAPS)  # in Proposal.__init__'s order
 # Every field named: the factory default of ``pending`` is never used.
-_new_run = quick_init(  # the fields Proposal.__init__ passes, in its order
-    RunRecord,
-    "run_id",
-    "format",
-    "revision",
-    "version",
-    "definition",
-    "inputs",
-    "root_scope",
-    *_RUN_MAPS,
-)
 _STREAM_NAMES = (*_STREAM_FIELDS, "pending")
 _new_stream = quick_init(StreamRecord, *_STREAM_NAMES)
 _stream_values = operator.attrgetter(*_STREAM_FIELDS)
