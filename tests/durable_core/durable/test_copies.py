@@ -22,6 +22,7 @@ from durable_core import (
     Runtime,
     execute,
 )
+from durable_core.codecs.registry import default_json_codecs
 from durable_core.durable.copies import immutable
 from tests.durable_core.durable.scenarios import CallLog, enter, open_store
 
@@ -254,3 +255,64 @@ class FrozenData:
 )
 def test_what_counts_as_immutable(value: Any, expected: bool) -> None:
     assert immutable(value) is expected
+
+
+class _TenthsCodec:
+    """A float codec that keeps one decimal: what a reader gets is what a resume would."""
+
+    type = float
+    id = "test:tenths"
+    version = "1"
+
+    def encode(self, value: float) -> bytes:
+        return f"{value:.1f}".encode()
+
+    def decode(self, data: bytes) -> float:
+        return float(data)
+
+
+class _Meters(int):
+    pass
+
+
+class _MetersCodec:
+    type = _Meters
+    id = "test:meters"
+    version = "1"
+
+    def encode(self, value: _Meters) -> bytes:
+        return str(int(value)).encode()
+
+    def decode(self, data: bytes) -> _Meters:
+        return _Meters(int(data))
+
+
+def test_a_fresh_scalar_reaches_its_readers_as_its_codec_gives_it_back() -> None:
+    # covers: R-VAL-3
+    # A scalar encoded by its built-in codec is handed on as it is; one encoded by another
+    # codec (lossy here) reaches the readers decoded, in an uninterrupted run as after a resume.
+    ratio, length, count = Key("ratio", float), Key("length", _Meters), Key("count", int)
+    seen = Key("seen", str)
+    g = Graph("scalars", inputs=[count])
+
+    @g.node("make", requires=[count], provides=[ratio])
+    async def make(rc: Any) -> None:
+        rc.set(ratio, 2 / 3)
+
+    @g.node("measure", requires=[count], provides=[length])
+    async def measure(rc: Any) -> None:
+        rc.set(length, _Meters(rc.get(count)))
+
+    @g.node("read", requires=[ratio, length, count], provides=[seen])
+    async def read(rc: Any) -> None:
+        rc.set(seen, f"{rc.get(ratio)!r} {type(rc.get(length)).__name__} {rc.get(count)!r}")
+
+    codecs = Codecs()
+    for codec in default_json_codecs():
+        if codec.type is not float:
+            codecs.register(codec)
+    codecs.register(_TenthsCodec())
+    codecs.register(_MetersCodec())
+    result = Runtime(MemoryStore(), codecs).run(g, run_id="r", version="v", inputs={count: 5})
+    assert result.status == "completed"
+    assert result[seen] == "0.7 _Meters 5"

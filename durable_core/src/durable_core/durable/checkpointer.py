@@ -60,7 +60,7 @@ from durable_core._quickinit import quick_init
 from durable_core.codecs import Codecs
 from durable_core.durable import ledger as L
 from durable_core.durable.activity import RunActivity
-from durable_core.durable.copies import ATOMS, share_values
+from durable_core.durable.copies import ATOMS, share_values, shared_as_is
 from durable_core.durable.events import EventKind, RecoveryEvent
 from durable_core.durable.failures import failure_of
 from durable_core.durable.fingerprint import sub_scope_fingerprint
@@ -248,6 +248,9 @@ class DurableCheckpointer(Checkpointer):
         # What each node's confirming save does besides confirming it, by node: whether it
         # produces a stream, reads one (as its own group), and is a processor.
         self._roles: dict[Any, tuple[bool, bool, bool]] = {}
+        # Root attempts being confirmed whose outputs are shared as they are (shared_as_is):
+        # ``share`` answers at once for them.
+        self._as_is: set[str] = set()
         for attempt_id in sorted(failed):
 
             def fail(proposal: L.Proposal, attempt_id: str = attempt_id) -> None:
@@ -599,9 +602,12 @@ class DurableCheckpointer(Checkpointer):
             for source in released:
                 release(proposal, source)
 
+        if shared_as_is(outputs.ready, values):
+            self._as_is.add(attempt_id)
         try:
             saved = await self._ledger.commit_async(confirm)
         except BaseException as exc:
+            self._as_is.discard(attempt_id)
             self._messages.confirmed(attempt_id, exc)
             raise
         self._messages.confirmed(attempt_id)
@@ -623,6 +629,9 @@ class DurableCheckpointer(Checkpointer):
     def share(
         self, scope: Scope, attempt: Attempt | None, ready: Mapping[str, Any]
     ) -> Mapping[str, Any]:
+        if attempt is not None and attempt.id in self._as_is:
+            self._as_is.discard(attempt.id)  # confirmed just now: see commit_node
+            return ready
         if attempt is not None and attempt.restored is not None:
             for value in ready.values():
                 if type(value) not in ATOMS:

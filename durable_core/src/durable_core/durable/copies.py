@@ -36,7 +36,7 @@ from durable_core.graph.checkpoint import Attempt, CopyOnRead, Scope
 from durable_core.graph.streams import Stream
 from durable_core.records import RunRecord, ValueRecord, ValueState
 
-__all__ = ["immutable", "share_values"]
+__all__ = ["immutable", "share_values", "shared_as_is"]
 
 ATOMS = frozenset(
     {
@@ -132,6 +132,27 @@ class _Decode:
         if self._once:
             self._value = value
         return value
+
+
+def shared_as_is(ready: Mapping[str, Any], records: list[ValueRecord]) -> bool:
+    """Whether :func:`share_values` gives ``ready`` back unchanged for the node whose outputs
+    ``records`` were just encoded (in this process, not restored): every ready value is a
+    stream, a :class:`~durable_core.graph.CopyOnRead`, or a scalar of exactly a type that its
+    built-in codec gives back unchanged, and encoded by that codec. The confirming save can
+    tell at once, so that sharing the values costs no look at the record afterwards.
+    """
+    named = 0
+    for record in records:
+        name = record.name
+        if name not in ready:
+            continue  # skipped
+        named += 1
+        value = ready[name]
+        if type(value) is CopyOnRead or isinstance(value, Stream):
+            continue
+        if _EXACT.get(type(value)) != record.type_id:
+            return False
+    return named == len(ready)
 
 
 def share_values(
