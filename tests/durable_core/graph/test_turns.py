@@ -6,10 +6,14 @@ their saves."""
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from typing import Any
 
-from durable_core import EventKind, Graph, Key, MemoryStore, RecoveryEvent, Runtime
+import pytest
+
+from durable_core import EventKind, Graph, Key, MemoryStore, RecoveryEvent, Retry, Runtime
 from durable_core.graph.turns import alone_in_turn
+from tests.durable_core.durable.scenarios import open_store
 
 
 def _quiet(*args: Any) -> None:
@@ -127,3 +131,59 @@ def test_a_chain_confirms_each_node_in_its_own_save_and_resumes_exactly() -> Non
     assert len(set(confirmed)) == count and confirmed == sorted(confirmed)
     again = Runtime(store).resume(g, run_id="r1", version="v1", inputs={keys[0]: 0})
     assert again.status == "completed" and again[keys[count]] == count
+
+
+@pytest.mark.parametrize("kind", ["memory", "file", "sqlite"])
+def test_a_chain_with_a_retry_beside_a_stream_resumes_without_running_a_body_again(
+    kind: str, tmp_path: Path
+) -> None:
+    # covers: R-RT-1, R-RT-3
+    # Saves that start at once (the chain) and saves shared with the stream's elements and
+    # acks, on every embedded store: one node fails its first try, and a resume of the
+    # finished run restores every node without calling a body.
+    count = 20
+    keys = [Key(f"k{i}", int) for i in range(count + 1)]
+    numbers = Key("numbers", int, stream=True, capacity=8)
+    total = Key("total", int)
+    g = Graph("mixed", inputs=[keys[0]])
+    calls: list[str] = []
+    for i in range(count):
+
+        async def body(rc: Any, i: int = i) -> None:
+            calls.append(f"n{i}")
+            if i == 7 and calls.count("n7") == 1:
+                raise OSError("flaky")  # the Retry's second try succeeds
+            rc.set(keys[i + 1], rc.get(keys[i]) + 1)
+
+        aspects = [Retry(2)] if i == 7 else []
+        g.add_node(f"n{i}", body, requires=[keys[i]], provides=[keys[i + 1]], aspects=aspects)
+
+    @g.node("produce", requires=[keys[0]], provides=[numbers])
+    async def produce(rc: Any) -> None:
+        calls.append("produce")
+        writer = rc.writer(numbers)
+        for n in range((writer.position or 0) + 1, 51):
+            await writer.send_at(n, n)
+
+    @g.node("sum", requires=[numbers], provides=[total])
+    async def add(rc: Any) -> None:
+        calls.append("sum")
+        seen = 0
+        async for d in rc.reader(numbers).deliveries():
+            seen += d.value
+            d.ack()
+        rc.set(total, seen)
+
+    store = open_store(kind, tmp_path / "store")
+    try:
+        first = Runtime(store).run(g, run_id="r1", version="v1", inputs={keys[0]: 0})
+        assert first.status == "completed", first.error
+        assert first[keys[count]] == count and first[total] == 50 * 51 // 2
+        assert calls.count("n7") == 2
+        ran = len(calls)
+        again = Runtime(store).resume(g, run_id="r1", version="v1", inputs={keys[0]: 0})
+        assert again.status == "completed"
+        assert again[keys[count]] == count and again[total] == 50 * 51 // 2
+        assert len(calls) == ran  # nothing ran again
+    finally:
+        store.close()
