@@ -1,7 +1,7 @@
-"""Whether anything but the engine's bookkeeping waits to run before the event loop's next turn
-(``alone_in_turn``), and what it lets a durable run spare: a confirmed node whose save nothing
-else could join is saved without a turn of the loop, while nodes released together still share
-their saves."""
+"""Whether anything but what cannot commit waits to run before the event loop's next turn
+(``alone_in_turn`` and the engine's count of such handles), and what it lets a durable run
+spare: a confirmed node whose save nothing else could join is saved without a turn of the loop,
+while nodes released together still share their saves."""
 
 from __future__ import annotations
 
@@ -11,63 +11,153 @@ from typing import Any
 
 import pytest
 
-from durable_core import EventKind, Graph, Key, MemoryStore, RecoveryEvent, Retry, Runtime
+from durable_core import (
+    EventKind,
+    Graph,
+    In,
+    Key,
+    MemoryStore,
+    Out,
+    RecoveryEvent,
+    Retry,
+    Runtime,
+    execute,
+)
+from durable_core.graph.checkpoint import Attempt, Checkpointer, NodeOutputs
 from durable_core.graph.turns import alone_in_turn
 from tests.durable_core.durable.scenarios import open_store
 
 
-def _quiet(*args: Any) -> None:
+def _noop(*args: Any) -> None:
     return None
 
 
-def _busy(*args: Any) -> None:
-    return None
-
-
-class _Keeper:
-    def done(self, *args: Any) -> None:
-        return None
-
-
-def test_only_quiet_or_canceled_handles_leave_a_commit_alone() -> None:
+def test_alone_while_the_ready_queue_holds_no_more_than_the_quiet_count() -> None:
     async def main() -> list[bool]:
         loop = asyncio.get_running_loop()
-        keeper = _Keeper()
-        alone = alone_in_turn(loop, (_quiet, _Keeper.done))
+        quiet = [0]
+        alone = alone_in_turn(loop, lambda: quiet[0])
         seen = [alone()]  # nothing ready
-        loop.call_soon(_quiet)
-        loop.call_soon(keeper.done, 1)  # a bound method counts by its function
+        loop.call_soon(_noop)
+        seen.append(alone())  # one handle nobody counted
+        quiet[0] = 1
+        seen.append(alone())  # counted as quiet
+        handle = loop.call_soon(_noop)
         seen.append(alone())
-        handle = loop.call_soon(_busy)
-        seen.append(alone())
-        handle.cancel()  # canceled: it will not run
-        seen.append(alone())
-        loop.call_soon(_busy)
+        handle.cancel()  # still queued: a canceled handle is not told apart, so not alone
         seen.append(alone())
         await asyncio.sleep(0)
+        quiet[0] = 0
+        seen.append(alone())  # the turn ran them all
         return seen
 
-    assert asyncio.run(main()) == [True, True, False, True, False]
-
-
-def test_a_task_step_ready_to_run_is_not_quiet() -> None:
-    async def main() -> bool:
-        loop = asyncio.get_running_loop()
-        alone = alone_in_turn(loop, (_quiet,))
-        task = asyncio.ensure_future(asyncio.sleep(0))  # its first step is ready
-        answer = alone()
-        await task
-        return answer
-
-    assert asyncio.run(main()) is False
+    assert asyncio.run(main()) == [True, False, True, False, False, True]
 
 
 def test_a_loop_without_a_readable_queue_is_never_alone() -> None:
     class OtherLoop:  # another implementation (uvloop keeps its queue in C)
         pass
 
-    alone = alone_in_turn(OtherLoop(), (_quiet,))  # type: ignore[arg-type]
+    alone = alone_in_turn(OtherLoop(), lambda: 0)  # type: ignore[arg-type]
     assert alone() is False
+
+
+class _Watching(Checkpointer):
+    """Records, at each confirmation, what the engine's predicate says."""
+
+    def __init__(self) -> None:
+        self.alone: Any = None
+        self.seen: list[tuple[str, bool]] = []
+
+    def watch_turns(self, alone: Any) -> None:
+        self.alone = alone
+
+    async def commit_node(self, attempt: Attempt, outputs: NodeOutputs) -> None:
+        self.seen.append((attempt.node_id, self.alone()))
+
+
+def test_the_engine_counts_nodes_waiting_for_inputs_and_ended_tasks_as_quiet() -> None:
+    # Every node of a chain starts at once and waits for the one before: each confirmation
+    # finds only such waiting first steps and the done callbacks of ended nodes queued, so
+    # each one is alone. After a fan-out, the first reader finds its siblings ready to run.
+    count = 20
+    keys = [Key(f"k{i}", int) for i in range(count + 1)]
+    g = Graph("chain", inputs=[keys[0]])
+    for i in range(count):
+
+        async def body(rc: Any, src: Key[int] = keys[i], dst: Key[int] = keys[i + 1]) -> None:
+            rc.set(dst, rc.get(src) + 1)
+
+        g.add_node(f"n{i}", body, requires=[keys[i]], provides=[keys[i + 1]])
+    watching = _Watching()
+    result = execute(g, {keys[0]: 0}, checkpointer=watching)
+    assert result.status == "completed" and result[keys[count]] == count
+    assert watching.seen == [(f"n{i}", True) for i in range(count)]
+
+    seed, top = Key("seed", int), Key("top", int)
+    outs = [Key(f"o{i}", int) for i in range(5)]
+    fan = Graph("fan", inputs=[seed])
+
+    async def first(rc: Any) -> None:
+        rc.set(top, rc.get(seed) + 1)
+
+    fan.add_node("top", first, requires=[seed], provides=[top])
+    for i, out in enumerate(outs):
+
+        async def reader(rc: Any, out: Key[int] = out, i: int = i) -> None:
+            rc.set(out, rc.get(top) + i)
+
+        fan.add_node(f"r{i}", reader, requires=[top], provides=[out])
+    watching = _Watching()
+    result = execute(fan, {seed: 1}, checkpointer=watching)
+    assert result.status == "completed" and [result[o] for o in outs] == [2, 3, 4, 5, 6]
+    assert watching.seen[0] == ("top", True)
+    assert watching.seen[1] == ("r0", False)  # r1…r4 are ready to run in the same turn
+    assert watching.seen[-1] == ("r4", True)  # only ended tasks' bookkeeping is left
+
+
+def test_child_tasks_canceled_by_a_failed_sub_try_leave_the_count_exact() -> None:
+    # The Sub's first try fails at its first node; the child nodes waiting behind it are
+    # canceled and end, and the Retry runs the child again in a fresh scope. Afterwards the
+    # parent fans out to readers: had a canceled child kept a place in the count (too high),
+    # the first reader would be told alone although its siblings are ready; had the count
+    # lost one (too low), the chain of the second try would not be alone.
+    seed, out = Key("seed", int), Key("out", int)
+    cin, first = Key("cin", int), Key("first", int)
+    child = Graph("child", inputs=[cin])
+    tries = [0]
+
+    async def flaky(rc: Any) -> None:
+        tries[0] += 1
+        if tries[0] == 1:
+            raise RuntimeError("first try fails")
+        rc.set(first, rc.get(cin) + 1)
+
+    child.add_node("flaky", flaky, requires=[cin], provides=[first])
+    links = [first, *(Key(f"w{i}", int) for i in range(4))]
+    for i in range(4):
+
+        async def wait(rc: Any, src: Key[int] = links[i], dst: Key[int] = links[i + 1]) -> None:
+            rc.set(dst, rc.get(src) + 1)
+
+        child.add_node(f"w{i}", wait, requires=[links[i]], provides=[links[i + 1]])
+    parent = Graph("parent", inputs=[seed])
+    parent.sub("sub", child, bindings=[In(seed, cin), Out(links[-1], out)], aspects=[Retry(2)])
+    outs = [Key(f"r{i}", int) for i in range(4)]
+    for i, key in enumerate(outs):
+
+        async def reader(rc: Any, key: Key[int] = key, i: int = i) -> None:
+            rc.set(key, rc.get(out) + i)
+
+        parent.add_node(f"r{i}", reader, requires=[out], provides=[key])
+    watching = _Watching()
+    result = execute(parent, {seed: 0}, checkpointer=watching)
+    assert result.status == "completed" and [result[k] for k in outs] == [5, 6, 7, 8]
+    assert tries[0] == 2
+    second = [seen for seen in watching.seen if seen[0] in {"flaky", "w0", "w1", "w2", "w3"}]
+    assert second == [("flaky", True), *((f"w{i}", True) for i in range(4))]
+    readers = [seen for seen in watching.seen if seen[0].startswith("r")]
+    assert readers[0] == ("r0", False) and readers[-1] == ("r3", True)
 
 
 def test_nodes_released_together_share_saves_made_on_the_loop() -> None:

@@ -640,8 +640,9 @@ class Checkpointer:
     def watch_turns(self, alone: Callable[[], bool]) -> None:
         """Called once (synchronous), before the root scope opens, with a function that says,
         when called on the event loop, whether nothing else is ready to run before the loop's
-        next turn but the engine's own bookkeeping: no other node's task and no checkpointer
-        call can go on before then.
+        next turn but what cannot commit: the engine's bookkeeping of ended node tasks and the
+        first steps of node tasks whose inputs are not all there yet. No other node's body and
+        no checkpointer call can go on before then.
 
         A checkpointer that gathers the commits made in one turn into one save may use it to
         start a save at once when no other commit could join it. The default ignores it.

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import inspect
 import logging
 from collections.abc import Callable, Iterable, Mapping
@@ -129,6 +130,11 @@ class _Run(CheckpointCalls):
         self.token: CancelToken | None = None
         self.root: _ScopeRun | None = None
         self.remote: RemoteBodies | None = None
+        self.quiet = 0
+        """How many handles in the loop's ready queue are known to commit nothing when they
+        run: the first steps of node tasks whose inputs are not all there yet (they only wait
+        for them), and the done callbacks of node tasks that ended (bookkeeping). The
+        checkpointer's ``watch_turns`` predicate compares it with the queue's length."""
 
     # -- observers --------------------------------------------------------------------------
 
@@ -245,6 +251,7 @@ class _NodeRun:
     __slots__ = (
         "attempt",
         "cancel_pending",
+        "ended",
         "holder",
         "holding",
         "in_call",
@@ -274,6 +281,9 @@ class _NodeRun:
         """The task running that try's body."""
         self.in_call = False
         self.cancel_pending = False
+        self.ended = False
+        """``node_main`` has ended: the task's done callback is queued (counted in
+        ``_Run.quiet`` until it runs)."""
 
     async def open_stream(self, key: Key[Any]) -> Stream[Any]:
         name = key.name
@@ -400,6 +410,9 @@ class _ScopeRun:
         self.remaining = [len(names) for names in plan.requires]
         self.skipped_in = [0] * len(plan.nodes)
         self.waiters: list[asyncio.Future[None] | None] = [None] * len(plan.nodes)
+        self.quiet_start = [False] * len(plan.nodes)
+        """By node index: its task's first step is queued and its inputs are not all there,
+        so that step only waits for them (counted in ``_Run.quiet``)."""
         self.tasks: list[asyncio.Task[None] | None] = []
         self.node_runs: list[_NodeRun] = []
         self.unfinished = 0
@@ -418,6 +431,9 @@ class _ScopeRun:
             left = remaining[j] - 1
             remaining[j] = left
             if left == 0:
+                if self.quiet_start[j]:  # its first step, still queued, may now commit
+                    self.quiet_start[j] = False
+                    self.run.quiet -= 1
                 waiter = self.waiters[j]
                 if waiter is not None and not waiter.done():
                     waiter.set_result(None)
@@ -534,8 +550,14 @@ class _ScopeRun:
                 self.unfinished -= 1
                 continue
             task = create_task(self.node_main(nr))
-            task.add_done_callback(self._task_done)
             tasks.append(task)
+            if not quick:  # no checkpointer asks what is queued: nothing to count
+                task.add_done_callback(self._task_done)
+                continue
+            task.add_done_callback(functools.partial(self._counted_done, nr))
+            if self.remaining[i]:
+                self.quiet_start[i] = True
+                run.quiet += 1
 
     async def _finish(self, status: RunStatus) -> None:
         run = self.run
@@ -546,6 +568,16 @@ class _ScopeRun:
                 "graph_finished",
                 GraphEvent(self.graph.name, self.path, self.handle, str(status), error),
             )
+
+    def _counted_done(self, nr: _NodeRun, task: asyncio.Task[None]) -> None:
+        """:meth:`_task_done`, keeping ``_Run.quiet`` (a run with a checkpointer)."""
+        run = self.run
+        if nr.ended:  # this callback was counted when node_main ended
+            run.quiet -= 1
+        if self.quiet_start[nr.index]:  # canceled before its first step ran
+            self.quiet_start[nr.index] = False
+            run.quiet -= 1
+        self._task_done(task)
 
     def _task_done(self, task: asyncio.Task[None]) -> None:
         if not task.cancelled() and task.exception() is not None:  # pragma: no cover - a bug
@@ -616,6 +648,9 @@ class _ScopeRun:
 
     async def node_main(self, nr: _NodeRun) -> None:
         run = self.run
+        if self.quiet_start[nr.index]:  # this first step runs now: no longer queued
+            self.quiet_start[nr.index] = False
+            run.quiet -= 1
         if run.observers:
             run.emit("node_waiting", self._node_event(nr))
         outcome = "canceled"
@@ -666,6 +701,9 @@ class _ScopeRun:
                     "node_finished",
                     self._node_event(nr, outcome=outcome, restored=restored, error=error),
                 )
+            if not run.noop:
+                nr.ended = True  # the task's done callback is queued next (_counted_done)
+                run.quiet += 1
 
     async def _node_failure(self, nr: _NodeRun, exc: BaseException) -> NodeFailedError:
         if isinstance(exc, NodeFailedError) and exc.path == nr.path and exc.__cause__:
@@ -951,7 +989,7 @@ async def execute_async(
     seeds = _root_inputs(graph, inputs)
     run = _Run(checkpointer, observers, max_running)
     run.cp.watch_bodies(run.sem.running)
-    run.cp.watch_turns(alone_in_turn(run.loop, (_ScopeRun._task_done,)))
+    run.cp.watch_turns(alone_in_turn(run.loop, lambda: run.quiet))
     run.token = cancel
     if executor is not None:
         bodies = dump_bodies(graph, check_executor(executor))
