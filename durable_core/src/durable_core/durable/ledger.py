@@ -34,6 +34,7 @@ import threading
 from collections.abc import Callable
 from typing import Any, NamedTuple, NoReturn
 
+from durable_core._quickinit import quick_init
 from durable_core.durable.identities import new_id
 from durable_core.durable.proposal import Proposal, adopt, rollback
 from durable_core.errors import CheckpointError, ConflictError, DurableError
@@ -64,6 +65,11 @@ __all__ = [
 ]
 
 Mutation = Callable[["Proposal"], Any]
+
+_new_node = quick_init(NodeRecord, "node_id", "attempt", "reason", "outputs")
+"""``NodeRecord(node_id=…, attempt=…, reason=…, outputs=…)``: one per confirmed node."""
+_new_attempt = quick_init(AttemptRecord, "parent", "node_id", "boundary", "index", "limit", "state")
+"""``AttemptRecord(parent=…, …, state=…)``: one per attempt begun."""
 
 
 class Committed(NamedTuple):
@@ -676,15 +682,7 @@ def begin_attempt(
     if attempt_id in proposal.record.attempts:
         raise DurableError(f"attempt id {attempt_id} is already in the record")
     proposal.add_attempt(
-        attempt_id,
-        AttemptRecord(
-            parent=parent,
-            node_id=node_id,
-            boundary=boundary,
-            index=index,
-            limit=limit,
-            state=AttemptState.ACTIVE,
-        ),
+        attempt_id, _new_attempt(parent, node_id, boundary, index, limit, AttemptState.ACTIVE)
     )
 
 
@@ -747,6 +745,4 @@ def confirm_node(
         stored = record.attempts.get(try_id)
         if stored is not None and stored.state is AttemptState.ACTIVE:
             proposal.attempt(try_id).state = AttemptState.CONFIRMED
-    proposal.scope(scope_id).nodes[node_id] = NodeRecord(
-        node_id=node_id, attempt=attempt_id, reason=reason, outputs=list(outputs)
-    )
+    proposal.scope(scope_id).nodes[node_id] = _new_node(node_id, attempt_id, reason, list(outputs))

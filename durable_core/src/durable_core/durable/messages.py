@@ -300,6 +300,8 @@ class MessageBook:
     def confirmed(self, attempt_id: str, error: BaseException | None = None) -> None:
         """The node's confirmation was saved (or failed with ``error``): settle the final
         transaction's future."""
+        if not (self._outputs or self._inputs or self._kept or self._last or self._final):
+            return  # no stream or processor in flight: nothing held for this node
         self._outputs.pop(attempt_id, None)
         self._inputs.pop(attempt_id, None)
         self._kept.pop(attempt_id, None)

@@ -116,6 +116,11 @@ if {a.name for a in attrs.fields(RunRecord)} != {*_RUN_NAMES, *_RUN_MAPS}:  # pr
 _new_run = quick_init(RunRecord, *_RUN_NAMES, *_RUN_MAPS)  # in Proposal.__init__'s order
 # Every field named: the factory default of ``pending`` is never used.
 _STREAM_NAMES = (*_STREAM_FIELDS, "pending")
+# Every field named: the factory defaults are never used. One change of a scope and one of the
+# run record per save.
+_new_change = quick_init(ObjectChange, "fields", "maps", "whole", "splices")
+_new_partial = quick_init(Partial, "value", "change")
+_run_values = operator.attrgetter(*_RUN_FIELDS)
 _new_stream = quick_init(StreamRecord, *_STREAM_NAMES)
 _stream_values = operator.attrgetter(*_STREAM_FIELDS)
 
@@ -274,7 +279,7 @@ def _scope_partial(undo: Undo) -> Callable[[Any, Any], Any]:
         new.nodes = base
         if _scope_values(new) != _scope_values(old):
             return None  # a scope's own fields never change in practice: set it whole
-        return Partial(new, ObjectChange(maps={"nodes": changed}))
+        return _new_partial(new, _new_change([], {"nodes": changed}, [], {}))
 
     return partial
 
@@ -316,12 +321,10 @@ def _stream_partial(old: StreamRecord, new: StreamRecord) -> Any:
     splice = None if new.pending is old.pending else _pending_splice(old.pending, new.pending)
     if splice is None and new.pending is not old.pending:
         return None
-    change = ObjectChange(
-        fields=[name for name in _STREAM_FIELDS if _changed(getattr(new, name), getattr(old, name))]
-    )
-    if splice is not None and (splice.dropped or splice.appended):
-        change.splices["pending"] = splice
-    return Partial(new, change)
+    fields = [name for name in _STREAM_FIELDS if _changed(getattr(new, name), getattr(old, name))]
+    moved = splice is not None and (splice.dropped or splice.appended)
+    splices = {"pending": splice} if moved else {}
+    return _new_partial(new, _new_change(fields, {}, [], splices))
 
 
 def adopt(proposal: Proposal, committed: RunRecord) -> tuple[ObjectChange, Undo]:
@@ -336,8 +339,10 @@ def adopt(proposal: Proposal, committed: RunRecord) -> tuple[ObjectChange, Undo]
     """
     record = proposal.record
     undo: Undo = []
-    change = ObjectChange()
-    for name in _ADOPTED_FIELDS:
+    change = _new_change([], {}, [], {})
+    # A save changes the revision; the other fields rarely: one look tells they are the same.
+    same = all(map(operator.is_, _run_values(record), _run_values(committed)))
+    for name in ("revision",) if same else _ADOPTED_FIELDS:
         new, old = getattr(record, name), getattr(committed, name)
         if new is not old and (new != old or type(new) is not type(old)):
             setattr(committed, name, new)

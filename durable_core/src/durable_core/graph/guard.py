@@ -23,7 +23,7 @@ from durable_core.graph.checkpoint import Attempt, Checkpointer, NodeOutputs, Sc
 from durable_core.graph.definition import Graph, Node
 from durable_core.graph.keys import Key
 from durable_core.graph.results import RunStatus
-from durable_core.graph.signals import RunAborted, direct_call, settle
+from durable_core.graph.signals import RunAborted, settle
 from durable_core.graph.streams import Stream
 from durable_core.records import NodeReason
 
@@ -70,9 +70,16 @@ class CheckpointCalls:
         inside the chain (a Timeout may cancel them) run in a shielded task.
         """
         if nr is not None:
+            # direct_call's rules, without its coroutine (two of these calls per node):
+            if self.aborted:
+                coroutine.close()
+                raise RunAborted
             nr.in_call = True
             try:
-                result = await direct_call(self, coroutine)
+                result = await coroutine
+            except Exception as error:
+                self.abort(error)
+                raise RunAborted from error
             finally:
                 nr.in_call = False
             if nr.cancel_pending:  # the node was canceled during the call

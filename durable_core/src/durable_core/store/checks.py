@@ -92,6 +92,15 @@ def validate_save(run_id: str, record: object, expected_revision: object) -> Non
             after ``MAX_REVISION`` would overflow uint64), ``record.revision`` is not
             ``expected_revision + 1``, or ``record.run_id`` is not the session's run id.
     """
+    if (
+        type(record) is RunRecord
+        and type(expected_revision) is int
+        and 0 <= expected_revision < MAX_REVISION
+        and type(record.revision) is int
+        and record.revision == expected_revision + 1
+        and record.run_id == run_id
+    ):
+        return  # every check below passes: the usual save, told in one look
     if not isinstance(record, RunRecord):
         raise CorruptRecordError(
             f"save expects a RunRecord, found {type(record).__name__}; nothing was written"

@@ -34,6 +34,10 @@ MAX_REVISION = 2**64 - 1
 """Revisions are uint64 (R-STORE-3): a save that would pass this raises ``ConflictError``."""
 
 
+_MAKING_LOCK = threading.Lock()
+"""Held only while an :class:`EncodedRecord` makes the lock of its ``data``."""
+
+
 class EncodedRecord:
     """A record's encoding, handed to :meth:`Session.save` by a caller that already made it.
 
@@ -58,23 +62,29 @@ class EncodedRecord:
     __slots__ = ("_data", "_delta", "_lock", "_make")
 
     def __init__(self, data: bytes | Callable[[], bytes], delta: bytes | None = None) -> None:
-        if isinstance(data, bytes | bytearray | memoryview):
-            self._data: bytes | None = bytes(data)
+        kind = type(data)
+        if kind is bytes:
+            self._data: bytes | None = data
             self._make: Callable[[], bytes] | None = None
+        elif isinstance(data, bytes | bytearray | memoryview):
+            self._data = bytes(data)
+            self._make = None
         elif callable(data):
             self._data = None
             self._make = data
         else:
             raise TypeError(
                 f"EncodedRecord data must be bytes or a callable returning bytes, found "
-                f"{type(data).__name__}"
+                f"{kind.__name__}"
             )
-        if delta is not None and not isinstance(delta, bytes):
+        if delta is not None and type(delta) is not bytes and not isinstance(delta, bytes):
             raise TypeError(
                 f"EncodedRecord delta must be bytes or None, found {type(delta).__name__}"
             )
         self._delta = delta
-        self._lock = threading.Lock()
+        # Made on the first access of ``data`` that must call ``_make`` (most saves never
+        # ask): one lock per record would cost every save an allocation.
+        self._lock: threading.Lock | None = None
 
     @property
     def data(self) -> bytes:
@@ -82,7 +92,13 @@ class EncodedRecord:
         data = self._data
         if data is not None:
             return data
-        with self._lock:
+        lock = self._lock
+        if lock is None:
+            with _MAKING_LOCK:  # two threads asking at once share one lock
+                lock = self._lock
+                if lock is None:
+                    lock = self._lock = threading.Lock()
+        with lock:
             if self._data is None:
                 assert self._make is not None
                 made = self._make()
