@@ -238,11 +238,16 @@ class Proposal:
         self.record.attempts[attempt_id] = attempt
 
 
-Undo = list[Callable[[], None]]
+Undo = list[tuple[Any, str, Any]]
+"""What :func:`rollback` puts back, oldest step first: ``(map, key, old)`` restores an entry
+of a ``dict`` (``old`` is ``_MISSING`` for an entry that was added), ``(object, attribute,
+old)`` a field of a record object. Tuples, not functions: a save logs several steps."""
+
+Partially = Callable[[Any, Any, Undo], Any]
 
 
 def _apply_map(
-    base: dict[str, Any], overlay: Overlay, undo: Undo, partial: Callable[[Any, Any], Any] | None
+    base: dict[str, Any], overlay: Overlay, undo: Undo, partial: Partially | None
 ) -> dict[str, Any]:
     """Write ``overlay``'s changes into ``base`` (logged in ``undo``); the changed entries."""
     changed: dict[str, Any] = {}
@@ -252,36 +257,32 @@ def _apply_map(
             if old is _MISSING:
                 continue  # added and deleted by the same proposal
             del base[key]
-            undo.append(lambda key=key, old=old: base.__setitem__(key, old))
+            undo.append((base, key, old))
             changed[key] = GONE
             continue
         entry: Any = value
         if partial is not None and old is not _MISSING:
-            entry = partial(old, value) or value
+            entry = partial(old, value, undo) or value
         base[key] = value
-        if old is _MISSING:
-            undo.append(lambda key=key: base.__delitem__(key))
-        else:
-            undo.append(lambda key=key, old=old: base.__setitem__(key, old))
+        undo.append((base, key, old))
         changed[key] = entry
     return changed
 
 
-def _scope_partial(undo: Undo) -> Callable[[Any, Any], Any]:
-    def partial(old: ScopeRecord, new: ScopeRecord) -> Any:
-        nodes = new.nodes
-        if not isinstance(nodes, Overlay) or nodes.base is not old.nodes:
-            if isinstance(nodes, Overlay):
-                new.nodes = dict(nodes)
-            return None  # set whole
-        base = old.nodes
-        changed = _apply_map(base, nodes, undo, None)
-        new.nodes = base
-        if _scope_values(new) != _scope_values(old):
-            return None  # a scope's own fields never change in practice: set it whole
-        return _new_partial(new, _new_change([], {"nodes": changed}, [], {}))
-
-    return partial
+def _scope_partial(old: ScopeRecord, new: ScopeRecord, undo: Undo) -> Any:
+    """A scope changed in place: its nodes written into the committed map (logged in
+    ``undo``) and what changed among them; ``None`` (set it whole) otherwise."""
+    nodes = new.nodes
+    if not isinstance(nodes, Overlay) or nodes.base is not old.nodes:
+        if isinstance(nodes, Overlay):
+            new.nodes = dict(nodes)
+        return None  # set whole
+    base = old.nodes
+    changed = _apply_map(base, nodes, undo, None)
+    new.nodes = base
+    if _scope_values(new) != _scope_values(old):
+        return None  # a scope's own fields never change in practice: set it whole
+    return _new_partial(new, _new_change([], {"nodes": changed}, [], {}))
 
 
 def _sequence(message: Any) -> int:
@@ -314,7 +315,7 @@ def _changed(new: Any, old: Any) -> bool:
     return new is not old and (new != old or type(new) is not type(old))
 
 
-def _stream_partial(old: StreamRecord, new: StreamRecord) -> Any:
+def _stream_partial(old: StreamRecord, new: StreamRecord, undo: Undo) -> Any:
     """A stream entry changed in place: the fields that changed, and its pending list as a
     splice (S-2: a save's bytes follow what changed, not the group's backlog); ``None`` (set
     it whole) when its pending list did not change by drops and appends."""
@@ -346,7 +347,7 @@ def adopt(proposal: Proposal, committed: RunRecord) -> tuple[ObjectChange, Undo]
         new, old = getattr(record, name), getattr(committed, name)
         if new is not old and (new != old or type(new) is not type(old)):
             setattr(committed, name, new)
-            undo.append(lambda name=name, old=old: setattr(committed, name, old))
+            undo.append((committed, name, old))
             change.fields.append(name)
     for name in _RUN_MAPS:
         value = getattr(record, name)
@@ -354,13 +355,7 @@ def adopt(proposal: Proposal, committed: RunRecord) -> tuple[ObjectChange, Undo]
         if isinstance(value, Overlay) and value.base is base:
             if not value.changes:
                 continue
-            partial = (
-                _scope_partial(undo)
-                if name == "scopes"
-                else _stream_partial
-                if name == "streams"
-                else None
-            )
+            partial = _PARTIALS.get(name)
             changed = _apply_map(base, value, undo, partial)
             if changed:
                 change.maps[name] = changed
@@ -372,13 +367,23 @@ def adopt(proposal: Proposal, committed: RunRecord) -> tuple[ObjectChange, Undo]
                 if isinstance(scope.nodes, Overlay):
                     whole[scope_id] = attrs.evolve(scope, nodes=dict(scope.nodes))
         setattr(committed, name, whole)
-        undo.append(lambda name=name, base=base: setattr(committed, name, base))
+        undo.append((committed, name, base))
         change.whole.append(name)
     return change, undo
 
 
+_PARTIALS: dict[str, Partially] = {"scopes": _scope_partial, "streams": _stream_partial}
+"""By map: how an entry changed in place is told apart from one set whole."""
+
+
 def rollback(undo: Undo) -> None:
     """Undo an :func:`adopt`, newest step first: the committed record is as it was."""
-    for step in reversed(undo):
-        step()
+    for target, key, old in reversed(undo):
+        if isinstance(target, dict):
+            if old is _MISSING:
+                del target[key]
+            else:
+                target[key] = old
+        else:
+            setattr(target, key, old)
     undo.clear()
