@@ -425,7 +425,7 @@ class DurableCheckpointer(Checkpointer):
         return attempt
 
     async def begin_node(self, scope: Scope, node: Any) -> Attempt:
-        restored = self.restore_node(scope, node)
+        restored = self.restore_node(scope, node) if self._restored else None
         if restored is not None:
             return restored
         for attempt_id, stored in self._history.get((scope.id, node.id, ""), ()):
@@ -457,7 +457,8 @@ class DurableCheckpointer(Checkpointer):
         # Not saved yet: the root attempt is written with the first change that needs it.
         self._unsaved[attempt_id] = begin
         attempt = _new_attempt(attempt_id, scope, node)
-        self._event(EventKind.ATTEMPT_STARTED, attempt)
+        if self._listening:  # (each node's own events: no call when nobody listens)
+            self._event(EventKind.ATTEMPT_STARTED, attempt)
         return attempt
 
     async def begin_try(self, parent: Attempt, boundary: str, index: int, limit: int) -> Attempt:
@@ -611,11 +612,13 @@ class DurableCheckpointer(Checkpointer):
             self._messages.confirmed(attempt_id, exc)
             raise
         self._messages.confirmed(attempt_id)
-        self._event(EventKind.NODE_CONFIRMED, attempt, revision=saved.revision)
+        if self._listening:
+            self._event(EventKind.NODE_CONFIRMED, attempt, revision=saved.revision)
 
     def node_running(self, attempt: Attempt) -> None:
         # No save: the history learns when the body started (its wait for inputs ended).
-        self._event(EventKind.NODE_RUNNING, attempt)
+        if self._listening:
+            self._event(EventKind.NODE_RUNNING, attempt)
 
     def watch_bodies(self, running: Callable[[], int]) -> None:
         # While no body runs, a save on the event loop holds up nobody (see Ledger.save_when);
