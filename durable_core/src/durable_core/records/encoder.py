@@ -67,6 +67,20 @@ _MAP_FIELDS = {cls: _record_map_fields(cls) for cls in _SPECS}
 
 _FIELDS_BY_ATTR = {cls: {f.attr: f for f in spec.fields} for cls, spec in _SPECS.items()}
 
+_QUOTED = {cls: {f.attr: _STR(f.key) for f in spec.fields} for cls, spec in _SPECS.items()}
+"""By class and attribute: the JSON text of the field's key (``"Revision"`` with its quotes)."""
+
+_MAP_PLAN = {
+    cls: {
+        f.attr: (f.key, _STR(f.key) + ",", _MAP_FIELDS[cls][f.key])
+        for f in spec.fields
+        if f.key in _MAP_FIELDS[cls]
+    }
+    for cls, spec in _SPECS.items()
+}
+"""By class and attribute of a map field: its key, its key's JSON text followed by the comma
+of a path, and the class of its entries (worked out once, not in every save)."""
+
 
 def _field_text(cls: type, field: _Field, value: Any) -> str:
     """The canonical JSON text of ``value`` (not None) as ``field`` of a ``cls``.
@@ -440,10 +454,11 @@ class RecordEncoder:
         without its closing bracket (``[`` for the record, ``["Scopes","<id>",`` for a
         scope)."""
         fields = _FIELDS_BY_ATTR[cls]
+        quoted_keys = _QUOTED[cls]
         for attr in change.fields:
             field = fields[attr]
             item = getattr(value, attr)
-            quoted = _STR(field.key)
+            quoted = quoted_keys[attr]
             if item is None and field.omit_none:
                 if memo.fields.pop(field.key, None) is not None:
                     unsets.append(f"{path}{quoted}]")
@@ -457,11 +472,11 @@ class RecordEncoder:
                 field = fields[attr]
                 parts = memo.maps[field.key] = _Parts.build(maps[field.key], getattr(value, attr))
                 sets.append(f"[{path}{_STR(field.key)}],{parts.text()}]")
+        plan = _MAP_PLAN[cls]
         for attr, entries in change.maps.items():
-            field = fields[attr]
-            entry_cls = _MAP_FIELDS[cls][field.key]
-            parts = memo.maps[field.key]
-            within = path + _STR(field.key) + ","
+            map_key, quoted_key, entry_cls = plan[attr]
+            parts = memo.maps[map_key]
+            within = path + quoted_key
             for key, entry in entries.items():
                 if type(key) is not str:
                     raise TypeError("expected str map keys")
