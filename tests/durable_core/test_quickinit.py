@@ -11,6 +11,7 @@ import pytest
 from durable_core import Graph, Key, NodeReason
 from durable_core._quickinit import quick_init
 from durable_core.graph.checkpoint import Attempt, NodeOutputs, Scope
+from durable_core.records import NodeRecord, RunRecord, ValueRecord, ValueState
 
 
 def _fields(value: Any) -> dict[str, Any]:
@@ -40,6 +41,22 @@ def test_checked_outputs_are_the_node_outputs_attrs_builds():
     assert made == expected and _fields(made) == _fields(expected)
     partial = quick_init(NodeOutputs, "reason")(NodeReason.SKIPPED)
     assert _fields(partial) == _fields(NodeOutputs(NodeReason.SKIPPED))
+
+
+def test_a_record_object_that_is_not_frozen_is_the_one_attrs_builds() -> None:
+    # Such a class takes plain attribute stores: the same fields, defaults for the others,
+    # and it stays changeable (the ledger sets a proposed record's revision).
+    node = quick_init(NodeRecord, "node_id", "attempt", "outputs")("n", "a" * 32, [])
+    expected = NodeRecord(node_id="n", attempt="a" * 32, outputs=[])
+    assert type(node) is NodeRecord and node == expected and _fields(node) == _fields(expected)
+    value = quick_init(ValueRecord, "name", "state")("k", ValueState.SKIPPED)
+    assert _fields(value) == _fields(ValueRecord(name="k", state=ValueState.SKIPPED))
+    names = [f.name for f in attrs.fields(RunRecord)]
+    args = [f"v{i}" for i in range(len(names))]
+    record = quick_init(RunRecord, *names)(*args)
+    assert _fields(record) == dict(zip(names, args, strict=True))
+    record.revision = 7
+    assert record.revision == 7
 
 
 @attrs.frozen

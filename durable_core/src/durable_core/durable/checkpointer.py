@@ -106,6 +106,8 @@ log = logging.getLogger("durable_core.durable")
 # ``Attempt(id=…, scope=…, node=…, restored=…)``, built once per restored node of a resume.
 _restored_attempt = quick_init(Attempt, "id", "scope", "node", "restored")
 _new_attempt = quick_init(Attempt, "id", "scope", "node")
+_new_value = quick_init(ValueRecord, "name", "type_id", "version", "state", "digest", "data")
+"""``ValueRecord(name=…, type_id=…, version=…, state=…, digest=…, data=…)``: one per output."""
 
 # ``NodeReason(reason)`` for the reasons the engine gives (its values and its members).
 _REASONS: dict[Any, NodeReason] = {
@@ -153,13 +155,13 @@ def encode_value_record(codecs: Codecs, key: Any, ready: bool, value: Any = None
             "source (StreamBook.output_record), never through a codec"
         )
     encoded = codecs.encode_value(key.type, value, name=key.name)
-    return ValueRecord(
-        name=key.name,
-        type_id=encoded.codec_id,
-        version=encoded.version,
-        state=ValueState.READY,
-        digest=encoded.digest,
-        data=encoded.data,
+    return _new_value(  # type: ignore[no-any-return]
+        key.name,
+        encoded.codec_id,
+        encoded.version,
+        ValueState.READY,
+        encoded.digest,
+        encoded.data,
     )
 
 
