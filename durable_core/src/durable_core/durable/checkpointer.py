@@ -50,6 +50,7 @@ restored nodes either way.
 from __future__ import annotations
 
 import logging
+import operator
 from collections import defaultdict
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -106,6 +107,7 @@ log = logging.getLogger("durable_core.durable")
 # ``Attempt(id=…, scope=…, node=…, restored=…)``, built once per restored node of a resume.
 _restored_attempt = quick_init(Attempt, "id", "scope", "node", "restored")
 _new_attempt = quick_init(Attempt, "id", "scope", "node")
+_IS_STREAM = operator.attrgetter("stream")  # whether a key is a stream key, read in C
 _new_value = quick_init(ValueRecord, "name", "type_id", "version", "state", "digest", "data")
 """``ValueRecord(name=…, type_id=…, version=…, state=…, digest=…, data=…)``: one per output."""
 
@@ -453,8 +455,7 @@ class DurableCheckpointer(Checkpointer):
         scope_id, node_id = scope.id, node.id
 
         def begin(proposal: L.Proposal) -> None:
-            if attempt_id not in proposal.record.attempts:
-                L.begin_attempt(proposal, attempt_id, parent=scope_id, node_id=node_id)
+            L.begin_attempt(proposal, attempt_id, parent=scope_id, node_id=node_id, if_new=True)
 
         # Not saved yet: the root attempt is written with the first change that needs it.
         self._unsaved[attempt_id] = begin
@@ -571,8 +572,8 @@ class DurableCheckpointer(Checkpointer):
         roles = self._roles.get(node)
         if roles is None:
             roles = self._roles[node] = (
-                any(key.stream for key in node.provides),
-                node.child is None and any(key.stream for key in node.requires),
+                any(map(_IS_STREAM, node.provides)),
+                node.child is None and any(map(_IS_STREAM, node.requires)),
                 node.processor is not None,
             )
         produces, reads, processor = roles

@@ -275,7 +275,8 @@ class Ledger:
             CheckpointError: the save failed, or an earlier one did; the ledger is stopped.
         """
         with self._lock:
-            self._raise_if_stopped()
+            if self._error is not None:
+                raise self._error
             with self._deferred_lock:
                 deferred, self._deferred = self._deferred, []
             proposal = Proposal(self.record)
@@ -343,7 +344,8 @@ class Ledger:
             CheckpointError: the save failed, or the ledger was already stopped.
             Exception: the mutation itself raised (nothing of it was saved).
         """
-        self._raise_if_stopped()
+        if self._error is not None:
+            raise self._error
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Committed] = loop.create_future()
         self._pending.append((mutation, future))
@@ -673,13 +675,19 @@ def begin_attempt(
     boundary: str = "",
     index: int = 1,
     limit: int = 1,
+    if_new: bool = False,
 ) -> None:
     """Record a new active attempt (R-ATT-1…3).
 
+    ``if_new``: when the attempt is in the record already, change nothing (a root attempt
+    written with the first change that needs it) instead of raising.
+
     Raises:
-        DurableError: ``attempt_id`` is taken.
+        DurableError: ``attempt_id`` is taken (and ``if_new`` is False).
     """
     if attempt_id in proposal.record.attempts:
+        if if_new:
+            return
         raise DurableError(f"attempt id {attempt_id} is already in the record")
     proposal.add_attempt(
         attempt_id, _new_attempt(parent, node_id, boundary, index, limit, AttemptState.ACTIVE)

@@ -185,14 +185,18 @@ class Proposal:
             KeyError: no such scope.
         """
         scopes = self.record.scopes
-        scope = scopes[scope_id]
-        if not isinstance(scopes, Overlay):  # the proposal replaced the whole map: copy
-            own = attrs.evolve(scope, nodes=dict(scope.nodes))
-            scopes[scope_id] = own
+        if type(scopes) is Overlay:  # read and written in place: a few of these per save
+            own = scopes.changes.get(scope_id, _MISSING)
+            if own is GONE:
+                raise KeyError(scope_id)
+            if own is not _MISSING:
+                return own  # already the proposal's own
+            scope = scopes.base[scope_id]
+            own = _scope_over(scope, Overlay(scope.nodes))
+            scopes.changes[scope_id] = own
             return own
-        if scope_id in scopes.changes:
-            return scope  # already the proposal's own
-        own = _scope_over(scope, Overlay(scope.nodes))
+        scope = scopes[scope_id]  # the proposal replaced the whole map: copy
+        own = attrs.evolve(scope, nodes=dict(scope.nodes))
         scopes[scope_id] = own
         return own
 
@@ -203,10 +207,16 @@ class Proposal:
             KeyError: no such attempt.
         """
         attempts = self.record.attempts
-        attempt = attempts[attempt_id]
-        if isinstance(attempts, Overlay) and attempt_id in attempts.changes:
-            return attempt
-        own = _copy_attempt(attempt)
+        if type(attempts) is Overlay:
+            own = attempts.changes.get(attempt_id, _MISSING)
+            if own is GONE:
+                raise KeyError(attempt_id)
+            if own is not _MISSING:
+                return own  # added or copied by this proposal already
+            own = _copy_attempt(attempts.base[attempt_id])
+            attempts.changes[attempt_id] = own
+            return own
+        own = _copy_attempt(attempts[attempt_id])
         attempts[attempt_id] = own
         return own
 
@@ -235,7 +245,11 @@ class Proposal:
 
     def add_attempt(self, attempt_id: str, attempt: AttemptRecord) -> None:
         """Add a new attempt record (owned by this proposal)."""
-        self.record.attempts[attempt_id] = attempt
+        attempts = self.record.attempts
+        if type(attempts) is Overlay:
+            attempts.changes[attempt_id] = attempt
+        else:
+            attempts[attempt_id] = attempt
 
 
 Undo = list[tuple[Any, str, Any]]

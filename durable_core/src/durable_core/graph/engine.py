@@ -22,6 +22,7 @@ import contextlib
 import functools
 import inspect
 import logging
+import operator
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -55,6 +56,9 @@ from durable_core.records import NodeReason
 __all__ = ["DEFAULT_MAX_RUNNING", "execute", "execute_async"]
 
 _log = logging.getLogger("durable_core.graph")
+
+_QUIET = operator.attrgetter("quiet")
+"""A run's count of quiet handles (``_Run.quiet``), read without a Python call."""
 
 DEFAULT_MAX_RUNNING = 8
 """Bodies running at once when ``max_running`` is not given."""
@@ -989,7 +993,7 @@ async def execute_async(
     seeds = _root_inputs(graph, inputs)
     run = _Run(checkpointer, observers, max_running)
     run.cp.watch_bodies(run.sem.running)
-    run.cp.watch_turns(alone_in_turn(run.loop, lambda: run.quiet))
+    run.cp.watch_turns(alone_in_turn(run.loop, functools.partial(_QUIET, run)))
     run.token = cancel
     if executor is not None:
         bodies = dump_bodies(graph, check_executor(executor))

@@ -133,7 +133,10 @@ class _Parts:
             sub = self.subs[key] = _Object.build(cls, value)
             text = sub.text()
         else:
-            text = _entry_text(cls, value)
+            try:  # _entry_text, without its call (two entries a save)
+                text = _TEXT[cls](value)
+            except _Slow:
+                text = _DUMPS(_CODECS[cls][1](_Writer(False), value, None, None))
         parts = self.parts
         if key not in parts:
             self.added.append(key)
