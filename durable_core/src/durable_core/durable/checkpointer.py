@@ -314,7 +314,7 @@ class DurableCheckpointer(Checkpointer):
         """The mutation that writes ``attempt``'s root attempt when it is not saved yet (a
         no-op otherwise); from now on it counts as saved. Put it first in the mutation of the
         change that needs the root attempt in the record."""
-        begin = self._unsaved.pop(attempt.root.id, None)
+        begin = self._unsaved.pop((attempt if attempt.parent is None else attempt.root).id, None)
         return begin if begin is not None else _nothing
 
     def _event(
@@ -574,7 +574,7 @@ class DurableCheckpointer(Checkpointer):
             roles = self._roles[node] = (
                 any(map(_IS_STREAM, node.provides)),
                 node.child is None and any(map(_IS_STREAM, node.requires)),
-                node.processor is not None,
+                isinstance(node.body, Processor),  # node.processor is not None
             )
         produces, reads, processor = roles
         group = attempt.path if reads else ""
@@ -582,7 +582,7 @@ class DurableCheckpointer(Checkpointer):
         released = self._released(attempt) if self._sub_inputs else ()
         given = outputs.reason
         reason = (_REASONS.get(given) if isinstance(given, str) else None) or NodeReason(given)
-        scope_id, node_id, attempt_id = attempt.scope.id, attempt.node_id, attempt.id
+        scope_id, node_id, attempt_id = attempt.scope.id, node.id, attempt.id
         tries = self._successful_tries(attempt_id) if attempt_id in self._tries else ()
         root = self._take_unsaved(attempt)
 

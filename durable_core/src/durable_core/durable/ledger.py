@@ -586,7 +586,7 @@ class Ledger:
                             after[i] = place.get(id(before), -1)
         with self._lock:
             results = self.commit_each(mutations, after)
-            return results, self.revision
+            return results, self._record.revision  # commit_each read the record
 
     def _raise_if_stopped(self) -> None:
         if self._error is not None:
@@ -595,7 +595,7 @@ class Ledger:
     def _save(self, proposal: Proposal) -> None:
         """Adopt ``proposal`` into the committed record, save it, and undo the adoption when
         the save fails (R-RT-1: a failed save leaves the committed record as it was)."""
-        committed = self.record
+        committed = self._record  # the proposal was made over it
         expected = committed.revision
         if expected >= MAX_REVISION:
             self._stop(

@@ -108,12 +108,18 @@ _new_attempt = quick_init(AttemptRecord, *_ATTEMPT_NAMES)
 _attempt_values = operator.attrgetter(*_ATTEMPT_NAMES)
 _SCOPE_NAMES = ("graph", "path", "inputs", "nodes", "bindings")
 if {a.name for a in attrs.fields(ScopeRecord)} != set(_SCOPE_NAMES):  # pragma: no cover
-    raise TypeError("ScopeRecord's fields changed: update _SCOPE_NAMES and _scope_over")
+    raise TypeError("ScopeRecord's fields changed: update _SCOPE_NAMES and Proposal.scope")
 _new_scope = quick_init(ScopeRecord, *_SCOPE_NAMES)
 _RUN_NAMES = ("run_id", "format", "revision", "version", "definition", "inputs", "root_scope")
 if {a.name for a in attrs.fields(RunRecord)} != {*_RUN_NAMES, *_RUN_MAPS}:  # pragma: no cover
     raise TypeError("RunRecord's fields changed: update _RUN_NAMES and Proposal.__init__")
-_new_run = quick_init(RunRecord, *_RUN_NAMES, *_RUN_MAPS)  # in Proposal.__init__'s order
+if (  # pragma: no cover - Proposal.__init__ stores these fields without the classes' calls
+    Overlay.__slots__ != ("base", "changes")
+    or RunRecord.__setattr__ is not object.__setattr__
+    or "__slots__" not in RunRecord.__dict__
+):
+    raise TypeError("Overlay's or RunRecord's fields changed: update Proposal.__init__")
+_new_object = object.__new__
 # Every field named: the factory default of ``pending`` is never used.
 _STREAM_NAMES = (*_STREAM_FIELDS, "pending")
 # Every field named: the factory defaults are never used. One change of a scope and one of the
@@ -137,11 +143,6 @@ def _copy_stream(stream: StreamRecord) -> StreamRecord:
     return _new_stream(*_stream_values(stream), list(stream.pending))  # type: ignore[no-any-return]
 
 
-def _scope_over(scope: ScopeRecord, nodes: Any) -> ScopeRecord:
-    """``attrs.evolve(scope, nodes=nodes)``, built as :func:`_copy_attempt` is."""
-    return _new_scope(scope.graph, scope.path, scope.inputs, nodes, scope.bindings)  # type: ignore[no-any-return]
-
-
 class Proposal:
     """The record proposed by one commit: changes over the committed record, never a copy.
 
@@ -162,20 +163,26 @@ class Proposal:
 
     def __init__(self, committed: RunRecord) -> None:
         self.committed = committed
-        self.record = _new_run(  # one per save: RunRecord(...) without attrs' generic path
-            committed.run_id,
-            RECORD_FORMAT,
-            committed.revision,
-            committed.version,
-            committed.definition,
-            committed.inputs,
-            committed.root_scope,
-            Overlay(committed.scopes),
-            Overlay(committed.attempts),
-            Overlay(committed.streams),
-            Overlay(committed.messages),
-            Overlay(committed.managed),
-        )
+        # One per save: the record and its five overlays stored field by field in this one
+        # call (what RunRecord(...) and Overlay(...) store, without their calls).
+        record = self.record = _new_object(RunRecord)
+        record.run_id = committed.run_id
+        record.format = RECORD_FORMAT
+        record.revision = committed.revision
+        record.version = committed.version
+        record.definition = committed.definition
+        record.inputs = committed.inputs
+        record.root_scope = committed.root_scope
+        record.scopes = overlay = _new_object(Overlay)
+        overlay.base, overlay.changes = committed.scopes, {}
+        record.attempts = overlay = _new_object(Overlay)
+        overlay.base, overlay.changes = committed.attempts, {}
+        record.streams = overlay = _new_object(Overlay)
+        overlay.base, overlay.changes = committed.streams, {}
+        record.messages = overlay = _new_object(Overlay)
+        overlay.base, overlay.changes = committed.messages, {}
+        record.managed = overlay = _new_object(Overlay)
+        overlay.base, overlay.changes = committed.managed, {}
 
     def scope(self, scope_id: str) -> ScopeRecord:
         """The proposal's own, changeable copy of scope ``scope_id`` (its ``nodes`` map is an
@@ -192,7 +199,9 @@ class Proposal:
             if own is not _MISSING:
                 return own  # already the proposal's own
             scope = scopes.base[scope_id]
-            own = _scope_over(scope, Overlay(scope.nodes))
+            nodes = _new_object(Overlay)  # Overlay(scope.nodes), as in __init__
+            nodes.base, nodes.changes = scope.nodes, {}
+            own = _new_scope(scope.graph, scope.path, scope.inputs, nodes, scope.bindings)
             scopes.changes[scope_id] = own
             return own
         scope = scopes[scope_id]  # the proposal replaced the whole map: copy
