@@ -23,6 +23,8 @@ import typing
 from collections.abc import Callable
 from typing import Any
 
+import attrs
+
 from durable_core.records import model as r
 from durable_core.records.fields import (
     _LONE_SURROGATE,
@@ -67,6 +69,25 @@ def _quick_bytes(raw: Any) -> bytes:
     if binascii.b2a_base64(data, newline=False) != raw.encode("ascii"):
         raise _Slow  # not the canonical spelling
     return data
+
+
+def _plain_class(cls: type, fields: Any) -> bool:
+    """Whether storing ``fields`` (in order) one by one on ``object.__new__(cls)`` builds the
+    object ``cls(*values)`` builds: a slotted attrs class that is not frozen, whose slots are
+    exactly its fields, in the order of ``fields``, none with a validator or converter, and
+    without init hooks (each record class, checked when the readers are made)."""
+    if not attrs.has(cls) or "__slots__" not in cls.__dict__:
+        return False
+    declared = attrs.fields(cls)
+    return (
+        cls.__setattr__ is object.__setattr__
+        and not hasattr(cls, "__attrs_pre_init__")
+        and not hasattr(cls, "__attrs_post_init__")
+        and {slot for slot in cls.__dict__["__slots__"] if slot != "__weakref__"}
+        == {a.name for a in declared}
+        and [a.name for a in declared] == [field.attr for field in fields]
+        and all(a.validator is None and a.converter is None and a.init for a in declared)
+    )
 
 
 def _build_quick_readers() -> Callable[[Any, list[int]], Any]:
@@ -181,8 +202,14 @@ def _build_quick_readers() -> Callable[[Any, list[int]], Any]:
         lines.append("        raise _Slow from None")
         if optional:
             lines.append(f"    if k != {required}: raise _Slow")
-        arguments = ", ".join(f"a{index}" for index in range(len(spec.fields)))
-        lines.append(f"    return {cls.__name__}({arguments})")
+        if _plain_class(cls, spec.fields):  # the fields stored as __init__ would, no call
+            lines.append(f"    o = _new({cls.__name__})")
+            lines.extend(f"    o.{f.attr} = a{index}" for index, f in enumerate(spec.fields))
+            lines.append("    return o")
+        else:
+            arguments = ", ".join(f"a{index}" for index in range(len(spec.fields)))
+            lines.append(f"    return {cls.__name__}({arguments})")
+    names["_new"] = object.__new__
     _linecache_and_compile("\n".join(lines) + "\n", "quick-readers", names)
     return names["_quick_RunRecord"]  # type: ignore[no-any-return]
 
