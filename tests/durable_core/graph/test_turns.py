@@ -62,6 +62,29 @@ def test_a_loop_without_a_readable_queue_is_never_alone() -> None:
     assert alone() is False
 
 
+def _chain(count: int) -> tuple[Graph, list[Key[int]]]:
+    """Nodes ``n0`` … that each add one to the value of the one before."""
+    keys = [Key(f"k{i}", int) for i in range(count + 1)]
+    g = Graph("chain", inputs=[keys[0]])
+    for i in range(count):
+
+        async def body(rc: Any, src: Key[int] = keys[i], dst: Key[int] = keys[i + 1]) -> None:
+            rc.set(dst, rc.get(src) + 1)
+
+        g.add_node(f"n{i}", body, requires=[keys[i]], provides=[keys[i + 1]])
+    return g, keys
+
+
+def _fan_out(g: Graph, source: Key[int], outs: list[Key[int]]) -> None:
+    """Readers ``r0`` … of ``source``, reader ``i`` setting ``outs[i]`` to it plus ``i``."""
+    for i, out in enumerate(outs):
+
+        async def reader(rc: Any, out: Key[int] = out, i: int = i) -> None:
+            rc.set(out, rc.get(source) + i)
+
+        g.add_node(f"r{i}", reader, requires=[source], provides=[out])
+
+
 class _Watching(Checkpointer):
     """Records, at each confirmation, what the engine's predicate says."""
 
@@ -81,14 +104,7 @@ def test_the_engine_counts_nodes_waiting_for_inputs_and_ended_tasks_as_quiet() -
     # finds only such waiting first steps and the done callbacks of ended nodes queued, so
     # each one is alone. After a fan-out, the first reader finds its siblings ready to run.
     count = 20
-    keys = [Key(f"k{i}", int) for i in range(count + 1)]
-    g = Graph("chain", inputs=[keys[0]])
-    for i in range(count):
-
-        async def body(rc: Any, src: Key[int] = keys[i], dst: Key[int] = keys[i + 1]) -> None:
-            rc.set(dst, rc.get(src) + 1)
-
-        g.add_node(f"n{i}", body, requires=[keys[i]], provides=[keys[i + 1]])
+    g, keys = _chain(count)
     watching = _Watching()
     result = execute(g, {keys[0]: 0}, checkpointer=watching)
     assert result.status == "completed" and result[keys[count]] == count
@@ -102,12 +118,7 @@ def test_the_engine_counts_nodes_waiting_for_inputs_and_ended_tasks_as_quiet() -
         rc.set(top, rc.get(seed) + 1)
 
     fan.add_node("top", first, requires=[seed], provides=[top])
-    for i, out in enumerate(outs):
-
-        async def reader(rc: Any, out: Key[int] = out, i: int = i) -> None:
-            rc.set(out, rc.get(top) + i)
-
-        fan.add_node(f"r{i}", reader, requires=[top], provides=[out])
+    _fan_out(fan, top, outs)
     watching = _Watching()
     result = execute(fan, {seed: 1}, checkpointer=watching)
     assert result.status == "completed" and [result[o] for o in outs] == [2, 3, 4, 5, 6]
@@ -144,12 +155,7 @@ def test_child_tasks_canceled_by_a_failed_sub_try_leave_the_count_exact() -> Non
     parent = Graph("parent", inputs=[seed])
     parent.sub("sub", child, bindings=[In(seed, cin), Out(links[-1], out)], aspects=[Retry(2)])
     outs = [Key(f"r{i}", int) for i in range(4)]
-    for i, key in enumerate(outs):
-
-        async def reader(rc: Any, key: Key[int] = key, i: int = i) -> None:
-            rc.set(key, rc.get(out) + i)
-
-        parent.add_node(f"r{i}", reader, requires=[out], provides=[key])
+    _fan_out(parent, out, outs)
     watching = _Watching()
     result = execute(parent, {seed: 0}, checkpointer=watching)
     assert result.status == "completed" and [result[k] for k in outs] == [5, 6, 7, 8]
@@ -202,14 +208,7 @@ def test_a_chain_confirms_each_node_in_its_own_save_and_resumes_exactly() -> Non
     # Each node of a chain commits alone (its successor waits for its outputs): one save per
     # confirmed node, made at once, and the record is the one a resume expects.
     count = 50
-    keys = [Key(f"k{i}", int) for i in range(count + 1)]
-    g = Graph("chain", inputs=[keys[0]])
-    for i in range(count):
-
-        async def body(rc: Any, src: Key[int] = keys[i], dst: Key[int] = keys[i + 1]) -> None:
-            rc.set(dst, rc.get(src) + 1)
-
-        g.add_node(f"n{i}", body, requires=[keys[i]], provides=[keys[i + 1]])
+    g, keys = _chain(count)
 
     events: list[RecoveryEvent] = []
     store = MemoryStore()
