@@ -122,13 +122,13 @@ if (  # pragma: no cover - Proposal.__init__ stores these fields without the cla
 _new_object = object.__new__
 # Every field named: the factory default of ``pending`` is never used.
 _STREAM_NAMES = (*_STREAM_FIELDS, "pending")
+_new_stream = quick_init(StreamRecord, *_STREAM_NAMES)
+_stream_values = operator.attrgetter(*_STREAM_FIELDS)
 # Every field named: the factory defaults are never used. One change of a scope and one of the
 # run record per save.
 _new_change = quick_init(ObjectChange, "fields", "maps", "whole", "splices")
 _new_partial = quick_init(Partial, "value", "change")
 _run_values = operator.attrgetter(*_RUN_FIELDS)
-_new_stream = quick_init(StreamRecord, *_STREAM_NAMES)
-_stream_values = operator.attrgetter(*_STREAM_FIELDS)
 
 
 def _copy_attempt(attempt: AttemptRecord) -> AttemptRecord:
