@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Mapping
-from typing import Any, Protocol
+from collections.abc import Awaitable, Mapping
+from typing import Any
 
 from durable_core._words import a
 from durable_core.errors import CorruptRecordError
@@ -23,18 +23,11 @@ from durable_core.graph.checkpoint import Attempt, Checkpointer, NodeOutputs, Sc
 from durable_core.graph.definition import Graph, Node
 from durable_core.graph.keys import Key
 from durable_core.graph.results import RunStatus
-from durable_core.graph.signals import RunAborted, settle
+from durable_core.graph.signals import NodeCall, RunAborted, direct_call, settle
 from durable_core.graph.streams import Stream
 from durable_core.records import NodeReason
 
 __all__ = ["CheckpointCalls", "NodeCall", "RunAborted", "settle"]
-
-
-class NodeCall(Protocol):
-    """The part of a node's run the guard flags while a call of that node is in progress."""
-
-    in_call: bool
-    cancel_pending: bool
 
 
 class CheckpointCalls:
@@ -61,31 +54,21 @@ class CheckpointCalls:
     def _stop(self) -> None:
         """Called once, on the first abort: the scheduler cancels what still runs."""
 
-    async def _call(self, coroutine: Any, nr: NodeCall | None = None) -> Any:
+    def _call(self, coroutine: Any, nr: NodeCall | None = None) -> Awaitable[Any]:
         """Await a checkpointer call; a failure stops the run (``RunAborted``).
 
         The engine never cancels a call in progress. Calls made by a node outside its aspect
         chain (``nr`` given) can only be canceled by a scope's ``cancel_all``, which defers the
-        cancellation of a node inside such a call until it returns: no task is needed. Calls
-        inside the chain (a Timeout may cancel them) run in a shielded task.
+        cancellation of a node inside such a call until it returns: no task is needed, and the
+        call is :func:`direct_call` itself (no coroutine of this method around it: two such
+        calls per node). Calls inside the chain (a Timeout may cancel them) run in a shielded
+        task.
         """
         if nr is not None:
-            # direct_call's rules, without its coroutine (two of these calls per node):
-            if self.aborted:
-                coroutine.close()
-                raise RunAborted
-            nr.in_call = True
-            try:
-                result = await coroutine
-            except Exception as error:
-                self.abort(error)
-                raise RunAborted from error
-            finally:
-                nr.in_call = False
-            if nr.cancel_pending:  # the node was canceled during the call
-                nr.cancel_pending = False
-                raise asyncio.CancelledError()
-            return result
+            return direct_call(self, coroutine, nr)
+        return self._shielded(coroutine)
+
+    async def _shielded(self, coroutine: Any) -> Any:
         if self.aborted:
             coroutine.close()
             raise RunAborted

@@ -16,7 +16,7 @@ import types
 from collections.abc import Coroutine
 from typing import Any, Protocol, TypeVar
 
-__all__ = ["Abortable", "RunAborted", "direct_call", "eager_call", "settle"]
+__all__ = ["Abortable", "NodeCall", "RunAborted", "direct_call", "eager_call", "settle"]
 
 T = TypeVar("T")
 
@@ -45,22 +45,49 @@ async def settle(future: asyncio.Future[Any]) -> None:
             await asyncio.shield(future)
 
 
-async def direct_call(run: Abortable, coroutine: Coroutine[Any, Any, T]) -> T:
+class NodeCall(Protocol):
+    """The part of a node's run flagged while a checkpointer call of that node is in progress."""
+
+    in_call: bool
+    cancel_pending: bool
+
+
+async def direct_call(
+    run: Abortable, coroutine: Coroutine[Any, Any, T], nr: NodeCall | None = None
+) -> T:
     """Await a checkpointer call in the caller's task (no task of its own), for calls that
     answer at once or only queue a save; a failure stops the run, like any checkpointer call.
+
+    With ``nr`` (a node's call outside its aspect chain), ``nr.in_call`` is true during the
+    call: a scope's ``cancel_all`` then sets ``nr.cancel_pending`` instead of canceling the
+    node, and the node is canceled here once the call has returned.
 
     Raises:
         RunAborted: the run was already stopped (the call is not made), or the call raised
             (the run is stopped with its error, the cause of this one).
+        asyncio.CancelledError: ``nr`` was canceled during the call.
     """
     if run.aborted:
         coroutine.close()
         raise RunAborted
+    if nr is None:
+        try:
+            return await coroutine
+        except Exception as error:
+            run.abort(error)
+            raise RunAborted from error
+    nr.in_call = True
     try:
-        return await coroutine
+        result = await coroutine
     except Exception as error:
         run.abort(error)
         raise RunAborted from error
+    finally:
+        nr.in_call = False
+    if nr.cancel_pending:  # the node was canceled during the call
+        nr.cancel_pending = False
+        raise asyncio.CancelledError()
+    return result
 
 
 def eager_call(run: Abortable, coroutine: Coroutine[Any, Any, Any]) -> asyncio.Future[Any]:

@@ -133,10 +133,7 @@ class _Parts:
             sub = self.subs[key] = _Object.build(cls, value)
             text = sub.text()
         else:
-            try:  # _entry_text, without its call (two entries a save)
-                text = _TEXT[cls](value)
-            except _Slow:
-                text = _DUMPS(_CODECS[cls][1](_Writer(False), value, None, None))
+            text = _entry_text(cls, value)
         parts = self.parts
         if key not in parts:
             self.added.append(key)
