@@ -381,6 +381,14 @@ class MessageFailedError(NodeFailedError):
         )
 
 
+def describe_error(error: BaseException | None) -> str:
+    """``"ValueError: boom"`` (the type and message of an error), ``""`` for None."""
+    if error is None:
+        return ""
+    text = str(error)
+    return f"{type(error).__name__}: {text}" if text else type(error).__name__
+
+
 def _message_failed(message: str, path: str, key: str, sequence: int, tries: int) -> Any:
     return MessageFailedError(message, path, key=key, sequence=sequence, tries=tries)
 

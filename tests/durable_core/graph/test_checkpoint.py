@@ -597,6 +597,83 @@ def test_a_failing_or_wrong_restore_node_stops_the_run(answer, error):
     assert ran == []
 
 
+class RestoreAll(Checkpointer):
+    """Answers ``restore_nodes`` for the whole scope at once; records every ``share``."""
+
+    def __init__(self, answer):
+        self.answer = answer
+        self.shared = []
+
+    def restore_nodes(self, scope, nodes):
+        return self.answer(scope, nodes)
+
+    def share(self, scope, attempt, ready):
+        self.shared.append(attempt.node_id if attempt else None)
+        return ready
+
+
+def _restored(scope, node, ready, skipped=frozenset(), **marks):
+    outputs = NodeOutputs(NodeReason.COMPLETED, ready, frozenset(skipped), **marks)
+    return Attempt(id=node.id, scope=scope, node=node, restored=outputs)
+
+
+# covers: G-12, R-NODE-1
+@pytest.mark.parametrize("as_is", [True, False])
+def test_restore_nodes_answers_a_scope_at_once_and_as_is_outputs_skip_share(as_is):
+    ran = []
+
+    def answer(scope, nodes):
+        answers = []
+        for node in nodes:
+            if node.id == "split":
+                answers.append(_restored(scope, node, {"words": ["x", "y"]}, {"maybe"}))
+            elif node.id == "count":
+                answers.append(_restored(scope, node, {"n": 7}, checked=True, as_is=as_is))
+            else:
+                answers.append(None)
+        return answers
+
+    cp = RestoreAll(answer)
+    result = execute(wordcount(ran), {TEXT: "a b"}, checkpointer=cp)
+    assert result.status == "completed", result.error
+    assert ran == ["report"]
+    assert result[REPORT] == "7 words, maybe=True"
+    # Outputs marked as_is reach their readers as they are; anything else goes through share.
+    assert cp.shared == ([None, "split", "report"] if as_is else [None, "split", "count", "report"])
+
+
+# covers: G-12, R-NODE-1
+def test_as_is_outputs_still_cover_exactly_the_provides():
+    def answer(scope, nodes):
+        return [
+            _restored(scope, node, {"words": ["a"]}, checked=True, as_is=True)
+            if node.id == "split"
+            else None
+            for node in nodes
+        ]
+
+    result = execute(wordcount([]), {TEXT: "a"}, checkpointer=RestoreAll(answer))
+    assert result.status == "failed" and isinstance(result.error, CorruptRecordError)
+    assert "cover" in str(result.error)
+
+
+# covers: G-12, R-RT-2
+@pytest.mark.parametrize(
+    ("answer", "error"),
+    [
+        (lambda scope, nodes: 1 / 0, ZeroDivisionError),
+        (lambda scope, nodes: [None], TypeError),  # one answer for three nodes
+        (lambda scope, nodes: None, TypeError),
+        (lambda scope, nodes: [Attempt(id="a", scope=scope, node=n) for n in nodes], TypeError),
+    ],
+)
+def test_a_failing_or_wrong_restore_nodes_stops_the_run(answer, error):
+    result = execute(wordcount([]), {TEXT: "a b"}, checkpointer=RestoreAll(answer))
+    assert result.status == "failed"
+    assert isinstance(result.error, error)
+    assert "restore_nodes" in str(result.error) or error is ZeroDivisionError
+
+
 # covers: G-12, R-NODE-1
 def test_restored_outputs_marked_checked_skip_only_the_type_check():
     # A checkpointer that decoded each value with a check of its key's type says so

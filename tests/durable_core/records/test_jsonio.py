@@ -379,6 +379,18 @@ BAD_JSON = [
         key_path("Streams", (STREAM,), "LastSequence"),
         "R-REC-4",
     ),
+    (
+        "int-beyond-uint64",  # the quick parser reads it as a float: the exact path names it
+        edit(lambda t: t["Attempts"][SPLIT1].update(Index=2**70)),
+        key_path("Attempts", (SPLIT1,), "Index"),
+        "R-REC-4",
+    ),
+    (
+        "float-for-int",
+        edit(lambda t: t["Attempts"][SPLIT1].update(Index=1.0)),
+        key_path("Attempts", (SPLIT1,), "Index"),
+        "R-REC-4",
+    ),
     ("huge-int-literal", replace(b'"Format":2', b'"Format":' + b"9" * 5000), "$", "R-REC-4"),
     ("revision-zero", edit(lambda t: t.update(Revision=0)), "$.Revision", "R-REC-2"),
     ("revision-overflow", edit(lambda t: t.update(Revision=2**64)), "$.Revision", "R-REC-2"),
@@ -467,6 +479,17 @@ def test_bad_json_is_refused_naming_path_and_rule(mutate, path, rule):
     assert error.path == path
     assert error.rule == rule
     assert f"at {path}:" in str(error) and rule not in str(error)  # the rule is an attribute
+
+
+# covers: R-REC-4
+@pytest.mark.parametrize("literal", [b"1e400", b"-1e400", b"1.5", b"NaN", b"Infinity"])
+def test_a_number_the_quick_parser_refuses_is_named_by_the_exact_path(literal):
+    data = canonical(fixture_tree())
+    assert data.count(b'"Index":1,') >= 1
+    error = read_error(data.replace(b'"Index":1,', b'"Index":' + literal + b",", 1))
+    assert error.rule == "R-REC-4"
+    assert error.path is not None and error.path.endswith(".Index")
+    assert "expected an integer" in str(error)
 
 
 # covers: R-REC-4, B-FILE-5

@@ -52,7 +52,7 @@ from __future__ import annotations
 import logging
 import operator
 from collections import defaultdict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -85,6 +85,7 @@ from durable_core.errors import (
     DurableError,
     NodeFailedError,
     StreamFailedError,
+    describe_error,
 )
 from durable_core.graph import Checkpointer, Graph
 from durable_core.graph.checkpoint import Attempt, CopyOnRead, NodeOutputs, Scope, Values
@@ -100,7 +101,7 @@ from durable_core.records import (
     ValueState,
 )
 
-__all__ = ["DurableCheckpointer", "decode_outputs", "describe_error", "encode_value_record"]
+__all__ = ["DurableCheckpointer", "decode_outputs", "encode_value_record"]
 
 log = logging.getLogger("durable_core.durable")
 
@@ -118,14 +119,6 @@ _REASONS: dict[Any, NodeReason] = {
 }
 
 Emit = Callable[[RecoveryEvent], None]
-
-
-def describe_error(error: BaseException | None) -> str:
-    """``"ValueError: boom"`` (the type and message of an error), ``""`` for None."""
-    if error is None:
-        return ""
-    text = str(error)
-    return f"{type(error).__name__}: {text}" if text else type(error).__name__
 
 
 def encode_value_record(codecs: Codecs, key: Any, ready: bool, value: Any = None) -> ValueRecord:
@@ -231,10 +224,6 @@ class DurableCheckpointer(Checkpointer):
         self._run_id = record.run_id
         self._root_scope = record.root_scope
         self._known_scopes = dict(record.scopes)
-        # The scope restore_node saw last and its NodeRecords (a scope's record never changes
-        # while its nodes are restored: they are restored as the scope starts).
-        self._scope_seen: Scope | None = None
-        self._scope_nodes: Mapping[str, NodeRecord] = {}
         failed = frozenset(plan.failures.propagated)
         # The attempts the record held when this process started (the ledger replaces an
         # attempt it changes, so this copy of the map keeps them as they were); indexed by
@@ -401,32 +390,39 @@ class DurableCheckpointer(Checkpointer):
         return Scope(id=scope_id, graph=graph, path=path, parent=parent)
 
     def restore_node(self, scope: Scope, node: Any) -> Attempt | None:
-        outputs = self._restored.get((scope.id, node.id))
-        if outputs is None:
-            return None
-        if scope is not self._scope_seen:  # the engine restores a scope's nodes in a row
-            self._scope_seen = scope
-            self._scope_nodes = self._known_scopes[scope.id].nodes
-        attempt_id = self._scope_nodes[node.id].attempt
-        if not outputs.checked:  # checked: decoded values only, no stream descriptor
-            outputs = self._restore_streams(node, outputs)
-        attempt = _restored_attempt(attempt_id, scope, node, outputs)
-        self.restored_count += 1
-        if self._listening:  # the fields _event would fill in, for a restored root attempt
-            self._emit(
-                RecoveryEvent(
-                    EventKind.NODE_RESTORED,
-                    self._run_id,
-                    scope.path,
-                    node.id,
-                    1,
-                    1,
-                    self._ledger.revision,
-                    attempt_id=attempt_id,
-                    scope_id=scope.id,
+        return self.restore_nodes(scope, (node,))[0]
+
+    def restore_nodes(self, scope: Scope, nodes: Sequence[Any]) -> list[Attempt | None]:
+        restored, scope_id = self._restored, scope.id
+        answers: list[Attempt | None] = []
+        records: Mapping[str, NodeRecord] | None = None
+        for node in nodes:
+            outputs = restored.get((scope_id, node.id))
+            if outputs is None:
+                answers.append(None)
+                continue
+            if records is None:
+                records = self._known_scopes[scope_id].nodes
+            attempt_id = records[node.id].attempt
+            if not outputs.checked:  # checked: decoded values only, no stream descriptor
+                outputs = self._restore_streams(node, outputs)
+            answers.append(_restored_attempt(attempt_id, scope, node, outputs))
+            self.restored_count += 1
+            if self._listening:  # the fields _event would fill in, for a restored root attempt
+                self._emit(
+                    RecoveryEvent(
+                        EventKind.NODE_RESTORED,
+                        self._run_id,
+                        scope.path,
+                        node.id,
+                        1,
+                        1,
+                        self._ledger.revision,
+                        attempt_id=attempt_id,
+                        scope_id=scope_id,
+                    )
                 )
-            )
-        return attempt
+        return answers
 
     async def begin_node(self, scope: Scope, node: Any) -> Attempt:
         restored = self.restore_node(scope, node) if self._restored else None

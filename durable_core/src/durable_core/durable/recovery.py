@@ -20,6 +20,7 @@ import attrs
 from durable_core._nogc import nogc
 from durable_core._quickinit import quick_init
 from durable_core.codecs import Codecs
+from durable_core.durable.copies import ATOMS
 from durable_core.durable.fingerprint import sub_scope_fingerprint
 from durable_core.errors import CodecError, CorruptRecordError
 from durable_core.graph import Graph
@@ -38,8 +39,9 @@ _ADVICE = "Durable does not repair records: keep this one as evidence and find w
 
 _NOT_DECODED = object()  # a stored value its codec's decode raised for
 
-# ``NodeOutputs(reason, ready, skipped, checked)``, built once per confirmed node of a resume.
-_checked_outputs = quick_init(NodeOutputs, "reason", "ready", "skipped", "checked")
+# ``NodeOutputs(reason, ready, skipped, checked, as_is)``, built once per confirmed node of a
+# resume; ``as_is`` when the one value is an atom (what DurableCheckpointer.share hands on).
+_checked_outputs = quick_init(NodeOutputs, "reason", "ready", "skipped", "checked", "as_is")
 
 
 def decode_outputs(
@@ -378,7 +380,11 @@ def decode_confirmed(
                             decoded = _NOT_DECODED
                         if decoded is not _NOT_DECODED and type(decoded) is decoder.declared:
                             restored[(scope_id, node_id)] = _checked_outputs(
-                                node_record.reason, {key.name: decoded}, no_skips, True
+                                node_record.reason,
+                                {key.name: decoded},
+                                no_skips,
+                                True,
+                                decoder.declared in ATOMS,
                             )
                             continue
                     try:
@@ -387,7 +393,11 @@ def decode_confirmed(
                         pass
                     else:
                         restored[(scope_id, node_id)] = _checked_outputs(
-                            node_record.reason, {key.name: decoded}, no_skips, True
+                            node_record.reason,
+                            {key.name: decoded},
+                            no_skips,
+                            True,
+                            type(decoded) in ATOMS,
                         )
                         continue
             restored[(scope_id, node_id)] = _decode_outputs(

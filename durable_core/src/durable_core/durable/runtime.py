@@ -24,7 +24,7 @@ import attrs
 from durable_core import history
 from durable_core.codecs import Codecs
 from durable_core.durable.activity import RunActivity
-from durable_core.durable.checkpointer import DurableCheckpointer, describe_error
+from durable_core.durable.checkpointer import DurableCheckpointer
 from durable_core.durable.definition_diff import DefinitionFingerprints, RecentGraphs
 from durable_core.durable.events import STOPPED, EventKind, InputFingerprints, RecoveryEvent
 from durable_core.durable.inbox import send as send_message
@@ -44,6 +44,7 @@ from durable_core.errors import (
     ConflictError,
     NodeFailedError,
     NotFoundError,
+    describe_error,
 )
 from durable_core.executors import Executor
 from durable_core.graph import (

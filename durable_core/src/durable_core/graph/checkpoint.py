@@ -58,10 +58,12 @@ Calls, in the order the engine makes them
 7. ``close_scope(scope, status)`` when every node of the scope has ended (``"completed"``,
    ``"failed"`` or ``"canceled"``).
 
-``restore_node(scope, node)`` (synchronous) is asked first for every node as its scope starts: a
-root attempt with ``restored`` set there counts as ``begin_node``'s answer, and the engine
-publishes those outputs at once, without waiting (a resume of many confirmed nodes needs no task
-per node). The default answers None: ask ``begin_node``.
+``restore_node(scope, node)`` (synchronous) is asked first for every node as its scope starts
+(through ``restore_nodes(scope, nodes)``, which asks it for each node in turn unless a
+checkpointer answers them all in one pass): a root attempt with ``restored`` set there counts as
+``begin_node``'s answer, and the engine publishes those outputs at once, without waiting (a
+resume of many confirmed nodes needs no task per node). The default answers None: ask
+``begin_node``.
 
 ``node_running(attempt)`` (synchronous) is told, with the node's root attempt, when the node's
 body starts (a Sub node: when its child graph starts), once its inputs have arrived: once per
@@ -146,7 +148,7 @@ keep working.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Generator, Mapping
+from collections.abc import Callable, Generator, Mapping, Sequence
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
@@ -277,12 +279,16 @@ class NodeOutputs:
             with that check, and none is a stream); the engine then does not check their types
             again. It still checks that the outputs cover exactly the node's provides. Not
             compared.
+        as_is: restored outputs only: True when the checkpointer's ``share`` would hand
+            ``ready`` on as it is (every value is immutable); the engine then publishes them
+            without calling ``share``. Not compared.
     """
 
     reason: NodeReason
     ready: Mapping[str, Any] = _EMPTY
     skipped: frozenset[str] = frozenset()
     checked: bool = attrs.field(default=False, eq=False)
+    as_is: bool = attrs.field(default=False, eq=False)
 
 
 @attrs.frozen(eq=False)
@@ -543,6 +549,22 @@ class Checkpointer:
             The restored root attempt, or None.
         """
         return None
+
+    def restore_nodes(self, scope: Scope, nodes: Sequence[Node]) -> Sequence[Attempt | None]:
+        """:meth:`restore_node` for every node of a scope at once, as the scope starts.
+
+        The engine calls this, not :meth:`restore_node`; the default asks
+        :meth:`restore_node` for each node in turn. A checkpointer that restores many nodes
+        may answer them in one pass.
+
+        Args:
+            scope: the scope that starts.
+            nodes: its nodes, in the order of the scope's plan.
+
+        Returns:
+            One answer per node, in the same order: its restored root attempt, or None.
+        """
+        return [self.restore_node(scope, node) for node in nodes]
 
     # -- processor nodes (message transactions) --------------------------------------------
 

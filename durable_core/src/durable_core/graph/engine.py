@@ -32,6 +32,7 @@ from durable_core.errors import (
     GraphError,
     NodeFailedError,
     SlotError,
+    describe_error,
 )
 from durable_core.executors.base import Executor
 from durable_core.graph.aspects import Aspect
@@ -545,9 +546,11 @@ class _ScopeRun:
         self.node_runs = node_runs = [_NodeRun(self, i) for i in range(count)]
         tasks = self.tasks
         quick = not run.noop
+        restored = run.restore_nodes(self.handle, self.plan.nodes) if quick else None
         for i in range(count):
             nr = node_runs[i]
-            attempt = run.restore_node(self.handle, nr.node) if quick else None
+            # After an abort nothing more is published: the node's task ends it canceled.
+            attempt = None if restored is None or run.aborted else restored[i]
             if attempt is not None:
                 self._restore_now(nr, attempt)
                 tasks.append(None)
@@ -628,6 +631,31 @@ class _ScopeRun:
         """A node the checkpointer restored at once: publish its outputs, no task (see
         ``Checkpointer.restore_node``)."""
         run = self.run
+        outputs = attempt.restored
+        if (
+            outputs is not None
+            and outputs.as_is
+            and outputs.checked
+            and not outputs.skipped
+            and outputs.reason is NodeReason.COMPLETED
+            and not run.observers
+        ):
+            # The usual restored node: values checked and decoded by the checkpointer, none a
+            # stream, handed on as they are (``share`` would return them): published here,
+            # without the calls of the general path below.
+            plan, i = self.plan, nr.index
+            ready, stream_keys = outputs.ready, plan.stream_keys
+            if ready.keys() == plan.prov_maps[i].keys() and (
+                not stream_keys or stream_keys.isdisjoint(ready)
+            ):
+                nr.attempt = attempt
+                values, arrive = self.ready, self._arrive
+                for name in plan.provides[i]:
+                    values[name] = ready[name]
+                    arrive(name, False)
+                if stream_keys:
+                    self._detach_reader(nr)
+                return
         if run.observers:
             run.emit("node_waiting", self._node_event(nr))
         nr.attempt = attempt
@@ -715,11 +743,11 @@ class _ScopeRun:
             # budget): keep that error; its attempt and streams fail with the cause
             error, exc = exc, exc.__cause__
         else:
-            error = NodeFailedError(f"node {nr.path!r} failed: {_describe(exc)}", nr.path)
+            error = NodeFailedError(f"node {nr.path!r} failed: {describe_error(exc)}", nr.path)
             error.__cause__ = exc
         # Readers of this node's streams see the failure before the others are canceled.
         for stream in nr.streams.values():
-            stream.fail(f"stream producer {nr.path!r} failed: {_describe(exc)}", nr.path, exc)
+            stream.fail(f"stream producer {nr.path!r} failed: {describe_error(exc)}", nr.path, exc)
         self.node_failed(error)
         if nr.attempt is not None:
             with contextlib.suppress(RunAborted, asyncio.CancelledError):
@@ -889,11 +917,6 @@ class _ScopeRun:
                         stream.detach(nr.path)
                     else:
                         stream.detach_prefix(nr.path + "/")
-
-
-def _describe(error: BaseException) -> str:
-    text = str(error)
-    return f"{type(error).__name__}: {text}" if text else type(error).__name__
 
 
 def _root_inputs(graph: Graph, inputs: Mapping[Key[Any], Any] | None) -> Values:

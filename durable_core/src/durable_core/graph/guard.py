@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Mapping
+from collections.abc import Awaitable, Mapping, Sequence
 from typing import Any
 
 from durable_core._words import a
@@ -175,24 +175,38 @@ class CheckpointCalls:
         except Exception as error:
             self.abort(error)
 
-    def restore_node(self, scope: Scope, node: Node) -> Attempt | None:
-        """The checkpointer's ``restore_node``: a restored attempt known at once, or None."""
+    def restore_nodes(self, scope: Scope, nodes: Sequence[Node]) -> Sequence[Attempt | None] | None:
+        """The checkpointer's ``restore_nodes``: one answer per node (a restored attempt, or
+        None), or None when nothing is restored (no checkpointer, or the run was aborted)."""
         if self.noop or self.aborted:
             return None
         try:
-            attempt = self.cp.restore_node(scope, node)
+            attempts = self.cp.restore_nodes(scope, nodes)
         except Exception as error:
             self.abort(error)
             return None
-        if attempt is not None and (not isinstance(attempt, Attempt) or attempt.restored is None):
+        problem = None
+        try:
+            if len(attempts) != len(nodes):
+                problem = f"{len(attempts)} answers for {len(nodes)} nodes"
+        except TypeError:
+            problem = f"got {attempts!r}"
+        if problem is None:
+            for attempt in attempts:
+                if attempt is not None and (
+                    not isinstance(attempt, Attempt) or attempt.restored is None
+                ):
+                    problem = f"got {attempt!r}"
+                    break
+        if problem is not None:
             self.abort(
                 TypeError(
-                    "Checkpointer.restore_node must return None or an Attempt with restored "
-                    f"outputs, got {attempt!r}"
+                    "Checkpointer.restore_nodes must return one answer per node, each None or "
+                    f"an Attempt with restored outputs: {problem}"
                 )
             )
             return None
-        return attempt
+        return attempts
 
     def share(self, scope: Scope, attempt: Attempt | None, ready: Mapping[str, Any]) -> Any:
         """The checkpointer's ``share``: how ``ready`` reaches its readers (no-op: ``ready``)."""
