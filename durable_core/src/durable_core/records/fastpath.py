@@ -90,6 +90,10 @@ def _plain_class(cls: type, fields: Any) -> bool:
     )
 
 
+_CONSTANTS = frozenset({type(None), bool, int, str})
+"""Types of a field's default that the generated readers may share (immutable, no call)."""
+
+
 def _build_quick_readers() -> Callable[[Any, list[int]], Any]:
     """Generate one ``_quick_<Class>(raw, n)`` per record class from the field table.
 
@@ -103,6 +107,9 @@ def _build_quick_readers() -> Callable[[Any, list[int]], Any]:
     names: dict[str, Any] = {
         "_Slow": _Slow,
         "_bytes": _quick_bytes,
+        "_a2b": binascii.a2b_base64,
+        "_b2a": binascii.b2a_base64,
+        "_B64Error": binascii.Error,
         "INT_MAX": INT_MAX,
         "UINT64_MAX": UINT64_MAX,
         "RECORD_FORMAT": r.RECORD_FORMAT,
@@ -127,8 +134,14 @@ def _build_quick_readers() -> Callable[[Any, list[int]], Any]:
             return ["if not (type(v) is int and 0 <= v <= INT_MAX): raise _Slow", f"{target} = v"]
         if tp is bool:
             return ["if type(v) is not bool: raise _Slow", f"{target} = v"]
-        if tp is bytes:
-            return [f"{target} = _bytes(v)"]
+        if tp is bytes:  # _quick_bytes inline for the usual non-empty text: no call
+            return [
+                "if type(v) is str and v:",
+                f"    try: {target} = _a2b(v, strict_mode=True)",
+                "    except (_B64Error, ValueError): raise _Slow from None",
+                f"    if _b2a({target}, newline=False) != v.encode('ascii'): raise _Slow",
+                f"else: {target} = _bytes(v)",
+            ]
         if isinstance(tp, type) and issubclass(tp, enum.Enum):
             members = f"_members_{tp.__name__}"
             names[members] = {member.value: member for member in tp}
@@ -139,10 +152,13 @@ def _build_quick_readers() -> Callable[[Any, list[int]], Any]:
         if isinstance(tp, type) and tp in _SPECS:
             return [f"{target} = _quick_{tp.__name__}(v, n)"]
         origin, args = typing.get_origin(tp), typing.get_args(tp)
-        if origin is list:
+        if origin is list:  # one item (a node's one output) read without a comprehension
+            item = item_expression(args[0])
             return [
                 "if v is None: " + f"{target} = []",
-                f"elif type(v) is list: {target} = [{item_expression(args[0])} for x in v]",
+                "elif type(v) is list:",
+                f"    if len(v) == 1: x = v[0]; {target} = [{item}]",
+                f"    else: {target} = [{item} for x in v]",
                 "else: raise _Slow",
             ]
         if origin is dict and args[0] is str:
@@ -190,9 +206,15 @@ def _build_quick_readers() -> Callable[[Any, list[int]], Any]:
                 lines.extend("        " + line for line in body)
             else:
                 absent = f"_absent_{cls.__name__}_{index}"
-                names[absent] = field.absent
-                lines.append(f"        v = g({field.key!r}, M)")
-                lines.append(f"        if v is M: {target} = {absent}()")
+                default = field.absent()
+                if default is field.absent() and type(default) in _CONSTANTS:
+                    names[absent] = default  # the same immutable default each time: no call
+                    lines.append(f"        v = g({field.key!r}, M)")
+                    lines.append(f"        if v is M: {target} = {absent}")
+                else:  # a new list or dict each time
+                    names[absent] = field.absent
+                    lines.append(f"        v = g({field.key!r}, M)")
+                    lines.append(f"        if v is M: {target} = {absent}()")
                 lines.append("        else:")
                 lines.append("            k -= 1")
                 lines.extend(
