@@ -55,7 +55,7 @@ from durable_core.errors import (
     SessionClosedError,
 )
 from durable_core.records import RunRecord
-from durable_core.records.delta import apply_delta
+from durable_core.records.delta import Folded
 from durable_core.store import (
     Acquiring,
     BaseStore,
@@ -146,8 +146,8 @@ def _deltas_without_record(location: str, count: int) -> CorruptRecordError:
     )
 
 
-def _fold(record: bytes, deltas: list[tuple[int, bytes]], location: str) -> bytes:
-    """A row's complete record: its record with its deltas (ordered by base) applied.
+def _fold(record: bytes, deltas: list[tuple[int, bytes]], location: str) -> bytes | Folded:
+    """A row's complete record: its record, or it with its deltas (ordered by base) to fold.
 
     Raises:
         CorruptRecordError: the deltas do not follow each other or do not apply.
@@ -160,12 +160,11 @@ def _fold(record: bytes, deltas: list[tuple[int, bytes]], location: str) -> byte
                 f"the saved deltas of the {location} do not follow each other (revision {base} "
                 f"then {after}); they were edited outside Durable. Keep them as evidence"
             )
-    try:
-        return apply_delta(record, *(delta for _, delta in deltas))
-    except CorruptRecordError as exc:
-        raise CorruptRecordError(
-            f"the record of the {location} and its saved deltas do not fold into a record: {exc}"
-        ) from exc
+    # Folded when decoded (decode_stored reads the folded tree; a chain that does not fold
+    # raises there, naming this place).
+    return Folded(
+        record, [delta for _, delta in deltas], f"the record of the {location} and its saved deltas"
+    )
 
 
 class PostgresStore(PostgresInbox, BaseStore):
@@ -933,7 +932,7 @@ class PostgresSession(FoldingSession):
                 connection_lost=True,
             )
 
-    def _read(self) -> tuple[bytes, int | None] | None:
+    def _read(self) -> tuple[bytes | Folded, int | None] | None:
         def read(conn: psycopg.Connection[Any]) -> Any:
             # Binary results: the record comes as its bytes, not as hex text twice its size.
             key = [self._row_key]

@@ -65,7 +65,7 @@ from durable_core.errors import (
     NotFoundError,
 )
 from durable_core.records import RunRecord
-from durable_core.records.delta import apply_delta
+from durable_core.records.delta import Folded
 from durable_core.store import (
     MAX_REVISION,
     Acquiring,
@@ -561,7 +561,7 @@ class SQLiteSession(FoldingSession):
 
     # -- the medium (called with the session's mutex held) ------------------------------------
 
-    def _read(self) -> tuple[bytes, int | None] | None:
+    def _read(self) -> tuple[bytes | Folded, int | None] | None:
         row, deltas = self._rows()
         if row is None:
             if deltas:
@@ -896,8 +896,9 @@ the row keeps the time of the last delta it folds in."""
 
 def _fold(
     revision: object, record: object, deltas: list[Any], location: str
-) -> tuple[bytes, int, int]:
-    """The complete record of a row and its deltas: (bytes, head revision, delta bytes).
+) -> tuple[bytes | Folded, int, int]:
+    """The complete record of a row and its deltas: (bytes, or the complete record with its
+    deltas to fold, head revision, delta bytes).
 
     Raises:
         CorruptRecordError: the revision column, a delta row or the chain of deltas is not
@@ -922,13 +923,12 @@ def _fold(
                 "evidence"
             )
         expected += 1
-    try:
-        data = apply_delta(record, *(delta for _, delta in chain))
-    except CorruptRecordError as exc:
-        raise CorruptRecordError(
-            f"the record of {location} and its saved deltas do not fold into a record: {exc}"
-        ) from exc
-    return data, expected, sum(len(delta) for _, delta in chain)
+    # Folded when decoded (decode_stored reads the folded tree; a chain that does not fold
+    # raises there, naming this place).
+    folded = Folded(
+        record, [delta for _, delta in chain], f"the record of {location} and its saved deltas"
+    )
+    return folded, expected, sum(len(delta) for _, delta in chain)
 
 
 def _deltas_without_record(location: str, count: int) -> CorruptRecordError:

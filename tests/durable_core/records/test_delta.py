@@ -269,3 +269,85 @@ def test_a_splice_that_does_not_fit_the_record_is_refused(
 ) -> None:
     with pytest.raises(CorruptRecordError, match=problem):
         apply_delta(canonical_json(tree), _HEAD % splice)
+
+
+def _outcome(read: Any) -> Any:
+    try:
+        return "record", record_to_json(read())
+    except CorruptRecordError as exc:
+        return "refused", str(exc), exc.path, exc.rule
+
+
+_FOLD_CHANGES = {
+    "usual": lambda tree: None,
+    "escaped string": lambda tree: tree["Attempts"].update(
+        {"e" * 32: {**next(iter(tree["Attempts"].values())), "NodeID": 'say "hi"'}}
+    ),
+    "float for an int": lambda tree: next(iter(tree["Attempts"].values())).update(Index=1.0),
+    "int past 64 bits": lambda tree: next(iter(tree["Attempts"].values())).update(Index=2**70),
+    "unknown field": lambda tree: tree.update(Extra=1),
+    "missing field": lambda tree: tree.pop("RunID"),
+    "newer format": lambda tree: tree.update(Format=99),
+    "wrong type": lambda tree: tree.update(Attempts=[]),
+}
+
+
+# covers: R-REC-4, R-STORE-3
+@pytest.mark.parametrize("change", list(_FOLD_CHANGES), ids=list(_FOLD_CHANGES))
+def test_a_fold_decoded_from_its_tree_equals_the_fold_decoded_from_its_bytes(change) -> None:
+    from durable_core.records.delta import Folded
+    from durable_core.store.checks import decode_stored
+
+    first = sample_record("run-1", 1)
+    second = copy_record(first)
+    second.revision += 1
+    old = json.loads(record_to_json(first))
+    new = json.loads(record_to_json(second))
+    _FOLD_CHANGES[change](new)
+    sets, unsets = _diff(old, new)
+    delta = encode_delta(1, 2, sets, unsets)
+    complete = record_to_json(first)
+    folded = Folded(complete, [delta], "the record of here and its saved deltas")
+    by_tree = _outcome(lambda: decode_stored("run-1", folded, "here"))
+    by_bytes = _outcome(lambda: decode_stored("run-1", apply_delta(complete, delta), "here"))
+    assert by_tree == by_bytes
+    assert (by_tree[0] == "record") is (change in ("usual", "escaped string"))
+    assert folded.escaped() is (change == "escaped string")
+
+
+# covers: R-REC-4, R-STORE-3
+def test_a_fold_that_does_not_apply_names_the_place_it_was_read_from() -> None:
+    from durable_core.records.delta import Folded
+    from durable_core.store.checks import decode_stored
+
+    complete = record_to_json(sample_record("run-1", 1))
+    broken = encode_delta(5, 6, [(("Revision",), 6)])  # not from the stored revision
+    with pytest.raises(CorruptRecordError) as apply_error:
+        apply_delta(complete, broken)
+    folded = Folded(complete, [broken], "the record of here and its saved deltas")
+    with pytest.raises(CorruptRecordError) as decode_error:
+        decode_stored("run-1", folded, "here")
+    assert str(decode_error.value) == (
+        f"the record of here and its saved deltas do not fold into a record: {apply_error.value}"
+    )
+    assert folded.data  # the bytes are still there to ask for, and refused the same way
+    with pytest.raises(CorruptRecordError):
+        folded.data()
+
+
+# covers: R-REC-4, R-STORE-3
+def test_a_delta_holding_a_lone_surrogate_is_refused_as_a_corrupt_record() -> None:
+    from durable_core.records.delta import Folded
+    from durable_core.store.checks import decode_stored
+
+    complete = record_to_json(sample_record("run-1", 1))
+    delta = b'{"Base":1,"Revision":2,"Set":[[["Version"],"\\ud800"]],"Unset":[]}'
+    with pytest.raises(CorruptRecordError, match="lone surrogate"):
+        apply_delta(complete, delta)
+    folded = Folded(complete, [delta], "the record of here and its saved deltas")
+    with pytest.raises(CorruptRecordError, match="lone surrogate") as error:
+        folded.data()
+    assert str(error.value).startswith("the record of here and its saved deltas fold into")
+    with pytest.raises(CorruptRecordError) as decoded:
+        decode_stored("run-1", folded, "here")
+    assert "is not a valid run record: run record at $.Version:" in str(decoded.value)

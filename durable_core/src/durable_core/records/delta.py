@@ -44,6 +44,7 @@ from durable_core.errors import CorruptRecordError
 __all__ = [
     "GONE",
     "Delta",
+    "Folded",
     "ListSplice",
     "ObjectChange",
     "Partial",
@@ -393,6 +394,55 @@ def _splice(
     items.extend(append)
 
 
+class Folded:
+    """A complete record and the deltas saved after it, folded when first asked.
+
+    A store that reads a journal of deltas hands this to
+    :func:`~durable_core.store.checks.decode_stored` instead of the folded bytes: the record is
+    then decoded from the folded tree, without encoding it as text and parsing it once more.
+    :meth:`data` gives the bytes (those :func:`apply_delta` returns) to a caller that needs them.
+
+    Args:
+        complete: the complete record's bytes.
+        deltas: the deltas saved after it, oldest first.
+        where: what the message of a fold that fails names (``"the record of <location> and
+            its saved deltas"``).
+    """
+
+    __slots__ = ("_tree", "complete", "deltas", "where")
+
+    def __init__(self, complete: bytes, deltas: Sequence[bytes], where: str) -> None:
+        self.complete = complete
+        self.deltas = tuple(deltas)
+        self.where = where
+        self._tree: Any = None
+
+    def tree(self) -> Any:
+        """The folded tree (parsed once; do not change it).
+
+        Raises:
+            CorruptRecordError: as :func:`apply_delta`, with a message naming ``where``.
+        """
+        if self._tree is None:
+            try:
+                self._tree = _fold_tree(self.complete, self.deltas)
+            except CorruptRecordError as exc:
+                raise CorruptRecordError(f"{self.where} do not fold into a record: {exc}") from exc
+        return self._tree
+
+    def data(self) -> bytes:
+        """The folded record's canonical bytes (:func:`apply_delta`'s answer).
+
+        Raises:
+            CorruptRecordError: as :meth:`tree`.
+        """
+        return _folded_json(self.tree(), self.where + " fold into a record that")
+
+    def escaped(self) -> bool:
+        """Whether a backslash occurs in the bytes: only then may a string hold an escape."""
+        return b"\\" in self.complete or any(b"\\" in delta for delta in self.deltas)
+
+
 def apply_delta(complete: bytes | bytearray | memoryview, *deltas: bytes) -> bytes:
     """Fold ``deltas`` (in revision order) into a complete record.
 
@@ -410,6 +460,20 @@ def apply_delta(complete: bytes | bytearray | memoryview, *deltas: bytes) -> byt
         CorruptRecordError: ``complete`` is not a JSON object, a delta is malformed, or the
             chain is broken (see :func:`apply_tree`).
     """
+    return _folded_json(_fold_tree(complete, deltas), "the record the deltas fold into")
+
+
+def _folded_json(tree: Any, what: str) -> bytes:
+    try:
+        return canonical_json(tree)
+    except UnicodeEncodeError:
+        raise CorruptRecordError(
+            f"{what} holds a lone surrogate (a \\ud800-\\udfff escape without its pair), "
+            f"which UTF-8 cannot hold. {_ADVICE}"
+        ) from None
+
+
+def _fold_tree(complete: bytes | bytearray | memoryview, deltas: Iterable[bytes]) -> Any:
     try:
         tree = load_tree(complete)
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:
@@ -423,4 +487,4 @@ def apply_delta(complete: bytes | bytearray | memoryview, *deltas: bytes) -> byt
         )
     for data in deltas:
         apply_tree(tree, read_delta(data))
-    return canonical_json(tree)
+    return tree

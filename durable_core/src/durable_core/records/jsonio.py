@@ -20,6 +20,7 @@ import orjson
 from durable_core._nogc import nogc
 from durable_core.errors import CorruptRecordError
 from durable_core.records import model as r
+from durable_core.records.delta import Folded
 from durable_core.records.fastpath import _QUICK_READ, _QUICK_RUN, _SHAPE_OK, _Slow
 from durable_core.records.fields import (
     _READ_ADVICE,
@@ -34,7 +35,7 @@ from durable_core.records.fields import (
 )
 from durable_core.records.path import corrupt
 
-__all__ = ["check_shape", "record_from_json", "record_to_json"]
+__all__ = ["check_shape", "record_from_fold", "record_from_json", "record_to_json"]
 
 
 def record_to_json(record: r.RunRecord) -> bytes:
@@ -175,6 +176,35 @@ def _read_plain(text: str) -> r.RunRecord | None:
     if keys[0] != text.count('":'):
         return None
     return record  # type: ignore[no-any-return]
+
+
+@nogc
+def record_from_fold(folded: Folded) -> r.RunRecord:
+    """Decode the record a complete record and its deltas fold into (R-REC-4, R-STORE-3).
+
+    The same record, and the same refusals, as :func:`record_from_json` of
+    ``folded.data()``. The usual fold (no backslash in any of the bytes, so no string holds an
+    escape and no lone surrogate) is read from the folded tree by the quick reader, without
+    writing it as text and parsing it again; anything else is read exactly from the folded
+    tree written as ASCII JSON (so that a lone surrogate is refused naming its path).
+
+    Raises:
+        CorruptRecordError: as :func:`record_from_json`, or the deltas do not fold
+            (:meth:`~durable_core.records.delta.Folded.tree`).
+    """
+    if not folded.escaped():
+        tree = folded.tree()  # every object checked for a key written twice as it was parsed
+        if isinstance(tree, dict) and "Format" in tree:
+            # Before anything else: a newer format may hold fields this runtime does not know.
+            _read_format(_Reader(False, None), tree["Format"], None, "Format")
+        try:
+            return _QUICK_READ(tree)
+        except _Slow:
+            pass  # the exact reader decides, and names the path of a problem
+    # Escapes kept as escapes: the exact reader names a lone surrogate's path (the folded
+    # record's UTF-8 bytes could not hold it); every other string reads back the same.
+    text = json.dumps(folded.tree(), sort_keys=True, separators=(",", ":"))
+    return record_from_json(text.encode("ascii"))
 
 
 def check_shape(record: r.RunRecord) -> None:

@@ -16,7 +16,8 @@ from collections.abc import Callable, Iterable, Mapping
 
 from durable_core.errors import ConfigError, ConflictError, CorruptRecordError, DurableError
 from durable_core.records import RunRecord
-from durable_core.records.jsonio import record_from_json
+from durable_core.records.delta import Folded
+from durable_core.records.jsonio import record_from_fold, record_from_json
 from durable_core.store.protocol import MAX_REVISION, RunSummary
 
 __all__ = [
@@ -173,7 +174,8 @@ def decode_stored(run_id: str, data: object, location: str, column: int | None =
 
     Args:
         run_id: the run the bytes are stored for.
-        data: the stored bytes.
+        data: the stored bytes, or a :class:`~durable_core.records.delta.Folded` complete
+            record with the deltas saved after it.
         location: where they were read from (for messages): a file path, a database row.
         column: the revision the medium keeps beside the record (a database column), or
             ``None`` when it keeps none.
@@ -185,21 +187,10 @@ def decode_stored(run_id: str, data: object, location: str, column: int | None =
         CorruptRecordError: the bytes are not a valid record, name another run, hold a revision
             outside ``1 … MAX_REVISION``, or disagree with ``column``. Nothing is changed.
     """
-    if not isinstance(data, bytes):
-        raise CorruptRecordError(
-            f"the record of run {run_id!r} at {location} is stored as {type(data).__name__}, "
-            "not as JSON bytes; it was left untouched. Keep it as evidence and restore the "
-            "right record"
-        )
-    try:
-        record = record_from_json(data)
-    except CorruptRecordError as exc:
-        reason = str(exc).rstrip(". ")
-        if "keep them as evidence" not in reason:  # the reason may say so already
-            reason += ". It was left untouched; keep it as evidence and fix the cause"
-        raise CorruptRecordError(
-            f"the record of run {run_id!r} at {location} is not a valid run record: {reason}"
-        ) from exc
+    if isinstance(data, Folded):
+        record = _from_fold(run_id, data, location)
+    else:
+        record = _from_bytes(run_id, data, location)
     validate_loaded(run_id, record, location)
     if column is not None and record.revision != column:
         raise CorruptRecordError(
@@ -208,6 +199,36 @@ def decode_stored(run_id: str, data: object, location: str, column: int | None =
             "left untouched; keep it as evidence"
         )
     return record
+
+
+def _from_fold(run_id: str, folded: Folded, location: str) -> RunRecord:
+    folded.tree()  # a chain that does not fold says so as it is, as the store's fold did
+    try:
+        return record_from_fold(folded)
+    except CorruptRecordError as exc:
+        raise _not_a_record(run_id, location, exc) from exc
+
+
+def _from_bytes(run_id: str, data: object, location: str) -> RunRecord:
+    if not isinstance(data, bytes):
+        raise CorruptRecordError(
+            f"the record of run {run_id!r} at {location} is stored as {type(data).__name__}, "
+            "not as JSON bytes; it was left untouched. Keep it as evidence and restore the "
+            "right record"
+        )
+    try:
+        return record_from_json(data)
+    except CorruptRecordError as exc:
+        raise _not_a_record(run_id, location, exc) from exc
+
+
+def _not_a_record(run_id: str, location: str, exc: CorruptRecordError) -> CorruptRecordError:
+    reason = str(exc).rstrip(". ")
+    if "keep them as evidence" not in reason:  # the reason may say so already
+        reason += ". It was left untouched; keep it as evidence and fix the cause"
+    return CorruptRecordError(
+        f"the record of run {run_id!r} at {location} is not a valid run record: {reason}"
+    )
 
 
 def summary_of(location: str, read: Callable[[], RunRecord], run_id: str = "") -> RunSummary:

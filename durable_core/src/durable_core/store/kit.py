@@ -55,7 +55,7 @@ from durable_core.errors import (
     SessionClosedError,
 )
 from durable_core.records import RunRecord
-from durable_core.records.delta import read_delta
+from durable_core.records.delta import Folded, read_delta
 from durable_core.records.jsonio import record_to_json
 from durable_core.store.capabilities import Capability
 from durable_core.store.checks import (
@@ -448,9 +448,12 @@ class BaseSession(abc.ABC):
     # -- hooks (called with the session's mutex held) ----------------------------------------
 
     @abc.abstractmethod
-    def _read(self) -> tuple[bytes, int | None] | None:
+    def _read(self) -> tuple[bytes | Folded, int | None] | None:
         """The stored record's bytes and the revision kept beside them (``None`` when the
-        medium keeps none), or ``None`` when no record is stored.
+        medium keeps none), or ``None`` when no record is stored. A medium that keeps deltas
+        after a complete record may answer a :class:`~durable_core.records.delta.Folded` of
+        them instead of the folded bytes: ``decode_stored`` reads it without writing the
+        folded record as text first.
 
         Raises:
             CorruptRecordError: what is stored cannot be read as bytes of a record.
@@ -627,7 +630,7 @@ class FoldingSession(BaseSession):
                 return
             data, column = stored
             revision = decode_stored(self._run_id, data, self._location, column).revision
-            self._write_folded(data, revision)
+            self._write_folded(data.data() if isinstance(data, Folded) else data, revision)
 
     # -- hooks (called with the session's mutex held) ----------------------------------------
 
@@ -653,7 +656,8 @@ class FoldingSession(BaseSession):
         """Around the whole fold: a transaction of the medium (default: nothing)."""
         yield
 
-    def _stored_for_fold(self) -> tuple[bytes, int | None] | None:
-        """The stored record with its deltas applied and the revision kept beside it, or
+    def _stored_for_fold(self) -> tuple[bytes | Folded, int | None] | None:
+        """The stored record with its deltas applied (or to apply: a ``Folded``) and the
+        revision kept beside it, or
         ``None`` (default: :meth:`_read`)."""
         return self._read()
