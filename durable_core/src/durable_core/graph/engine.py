@@ -419,7 +419,8 @@ class _ScopeRun:
         """By node index: its task's first step is queued and its inputs are not all there,
         so that step only waits for them (counted in ``_Run.quiet``)."""
         self.tasks: list[asyncio.Task[None] | None] = []
-        self.node_runs: list[_NodeRun] = []
+        self.node_runs: list[_NodeRun | None] = []
+        """None for a node restored at once without one (see _start_nodes)."""
         self.unfinished = 0
         self.done: asyncio.Future[None] = run.loop.create_future()
         self.error: NodeFailedError | None = None
@@ -543,19 +544,44 @@ class _ScopeRun:
         afterwards, and each collection would walk everything the run holds."""
         run = self.run
         create_task = self.loop.create_task
-        self.node_runs = node_runs = [_NodeRun(self, i) for i in range(count)]
+        plan = self.plan
+        node_runs: list[_NodeRun | None] = [None] * count
+        self.node_runs = node_runs
         tasks = self.tasks
         quick = not run.noop
-        restored = run.restore_nodes(self.handle, self.plan.nodes) if quick else None
+        restored = run.restore_nodes(self.handle, plan.nodes) if quick else None
+        # The usual restored node (values checked and decoded by the checkpointer, none a
+        # stream, handed on as they are: ``share`` would return them) is published right here,
+        # without a _NodeRun or the calls of _restore_now, in a scope without streams and
+        # with nobody watching the nodes.
+        at_once = restored is not None and not run.observers and not plan.stream_keys
+        values, arrive = self.ready, self._arrive
+        prov_maps, provides = plan.prov_maps, plan.provides
+        completed = NodeReason.COMPLETED
         for i in range(count):
-            nr = node_runs[i]
             # After an abort nothing more is published: the node's task ends it canceled.
             attempt = None if restored is None or run.aborted else restored[i]
             if attempt is not None:
-                self._restore_now(nr, attempt)
+                outputs = attempt.restored
+                if (
+                    at_once
+                    and outputs.as_is
+                    and outputs.checked
+                    and not outputs.skipped
+                    and outputs.reason is completed
+                    and outputs.ready.keys() == prov_maps[i].keys()
+                ):
+                    ready = outputs.ready
+                    for name in provides[i]:
+                        values[name] = ready[name]
+                        arrive(name, False)
+                else:
+                    node_runs[i] = nr = _NodeRun(self, i)
+                    self._restore_now(nr, attempt)
                 tasks.append(None)
                 self.unfinished -= 1
                 continue
+            node_runs[i] = nr = _NodeRun(self, i)
             task = create_task(self.node_main(nr))
             tasks.append(task)
             if not quick:  # no checkpointer asks what is queued: nothing to count
@@ -631,31 +657,6 @@ class _ScopeRun:
         """A node the checkpointer restored at once: publish its outputs, no task (see
         ``Checkpointer.restore_node``)."""
         run = self.run
-        outputs = attempt.restored
-        if (
-            outputs is not None
-            and outputs.as_is
-            and outputs.checked
-            and not outputs.skipped
-            and outputs.reason is NodeReason.COMPLETED
-            and not run.observers
-        ):
-            # The usual restored node: values checked and decoded by the checkpointer, none a
-            # stream, handed on as they are (``share`` would return them): published here,
-            # without the calls of the general path below.
-            plan, i = self.plan, nr.index
-            ready, stream_keys = outputs.ready, plan.stream_keys
-            if ready.keys() == plan.prov_maps[i].keys() and (
-                not stream_keys or stream_keys.isdisjoint(ready)
-            ):
-                nr.attempt = attempt
-                values, arrive = self.ready, self._arrive
-                for name in plan.provides[i]:
-                    values[name] = ready[name]
-                    arrive(name, False)
-                if stream_keys:
-                    self._detach_reader(nr)
-                return
         if run.observers:
             run.emit("node_waiting", self._node_event(nr))
         nr.attempt = attempt
