@@ -280,15 +280,29 @@ def _build_shape_checks() -> Callable[[Any], bool]:
             names[tp.__name__] = tp
             # the writer takes a str that is a member's value: a str enum's own members pass
             return f"(type({{v}}) is {tp.__name__})" if issubclass(tp, str) else "False"
-        if isinstance(tp, type) and tp in _SPECS:
-            return f"_shape_{tp.__name__}({{v}})"
         return None
+
+    def fields(cls: type, value: str, depth: int, out: list[str], indent: str) -> None:
+        """Append the checks of every field of the object ``value`` of class ``cls``."""
+        hints = typing.get_type_hints(cls)
+        v = f"v{depth}" if depth else "v"
+        for field in _SPECS[cls].fields:
+            out.append(f"{indent}{v} = {value}.{field.attr}")
+            fixed = special.get((cls, field.attr))
+            if fixed is not None:
+                out.append(f"{indent}if not {fixed.format(v=v)}: return False")
+            else:
+                check(hints[field.attr], v, depth + 1, out, indent)
 
     def check(tp: Any, v: str, depth: int, out: list[str], indent: str) -> None:
         """Append statements that ``return False`` unless ``v`` is acceptable as ``tp``."""
         expression = scalar(tp)
         if expression is not None:
             out.append(f"{indent}if not {expression.format(v=v)}: return False")
+            return
+        if isinstance(tp, type) and tp in _SPECS:  # inline: no call per object
+            out.append(f"{indent}if type({v}) is not {tp.__name__}: return False")
+            fields(tp, v, depth, out, indent)
             return
         origin, args = typing.get_origin(tp), typing.get_args(tp)
         item = f"x{depth}"
@@ -313,18 +327,11 @@ def _build_shape_checks() -> Callable[[Any], bool]:
             return
         raise TypeError(f"record field type {tp!r} has no shape check")
 
-    for cls, spec in _SPECS.items():
+    for cls in _SPECS:
         names[cls.__name__] = cls
-        hints = typing.get_type_hints(cls)
         lines.append(f"def _shape_{cls.__name__}(value):")
         lines.append(f"    if type(value) is not {cls.__name__}: return False")
-        for field in spec.fields:
-            lines.append(f"    v = value.{field.attr}")
-            fixed = special.get((cls, field.attr))
-            if fixed is not None:
-                lines.append(f"    if not {fixed.format(v='v')}: return False")
-            else:
-                check(hints[field.attr], "v", 0, lines, "    ")
+        fields(cls, "value", 0, lines, "    ")
         lines.append("    return True")
     _linecache_and_compile("\n".join(lines) + "\n", "shape-checks", names)
     return names["_shape_RunRecord"]  # type: ignore[no-any-return]
