@@ -395,19 +395,20 @@ class DurableCheckpointer(Checkpointer):
     def restore_nodes(self, scope: Scope, nodes: Sequence[Any]) -> list[Attempt | None]:
         restored, scope_id = self._restored, scope.id
         answers: list[Attempt | None] = []
+        append, count = answers.append, 0
         records: Mapping[str, NodeRecord] | None = None
         for node in nodes:
             outputs = restored.get((scope_id, node.id))
             if outputs is None:
-                answers.append(None)
+                append(None)
                 continue
             if records is None:
                 records = self._known_scopes[scope_id].nodes
             attempt_id = records[node.id].attempt
             if not outputs.checked:  # checked: decoded values only, no stream descriptor
                 outputs = self._restore_streams(node, outputs)
-            answers.append(_restored_attempt(attempt_id, scope, node, outputs))
-            self.restored_count += 1
+            append(_restored_attempt(attempt_id, scope, node, outputs))
+            count += 1
             if self._listening:  # the fields _event would fill in, for a restored root attempt
                 self._emit(
                     RecoveryEvent(
@@ -422,6 +423,7 @@ class DurableCheckpointer(Checkpointer):
                         scope_id=scope_id,
                     )
                 )
+        self.restored_count += count
         return answers
 
     async def begin_node(self, scope: Scope, node: Any) -> Attempt:

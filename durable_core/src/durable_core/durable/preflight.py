@@ -33,6 +33,7 @@ from durable_core.durable.fingerprint import values_fingerprint
 from durable_core.errors import CodecError, ConfigError, GraphError
 from durable_core.executors import Executor
 from durable_core.graph import CancelToken, Graph, Key
+from durable_core.graph.processor import Processor
 from durable_core.graph.remote import dump_bodies
 from durable_core.plugins import default_plugins
 from durable_core.records import ValueRecord, ValueState
@@ -155,6 +156,21 @@ def _check_version(version: object) -> None:
         )
 
 
+_UNSEEN: Any = object()
+
+
+def _codec_problem(codecs: Codecs, key: Key[Any]) -> str | None:
+    """Why no codec serves ``key``'s type in ``codecs`` (None: one does)."""
+    try:
+        if key.stream:  # every element is stored with the element type's codec
+            codecs.lookup(key.type)
+        else:
+            codecs.check_declared(key.type)
+    except CodecError as exc:
+        return str(exc)
+    return None
+
+
 def check_codecs(graph: Graph, codecs: Codecs, hints: PluginHints) -> None:
     """Every value key of ``graph`` and of its Sub graphs has a codec in ``codecs`` for its
     declared type (or a type broad on purpose, see :meth:`Codecs.check_declared`).
@@ -163,16 +179,21 @@ def check_codecs(graph: Graph, codecs: Codecs, hints: PluginHints) -> None:
         CodecError: listing every key without one, and how to register it.
     """
     missing: list[tuple[str, Key[Any], str]] = []
+    answers: dict[tuple[bool, Any], str | None] = {}  # (stream, type) -> the problem, if any
     for sub_graph in graph.graphs().values():
-        states = [n.processor.state_key for n in sub_graph.nodes.values() if n.processor]
+        states = [
+            n.body.state_key for n in sub_graph.nodes.values() if isinstance(n.body, Processor)
+        ]
         for key in [*sub_graph.keys.values(), *states]:  # a processor's state is stored too
-            try:
-                if key.stream:  # every element is stored with the element type's codec
-                    codecs.lookup(key.type)
-                    continue
-                codecs.check_declared(key.type)
-            except CodecError as exc:
-                missing.append((sub_graph.name, key, str(exc)))
+            try:  # each type once: a graph of many keys has few types
+                problem = answers.get((key.stream, key.type), _UNSEEN)
+            except TypeError:  # a type form that cannot be hashed: asked each time
+                problem = _codec_problem(codecs, key)
+            else:
+                if problem is _UNSEEN:
+                    problem = answers[(key.stream, key.type)] = _codec_problem(codecs, key)
+            if problem is not None:
+                missing.append((sub_graph.name, key, problem))
     if not missing:
         return
     served = _served_by_plugins([key.type for _, key, _ in missing], hints)
