@@ -10,17 +10,25 @@ out). ``PYTHONHASHSEED=0`` keeps dicts in the same order, so that two invocation
 swing by several percent between invocations. The durable layer's count is the durable run's
 minus the engine's.
 
+With ``--resume`` it counts, the same way, what resuming a chain killed at its last node
+(``_support.killed_chain``, memory store, a graph built anew) costs per restored node, beside
+``json.loads`` of the same record: processes that make the killed run and stop, that make it and
+resume it, and that make it and parse its record.
+
 It needs ``valgrind`` (``apt-get install valgrind``); a run takes about a minute.
 
 Run it with::
 
     uv run python benchmarks/instructions.py
     uv run python benchmarks/instructions.py --small 200 --large 2200
+    uv run python benchmarks/instructions.py --resume --small 300 --large 1300
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
+import json
 import os
 import re
 import shutil
@@ -31,9 +39,20 @@ import sys
 def _child(mode: str, nodes: int) -> None:
     """Run once: a warm-up chain of 50 nodes, then the measured one."""
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from _support import chain
+    from _support import chain, killed_chain
 
     from durable_core import MemoryStore, Runtime, execute
+
+    if mode in _RESUME_MODES:
+        graph, seed, store, data, _ = killed_chain(nodes, "killed")
+        graph, seed = chain(nodes)  # as a new process builds it
+        gc.collect()
+        if mode == "resume":
+            result = Runtime(store).resume(graph, run_id="killed", version="1", inputs={seed: 0})
+            assert result.status == "completed", result.error
+        elif mode == "json.loads":
+            json.loads(data)
+        return
 
     graph, seed = chain(50)
     Runtime(MemoryStore()).run(graph, run_id="warm", version="1", inputs={seed: 0})
@@ -44,6 +63,10 @@ def _child(mode: str, nodes: int) -> None:
     else:
         result = execute(graph, {seed: 0})
     assert result.status == "completed", result.error
+
+
+_RESUME_MODES = ("made", "resume", "json.loads")
+"""Make the killed run only; and resume it; and parse its record."""
 
 
 def _count(mode: str, nodes: int) -> int:
@@ -76,6 +99,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--small", type=int, default=200, help="nodes of the smaller chain")
     parser.add_argument("--large", type=int, default=1200, help="nodes of the larger chain")
+    parser.add_argument(
+        "--resume", action="store_true", help="count a resume of a killed chain instead"
+    )
     parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -86,6 +112,18 @@ def main() -> None:
     if args.large <= args.small:
         sys.exit("--large must be more nodes than --small")
     span = args.large - args.small
+    if args.resume:
+        counts = {
+            mode: (_count(mode, args.large) - _count(mode, args.small)) / span
+            for mode in _RESUME_MODES
+        }
+        resume = counts["resume"] - counts["made"]
+        parse = counts["json.loads"] - counts["made"]
+        print(f"killed chains of {args.small} and {args.large} nodes; instructions per node")
+        print(f"Runtime.resume              {resume:>10,.0f}")
+        print(f"json.loads of the record    {parse:>10,.0f}")
+        print(f"ratio                       {resume / parse:>10.2f}")
+        return
     per_node = {
         mode: (_count(mode, args.large) - _count(mode, args.small)) / span
         for mode in ("durable", "engine")
