@@ -117,8 +117,13 @@ class _IntCodec(JSONCodec):
         return value
 
     def decode(self, data: bytes) -> Any:
-        if type(data) is bytes and _PLAIN_INT.fullmatch(data) is not None:
-            return int(data)
+        if type(data) is bytes:
+            # A non-negative int without a leading zero (the usual value), without the regex;
+            # anything else (a sign, a leading zero, too many digits) is decided by it.
+            if data.isdigit() and (data[0] != 48 or len(data) == 1) and len(data) <= 4000:
+                return int(data)
+            if _PLAIN_INT.fullmatch(data) is not None:
+                return int(data)
         return super().decode(data)
 
     def from_json(self, obj: Any) -> int:
