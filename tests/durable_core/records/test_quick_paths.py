@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from durable_core import CorruptRecordError
 from durable_core.records import fastpath, fields, jsonio
+from durable_core.records.delta import Folded
 from durable_core.records.jsonio import check_shape
 from tests.durable_core.records.samples import load_format2, records, walk_mutable
 
@@ -159,3 +160,71 @@ def test_a_duplicate_key_is_found_when_another_key_has_a_space_before_its_colon(
     with pytest.raises(CorruptRecordError) as caught:
         jsonio.record_from_json(data)
     assert "twice" in str(caught.value)
+
+
+# -- Records as the quick reader built them: the shape check need not run again -------------
+
+CHANGES = [None, -1, 0, 2**63, 2**64, 1.5, True, "x", "é", "", [], {}, [1], {"x": 1}]
+
+
+def _containers(tree: Any) -> list[Any]:
+    """Every dict and list of a parsed record, the tree itself first."""
+    found, pending = [], [tree]
+    while pending:
+        node = pending.pop()
+        found.append(node)
+        children = node.values() if isinstance(node, dict) else node
+        pending.extend(c for c in children if isinstance(c, dict | list))
+    return found
+
+
+@settings(max_examples=300, deadline=None)
+@given(records, st.data())
+def test_what_the_quick_reader_builds_passes_the_shape_check(record: Any, data: Any) -> None:
+    # covers: R-REC-4
+    # A resume leaves the shape check out for a record the quick reader built: anything it
+    # takes, one field or item of the text changed to a value of another type or range
+    # included, must pass that check.
+    tree = json.loads(jsonio.record_to_json(record))
+    container = data.draw(st.sampled_from(_containers(tree)))
+    if container:
+        place = data.draw(
+            st.sampled_from(
+                sorted(container) if isinstance(container, dict) else range(len(container))
+            )
+        )
+        container[place] = data.draw(st.sampled_from(CHANGES))
+    text = json.dumps(tree, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    try:
+        decoded = jsonio.record_from_json(text.encode())
+    except CorruptRecordError:
+        return
+    if jsonio.is_as_read(decoded):
+        assert fastpath._SHAPE_OK(decoded)
+
+
+def test_only_the_object_the_quick_reader_built_counts_as_read() -> None:
+    # covers: R-REC-4
+    read = jsonio.record_from_json(jsonio.record_to_json(load_format2()))
+    assert jsonio.is_as_read(read)
+    assert not jsonio.is_as_read(attrs.evolve(read))  # a copy is not what the reader built
+    # Text only the exact reader takes: a character outside the BMP written as an escaped
+    # surrogate pair.
+    record = attrs.evolve(read, version="v\U0001f600")
+    tree = json.loads(jsonio.record_to_json(record))
+    exact_read = jsonio.record_from_json(json.dumps(tree, sort_keys=True).encode())
+    assert exact_read == record and not jsonio.is_as_read(exact_read)
+    folded = jsonio.record_from_fold(Folded(jsonio.record_to_json(read), (), "a test"))
+    assert folded == read and jsonio.is_as_read(folded)
+
+
+def test_validate_fresh_checks_the_shape_of_a_record_not_built_by_the_quick_reader() -> None:
+    # covers: R-REC-4
+    from durable_core.records.integrity import validate_fresh
+
+    read = jsonio.record_from_json(jsonio.record_to_json(load_format2()))
+    validate_fresh(read)
+    copy = attrs.evolve(read, version=7)
+    with pytest.raises(CorruptRecordError) as caught:
+        validate_fresh(copy)
+    assert caught.value.path == "$.Version"

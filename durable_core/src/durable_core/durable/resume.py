@@ -40,7 +40,7 @@ from durable_core.graph.checkpoint import NodeOutputs
 from durable_core.history import HistoryTarget
 from durable_core.plugins import DurablePluginManager, default_plugins
 from durable_core.records import RECORD_FORMAT, RunRecord
-from durable_core.records.integrity import validate_record
+from durable_core.records.integrity import validate_fresh
 from durable_core.store import Store
 
 __all__ = ["ResumePlan", "changed_inputs", "check_record", "plan_resume", "repair_streams"]
@@ -212,7 +212,7 @@ def check_record(
             f"type, changed). Resume needs the original inputs again.{paths} Nothing was "
             "saved."
         )
-    validate_record(record, definition=graph.provided_names())
+    validate_fresh(record, definition=graph.provided_names())
     return decode_confirmed(graph, record, codecs), matched[0]
 
 

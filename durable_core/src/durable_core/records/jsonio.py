@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import re
+import weakref
 
 import orjson
 
@@ -36,6 +37,27 @@ from durable_core.records.fields import (
 from durable_core.records.path import corrupt
 
 __all__ = ["check_shape", "record_from_fold", "record_from_json", "record_to_json"]
+
+_AS_READ: weakref.WeakValueDictionary[int, r.RunRecord] = weakref.WeakValueDictionary()
+"""The records the quick reader returned, by ``id`` (an entry goes when its record does)."""
+
+
+def _as_read(record: r.RunRecord) -> r.RunRecord:
+    _AS_READ[id(record)] = record
+    return record
+
+
+def is_as_read(record: r.RunRecord) -> bool:
+    """Whether ``record`` is an object :func:`record_from_json` or :func:`record_from_fold`
+    built on the quick path.
+
+    Such a record passes :func:`check_shape` for sure as long as nobody changed it: the quick
+    reader is generated from the same field table as the shape check and takes exactly what it
+    accepts (exact types, integers in range, strings from UTF-8 text without escapes, so
+    without lone surrogates). Whether it was changed since is the caller's knowledge: a store's
+    ``load`` returns a fresh record that only its caller holds.
+    """
+    return _AS_READ.get(id(record)) is record
 
 
 def record_to_json(record: r.RunRecord) -> bytes:
@@ -106,7 +128,7 @@ def record_from_json(data: bytes | bytearray | memoryview) -> r.RunRecord:
     if not surrogates:
         quick = _read_plain(text)
         if quick is not None:
-            return quick
+            return _as_read(quick)
     try:
         tree = json.loads(text, object_pairs_hook=_object_pairs, parse_constant=_NonFinite)
     except RecursionError:
@@ -129,7 +151,7 @@ def record_from_json(data: bytes | bytearray | memoryview) -> r.RunRecord:
         _read_format(_Reader(False, None), tree["Format"], None, "Format")
     if not surrogates:
         try:
-            return _QUICK_READ(tree)  # the hook marked any object with a duplicate key
+            return _as_read(_QUICK_READ(tree))  # the hook marked any duplicate key
         except _Slow:
             pass  # the exact reader below decides, and names the path of a problem
     record = _READ_RUN(_Reader(surrogates, invalid_utf8), tree, None, None)
@@ -198,7 +220,7 @@ def record_from_fold(folded: Folded) -> r.RunRecord:
             # Before anything else: a newer format may hold fields this runtime does not know.
             _read_format(_Reader(False, None), tree["Format"], None, "Format")
         try:
-            return _QUICK_READ(tree)
+            return _as_read(_QUICK_READ(tree))
         except _Slow:
             pass  # the exact reader decides, and names the path of a problem
     # Escapes kept as escapes: the exact reader names a lone surrogate's path (the folded
