@@ -6,7 +6,8 @@ restores them, runs the last one and saves), or the finished one (``--run finish
 node confirmed), resumed ``--repeat`` times. Each step of the resume is timed where it is
 called, in CPU seconds of the whole process (``time.process_time``: less disturbed by other
 work on a shared machine than wall time): reading the stored bytes, decoding them into a
-record, the checks of the record (``validate_record``), decoding every confirmed value
+record, the checks of the record (``validate_fresh``: ``validate_record`` less the shape
+check the quick reader made as it read), decoding every confirmed value
 (``decode_confirmed``), the stream plan, the saves (``Ledger._save``: encoding the change and
 the store's write), the definition's fingerprint (each resume is given a graph built anew, as a
 new process builds it; ``--same-graph`` keeps the one that made the run); what is left is
@@ -51,7 +52,7 @@ clock = time.process_time
 STEPS = {
     "read": "read the stored bytes",
     "decode": "decode them into a record",
-    "validate": "validate_record",
+    "validate": "validate_fresh",
     "values": "decode_confirmed (every value)",
     "streams": "plan_streams",
     "preflight": "checks before the store",
@@ -90,7 +91,7 @@ def main() -> None:
     spent: dict[str, float] = defaultdict(float)
     _timed(memory_module.MemorySession, "_read", "read", spent)
     _timed(kit_module, "decode_stored", "decode", spent)
-    _timed(resume_module, "validate_record", "validate", spent)
+    _timed(resume_module, "validate_fresh", "validate", spent)
     _timed(resume_module, "decode_confirmed", "values", spent)
     _timed(resume_module, "plan_streams", "streams", spent)
     _timed(runtime_module, "preflight", "preflight", spent)
