@@ -73,9 +73,9 @@ def validate_record(record: RunRecord, definition: GraphShapes | None = None) ->
 def validate_fresh(record: RunRecord, definition: GraphShapes | None = None) -> None:
     """:func:`validate_record` of a record a store's ``load`` has just returned, unchanged.
 
-    The same checks and refusals, except that the shape check is left out when the quick
-    reader built ``record`` (``is_as_read``): that reader took exactly what the shape check
-    accepts as it read. A record read any other way is checked whole.
+    The same checks and refusals, except that the shape check (R-REC-4) is left out when the
+    quick reader built ``record`` (``is_as_read``): that reader took exactly what the shape
+    check accepts as it read. A record read any other way is checked whole.
 
     Raises:
         CorruptRecordError: as :func:`validate_record`.
