@@ -10,6 +10,12 @@ out). ``PYTHONHASHSEED=0`` keeps dicts in the same order, so that two invocation
 swing by several percent between invocations. The durable layer's count is the durable run's
 minus the engine's.
 
+With ``--processor`` it counts what one message of ``processor_peers.py``'s ``def-attrs-100``
+job costs (SQLite, ``commit_every=100``, a plain ``def`` handler and an attrs state), from jobs
+of ``--small`` and ``--large`` messages; that job's commits follow its timing (``max_delay``,
+the save thread), which valgrind slows about fifty times, so its count varies by about 1 %
+between invocations rather than 0.01 %.
+
 With ``--resume`` it counts, the same way, what resuming a chain killed at its last node
 (``_support.killed_chain``, memory store, a graph built anew) costs per restored node, beside
 ``json.loads`` of the same record: processes that make the killed run and stop, that make it and
@@ -22,6 +28,7 @@ Run it with::
     uv run python benchmarks/instructions.py
     uv run python benchmarks/instructions.py --small 200 --large 2200
     uv run python benchmarks/instructions.py --resume --small 300 --large 1300
+    uv run python benchmarks/instructions.py --processor --small 2000 --large 12000
 """
 
 from __future__ import annotations
@@ -43,6 +50,15 @@ def _child(mode: str, nodes: int) -> None:
 
     from durable_core import MemoryStore, Runtime, execute
 
+    if mode == "processor":
+        import tempfile
+
+        from processor_peers import run_durable
+
+        with tempfile.TemporaryDirectory() as warm, tempfile.TemporaryDirectory() as directory:
+            run_durable(200, warm, 100, True)
+            run_durable(nodes, directory, 100, True)
+        return
     if mode in _RESUME_MODES:
         graph, seed, store, data, _ = killed_chain(nodes, "killed")
         graph, seed = chain(nodes)  # as a new process builds it
@@ -102,6 +118,11 @@ def main() -> None:
     parser.add_argument(
         "--resume", action="store_true", help="count a resume of a killed chain instead"
     )
+    parser.add_argument(
+        "--processor",
+        action="store_true",
+        help="count a message of the batched processor job instead (--small/--large messages)",
+    )
     parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -112,6 +133,11 @@ def main() -> None:
     if args.large <= args.small:
         sys.exit("--large must be more nodes than --small")
     span = args.large - args.small
+    if args.processor:
+        per_message = (_count("processor", args.large) - _count("processor", args.small)) / span
+        print(f"processor jobs of {args.small} and {args.large} messages (def-attrs-100)")
+        print(f"instructions per message    {per_message:>10,.0f}")
+        return
     if args.resume:
         counts = {
             mode: (_count(mode, args.large) - _count(mode, args.small)) / span

@@ -175,3 +175,75 @@ def test_acks_awaited_by_the_only_running_body_save_on_the_loop_thread(
     assert {thread for thread, _ in moved} == {expected}
     stored = load(store, "acks").streams.values()
     assert [s.acked_through for s in stored if s.group == "consume"] == [5]
+
+
+@pytest.fixture
+def sends(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int]]:
+    """Every save made through a built-in store's session: (thread name, the last sequence
+    sent on stream ``events``)."""
+    noted: list[tuple[str, int]] = []
+    original = kit.BaseSession.save
+
+    def save(self: Any, record: RunRecord, expected_revision: int, encoded: Any = None) -> None:
+        sent = [s.last_sequence for s in record.streams.values() if s.key == "events"]
+        noted.append((threading.current_thread().name, max(sent, default=0)))
+        original(self, record, expected_revision, encoded)
+
+    monkeypatch.setattr(kit.BaseSession, "save", save)
+    return noted
+
+
+def _sending_beside_a_running_body() -> tuple[Graph, Key[int], Key[int]]:
+    """A producer of 40 elements (capacity 8: several saves of elements), a reader acking each,
+    and a body that runs (holds its slot) until the reader is done."""
+    count, done, other = Key("count", int), Key("done", int), Key("other", int)
+    events = Key("events", int, stream=True, capacity=8)
+    g = Graph("sends", inputs=[count])
+    finished = asyncio.Event()
+
+    @g.node("produce", requires=[count], provides=[events])
+    async def produce(rc: Any) -> None:
+        w = rc.writer(events)
+        for i in range(w.position or 0, rc.get(count)):
+            await w.send_at(i, i + 1)
+
+    @g.node("consume", requires=[events], provides=[done])
+    async def consume(rc: Any) -> None:
+        seen = 0
+        async for d in rc.reader(events).deliveries():
+            d.ack()
+            seen += 1
+        rc.set(done, seen)
+        finished.set()
+
+    @g.node("busy", requires=[count], provides=[other])
+    async def busy(rc: Any) -> None:
+        await finished.wait()  # running all along: holds its slot
+        rc.set(other, 1)
+
+    return g, count, done
+
+
+# covers: S-1, S-2, R-RT-1
+@pytest.mark.parametrize("quick", [True, False], ids=["quick-saves", "slow-saves"])
+def test_elements_are_saved_on_the_loop_thread_while_bodies_run_when_saves_are_quick(
+    store: Any, sends: list, monkeypatch: pytest.MonkeyPatch, quick: bool
+) -> None:
+    # Readers wait for every element save, so while saves take less than the interpreter's
+    # switch interval they are made on the loop even though a body runs; slower saves (here:
+    # every save, against a switch interval of 0) go to the save thread, as other saves do.
+    if not quick:
+        monkeypatch.setattr("durable_core.durable.ledger.sys.getswitchinterval", lambda: 0.0)
+    g, count, done = _sending_beside_a_running_body()
+    result = Runtime(store).run(g, run_id="sends", version="1", inputs={count: 40})
+    assert result.status == "completed" and result[done] == 40
+    element_saves = [
+        thread
+        for (thread, sent), (_, before) in zip(sends[1:], sends[:-1], strict=True)
+        if sent > before
+    ]
+    assert len(element_saves) >= 3  # capacity 8: the producer waited for room between them
+    expected = threading.current_thread().name if quick else "durable-save"
+    assert set(element_saves) == {expected}
+    stored = [s for s in load(store, "sends").streams.values() if s.group == "consume"]
+    assert [(s.last_sequence, s.acked_through) for s in stored] == [(40, 40)]

@@ -30,7 +30,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import queue
+import sys
 import threading
+import time
 from collections.abc import Callable
 from typing import Any, NamedTuple, NoReturn
 
@@ -142,6 +144,10 @@ class _SaveThread:
 
 _IDLE_SECONDS = 1.0
 
+_SAVE_WEIGHT = 0.25
+"""The weight of the latest save in :attr:`Ledger._save_seconds` (an exponential moving average:
+a store that turns slow hands its element saves back to the save thread after a few saves)."""
+
 
 class Ledger:
     """The committed record of one run and the serialized path that changes it.
@@ -179,6 +185,11 @@ class Ledger:
         self._idle_saves = Capability.IDLE_SAVES in declared
         self._idle: Callable[[], bool] | None = None
         self._alone: Callable[[], bool] | None = None
+        self._readers_wait = False
+        """A change queued since the last batch was taken carries stream elements (see
+        :meth:`commit_soon`)."""
+        self._save_seconds = 0.0
+        """The recent saves' duration, seconds: a moving average (:data:`_SAVE_WEIGHT`)."""
         self._saver = _SaveThread()
         self.saves = 0
         """Number of successful saves made through this ledger."""
@@ -369,7 +380,11 @@ class Ledger:
         return await future
 
     def commit_soon(
-        self, mutation: Mutation, *, after: asyncio.Future[Any] | None = None
+        self,
+        mutation: Mutation,
+        *,
+        after: asyncio.Future[Any] | None = None,
+        readers_wait: bool = False,
     ) -> asyncio.Future[Committed]:
         """:meth:`commit_async` without a coroutine: queue ``mutation`` and return the future
         its save answers (for the per-element calls of streams, which would otherwise cost a
@@ -387,6 +402,13 @@ class Ledger:
                 once, without a turn of the loop. When that change raised or its save failed,
                 ``mutation`` is never applied and its future fails with the same error (and
                 so, in turn, does every change held back behind it).
+            readers_wait: the change carries a stream's elements, which no reader sees before
+                it is saved. A save holding such a change is made on the event loop when the
+                session allows it (``Capability.IDLE_SAVES``) and the recent saves took less
+                than the interpreter's switch interval (``sys.getswitchinterval()``, 5 ms by
+                default), whether bodies run or not: handed to the save thread, it would first
+                wait for the interpreter lock while the loop runs Python, up to that interval
+                at each step, and the readers wait for it all along.
         """
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Committed] = loop.create_future()
@@ -398,6 +420,8 @@ class Ledger:
                 self._behind.setdefault(after, []).append((mutation, future))
             return future
         self._pending.append((mutation, future))
+        if readers_wait:
+            self._readers_wait = True
         if self._inflight is None and not self._starting:
             # Two turns, as a task calling commit_async would take: commits made meanwhile (a
             # processor's, a reader's acks) share the save.
@@ -428,10 +452,16 @@ class Ledger:
         self._starting = False
         self.batches += 1
         batch, self._pending = self._pending, []
-        if self._inline or (self._idle is not None and self._idle()):
+        readers_wait, self._readers_wait = self._readers_wait, False
+        if (
+            self._inline
+            or (self._idle is not None and self._idle())
+            or (readers_wait and self._idle_saves and self._save_seconds < sys.getswitchinterval())
+        ):
             # The store's saves never block for long (QUICK_SAVES), or nothing else could use
-            # the loop meanwhile (no body runs): save right here, which spares two thread hops
-            # per save.
+            # the loop meanwhile (no body runs), or readers wait for the elements it carries
+            # and saves are quick (see commit_soon): save right here, which spares two thread
+            # hops per save.
             try:
                 outcome = self._commit_batch(batch)
             except Exception as exc:
@@ -585,7 +615,10 @@ class Ledger:
                         if before is not None:
                             after[i] = place.get(id(before), -1)
         with self._lock:
+            started = time.perf_counter()
             results = self.commit_each(mutations, after)
+            spent = time.perf_counter() - started
+            self._save_seconds += (spent - self._save_seconds) * _SAVE_WEIGHT
             return results, self._record.revision  # commit_each read the record
 
     def _raise_if_stopped(self) -> None:

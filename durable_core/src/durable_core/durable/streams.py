@@ -672,7 +672,7 @@ class StreamBook:
         def send(proposal: Proposal) -> None:
             append_many(proposal, source, elements)
 
-        future = ledger.commit_soon(send)
+        future = ledger.commit_soon(send, readers_wait=True)
         self._sends[source] = (elements, future)
         return future
 
