@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from durable_core import PendingMessageRecord, RunRecord, StreamRecord, record_to_json
-from durable_core.durable.proposal import Proposal, _pending_splice, adopt
+from durable_core.durable.proposal import Proposal, _pending_splice, adopt, rollback
 from durable_core.records.delta import apply_delta, read_delta
 from durable_core.records.encoder import RecordEncoder
 from durable_core.testing import sample_record
@@ -158,3 +158,70 @@ def test_random_stream_changes_fold_into_the_canonical_bytes(seed: int) -> None:
         delta, data = encoder.encode_change(record, change, base)
         assert delta is not None
         assert apply_delta(before, delta) == data() == record_to_json(record), step
+
+
+# covers: S-2, R-REC-4, R-STORE-3
+@pytest.mark.parametrize("seed", range(16))
+def test_stream_entries_changed_in_part_give_the_canonical_bytes_whenever_asked(seed: int) -> None:
+    # The encoder keeps the text of each pending element of an entry changed in part and
+    # follows it through every splice; the complete bytes, asked for only now and then, join
+    # those texts. Whatever the entries went through meanwhile (appends, acks in and out of
+    # order, a list replaced whole, an entry removed and added again, a save undone), they
+    # must equal record_to_json's, and every delta must fold into them.
+    rng = random.Random(seed)
+    record, encoder, first = _backlogged(6, size=4)
+    ids = [first, "f" * 32]
+    sent = {first: 6, ids[1]: 0}
+    checked = 0
+    for step in range(80):
+        proposal = Proposal(record)
+        for _ in range(rng.randint(1, 3)):
+            entry_id = rng.choice(ids)
+            streams = proposal.record.streams
+            if entry_id not in streams:
+                if rng.random() < 0.5:  # an entry (re)appears
+                    streams[entry_id] = StreamRecord(
+                        scope=record.root_scope,
+                        node_id="tail",
+                        key=entry_id[:4],
+                        group="load",
+                        last_sequence=sent[entry_id],
+                        acked_through=sent[entry_id],
+                    )
+                continue
+            own = proposal.stream(entry_id)
+            choice = rng.randrange(7)
+            if choice <= 2:  # elements appended
+                for _ in range(rng.randint(1, 4)):
+                    sent[entry_id] += 1
+                    own.pending.append(_message(sent[entry_id], size=rng.randint(0, 9)))
+                own.last_sequence = sent[entry_id]
+            elif choice == 3 and own.pending:  # acks in order
+                del own.pending[: rng.randint(1, len(own.pending))]
+            elif choice == 4 and len(own.pending) > 2:  # an ack out of order
+                del own.pending[rng.randrange(1, len(own.pending))]
+            elif choice == 5 and sent[entry_id] >= 3:  # the list replaced by another one
+                chosen = sorted(rng.sample(range(1, sent[entry_id] + 1), 3))
+                own.pending = [_message(n, size=3) for n in chosen]
+            elif rng.random() < 0.3:  # the entry removed
+                del proposal.record.streams[entry_id]
+                continue
+            else:  # a field alone
+                own.generation += 1
+            own.acked_through = own.pending[0].sequence - 1 if own.pending else own.last_sequence
+        base = record.revision
+        proposal.record.revision = base + 1
+        before = record_to_json(record)
+        change, undo = adopt(proposal, record)
+        if rng.random() < 0.1:  # the save failed: undone, and the encoder starts afresh
+            rollback(undo)
+            encoder = RecordEncoder()
+            encoder.encode(record)
+            continue
+        delta, data = encoder.encode_change(record, change, base)
+        assert delta is not None and apply_delta(before, delta) == record_to_json(record), step
+        if rng.random() < 0.6:
+            continue
+        assert data() == record_to_json(record), step
+        checked += 1
+    assert checked >= 10

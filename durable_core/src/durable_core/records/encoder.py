@@ -107,13 +107,65 @@ def _entry_text(cls: type, value: Any) -> str:
         return _DUMPS(_CODECS[cls][1](_Writer(False), value, None, None))
 
 
+_PENDING_PLAN = tuple(
+    (field.attr, _STR(field.key) + ":", field)
+    for field in sorted(_SPECS[r.StreamRecord].fields, key=lambda f: f.key)
+)
+"""A stream entry's fields in the order of its text: attribute, key's text with its colon, field."""
+
+
+def _lazy_text(cls: type, value: Any, spliced: dict[str, dict[int, str]], key: str) -> str:
+    """The canonical text of entry ``key``, ``value`` (a ``cls`` without maps, changed in part),
+    its pending items joined from ``spliced[key]`` when that holds exactly their texts; the
+    pending texts are remembered there for the next time.
+
+    Only the ends and the length of the list are compared: every change of the list reaches
+    the memo as a splice (:func:`_flat_change`), and one the memo cannot follow empties it.
+
+    Raises:
+        CorruptRecordError: as :func:`_entry_text`.
+    """
+    if cls is not r.StreamRecord:
+        return _entry_text(cls, value)
+    pending = value.pending
+    items = spliced.get(key)
+    if type(pending) is not list:
+        return _entry_text(cls, value)
+    if (
+        items is None
+        or len(items) != len(pending)
+        or (
+            pending
+            and (
+                next(iter(items)) != pending[0].sequence
+                or next(reversed(items)) != pending[-1].sequence
+            )
+        )
+    ):
+        items = {}
+        for message in pending:
+            items[message.sequence] = _entry_text(r.PendingMessageRecord, message)
+        if len(items) != len(pending):  # a sequence twice: no memo, the entry written whole
+            spliced.pop(key, None)
+            return _entry_text(cls, value)
+        spliced[key] = items
+    out = []
+    for attr, prefix, field in _PENDING_PLAN:
+        item = getattr(value, attr)
+        if attr == "pending":
+            out.append(prefix + "[" + ",".join(items.values()) + "]")
+        elif not (item is None and field.omit_none):
+            out.append(prefix + _field_text(cls, field, item))
+    return "{" + ",".join(out) + "}"
+
+
 class _Parts:
     """The encoded entries of one map: ``parts[key]`` is ``"key":{…}``; ``order`` the sorted
     keys, but for those ``added`` since the map's text was last made (sorted in then);
     ``subs`` the memos of entries that hold maps themselves (scopes), whose part is rebuilt on
     demand after they changed (``stale``)."""
 
-    __slots__ = ("added", "lazy", "order", "parts", "stale", "subs")
+    __slots__ = ("added", "lazy", "order", "parts", "spliced", "stale", "subs")
 
     def __init__(self) -> None:
         self.parts: dict[str, str] = {}
@@ -126,6 +178,11 @@ class _Parts:
         self.lazy: dict[str, tuple[type, Any]] = {}
         """Entries without maps changed in part (a stream entry): ``(class, value)``, whose
         text is encoded when the complete bytes are asked for, not with every save."""
+        self.spliced: dict[str, dict[int, str]] = {}
+        """By key of an entry changed in part: the text of each item of its pending list, by
+        sequence, in order, as last written whole and then followed through every splice
+        (whose appended items' texts the delta wrote already). The entry's complete text
+        joins them instead of encoding every pending element again (see :func:`_lazy_text`)."""
 
     def put(self, key: str, quoted: str, cls: type, value: Any) -> str:
         """Encode entry ``key`` (``quoted``: its JSON string) anew; returns its value's text."""
@@ -142,6 +199,8 @@ class _Parts:
             self.stale.discard(key)
         if self.lazy:
             self.lazy.pop(key, None)
+        if self.spliced:
+            self.spliced.pop(key, None)
         return text
 
     def _sort(self) -> None:
@@ -159,6 +218,7 @@ class _Parts:
         self.subs.pop(key, None)
         self.stale.discard(key)
         self.lazy.pop(key, None)
+        self.spliced.pop(key, None)
 
     def text(self) -> str:
         out: list[str] = []
@@ -172,8 +232,9 @@ class _Parts:
         their memos and not kept, since the next save changes them again."""
         parts = self.parts
         if self.lazy:
+            spliced = self.spliced
             for key, (cls, value) in self.lazy.items():
-                parts[key] = _key_prefix(key) + _entry_text(cls, value)
+                parts[key] = _key_prefix(key) + _lazy_text(cls, value, spliced, key)
             self.lazy.clear()
         self._sort()
         order = self.order
@@ -295,11 +356,14 @@ def _flat_change(
     path: str,
     sets: list[str],
     splices: list[str],
+    items: dict[int, str] | None = None,
 ) -> bool:
     """Add the ``Set`` entries and ``Splice`` texts of ``change`` of ``value``, a record object
     without maps (a stream entry) changed in part; ``path`` as in :meth:`RecordEncoder._apply`.
-    Returns False, having added nothing, when a field dropped that is omitted when None (the
-    entry is then written whole)."""
+    ``items``, when given, holds the texts of the entry's pending items by sequence
+    (``_Parts.spliced``): the splices are applied to it, and it is emptied when one does not
+    fit it. Returns False, having added nothing, when a field dropped that is omitted when
+    None (the entry is then written whole)."""
     texts = _field_sets(cls, value, change, path)
     if texts is None:
         return False
@@ -307,8 +371,16 @@ def _flat_change(
     item_cls = r.PendingMessageRecord
     for attr, splice in change.splices.items():
         dropped = ",".join(map(int.__repr__, splice.dropped))
-        appended = ",".join(_entry_text(item_cls, m) for m in splice.appended)
-        splices.append(f"[{path}{_STR(fields[attr].key)}],[{dropped}],[{appended}]]")
+        added = [_entry_text(item_cls, m) for m in splice.appended]
+        splices.append(f"[{path}{_STR(fields[attr].key)}],[{dropped}],[{','.join(added)}]]")
+        if items is not None and attr == "pending":
+            for sequence in splice.dropped:
+                if items.pop(sequence, None) is None:
+                    items.clear()  # it held another list: rebuilt when next written whole
+                    break
+            else:
+                for message, text in zip(splice.appended, added, strict=True):
+                    items[message.sequence] = text
     sets.extend(texts)
     return True
 
@@ -500,7 +572,13 @@ class RecordEncoder:
                     type(entry) is Partial
                     and key in parts.parts
                     and _flat_change(
-                        entry_cls, entry.value, entry.change, f"{within}{quoted},", sets, splices
+                        entry_cls,
+                        entry.value,
+                        entry.change,
+                        f"{within}{quoted},",
+                        sets,
+                        splices,
+                        parts.spliced.get(key),
                     )
                 ):
                     parts.lazy[key] = (entry_cls, entry.value)
