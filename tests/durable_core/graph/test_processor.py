@@ -138,6 +138,21 @@ def add_tally(g, **options):
     return tally
 
 
+def handler_of(kind, body):
+    """``body`` as a processor's handler of ``kind``: a plain function, or an async one that
+    calls it (the two paths of the message loop: hops to a thread, and awaited tries)."""
+    if kind == "def":
+        return body
+
+    async def handler(rc, state, n):
+        return body(rc, state, n)
+
+    return handler
+
+
+KINDS = ["def", "async"]
+
+
 # covers: S-7, S-8
 def test_each_message_commits_its_state_values_and_sends_together():
     g = numbers_graph()
@@ -419,6 +434,39 @@ def test_a_batch_commits_after_max_delay_when_the_input_is_slow():
     commits = [c[1] for c in cp.calls if c[0] == "commit"]
     assert len(commits) >= 4  # far from one batch of 1000: the delay bounds the wait
     assert [s for c in commits for s in c] == [1, 2, 3, 4, 5]
+
+
+# covers: S-7, S-8
+def test_delivered_messages_of_a_slow_async_handler_commit_once_max_delay_passed():
+    # The messages already delivered are begun together; max_delay still bounds how long
+    # the batch being built waits for its commit, between two of them.
+    g = Graph("g", inputs=[NUMBERS])
+
+    @g.processor(
+        "tally",
+        input=NUMBERS,
+        state=int,
+        initial=0,
+        provides=[TOTALS],
+        commit_every=1000,
+        max_delay=0.03,
+    )
+    async def tally(rc, state, n):
+        await asyncio.sleep(0.02)
+        return state + n
+
+    @tally.finish
+    def finish(rc, state):
+        rc.set(TOTALS, Tally(0, state))
+
+    cp = Recorder()
+    numbers = list(range(1, 9))
+    result = execute(g, {NUMBERS: Stream.replay(NUMBERS, numbers)}, checkpointer=cp)
+    assert result.status == "completed", result.error
+    assert result[TOTALS].total == sum(numbers)
+    commits = [c[1] for c in cp.calls if c[0] == "commit"]
+    assert 3 <= len(commits) <= 6, commits  # about one per two messages, far from one batch
+    assert [s for c in commits for s in c] == numbers
 
 
 def test_async_handlers_and_no_checkpointer():
@@ -737,20 +785,13 @@ def test_a_cancel_inside_a_hop_commits_the_messages_before_it_and_drops_its_own(
 
 
 # covers: S-7, S-8
-def test_a_failed_try_inside_a_hop_discards_only_its_own_work():
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_failed_try_inside_a_hop_discards_only_its_own_work(kind):
+    # (an async handler's messages are begun together too, then run one after another)
     g = Graph("g", inputs=[NUMBERS])
     tries = []
 
-    @g.processor(
-        "tally",
-        input=NUMBERS,
-        state=Box,
-        initial=Box(),
-        provides=[FIRST],
-        retry=Retry(2),
-        commit_every=10,
-    )
-    def tally(rc, state, n):
+    def body(rc, state, n):
         tries.append((n, rc.message.index))
         state.items.append(n)  # in place: a failed try's change must not be kept
         if n == 1:
@@ -758,6 +799,16 @@ def test_a_failed_try_inside_a_hop_discards_only_its_own_work():
         if n == 3 and rc.message.index == 1:
             raise ValueError("once")
         return state
+
+    g.processor(
+        "tally",
+        input=NUMBERS,
+        state=Box,
+        initial=Box(),
+        provides=[FIRST],
+        retry=Retry(2),
+        commit_every=10,
+    )(handler_of(kind, body))
 
     cp = Recorder()
     result = execute(g, {NUMBERS: Stream.replay(NUMBERS, [1, 2, 3, 4, 5])}, checkpointer=cp)
@@ -773,14 +824,18 @@ def test_a_failed_try_inside_a_hop_discards_only_its_own_work():
 
 
 # covers: S-7
-def test_a_spent_budget_behind_a_hop_fails_after_the_messages_before_it():
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_spent_budget_behind_a_hop_fails_after_the_messages_before_it(kind):
     g = Graph("g", inputs=[NUMBERS])
     ran = []
 
-    @g.processor("tally", input=NUMBERS, state=int, initial=0, retry=Retry(2), commit_every=10)
-    def tally(rc, state, n):
+    def body(rc, state, n):
         ran.append(n)
         return state + n
+
+    g.processor("tally", input=NUMBERS, state=int, initial=0, retry=Retry(2), commit_every=10)(
+        handler_of(kind, body)
+    )
 
     cp = Recorder(spent={3: 2})
     result = execute(g, {NUMBERS: Stream.replay(NUMBERS, [1, 2, 3, 4])}, checkpointer=cp)
@@ -791,16 +846,20 @@ def test_a_spent_budget_behind_a_hop_fails_after_the_messages_before_it():
 
 
 # covers: S-7
-def test_stop_inside_a_hop_ends_it_after_its_message():
+@pytest.mark.parametrize("kind", KINDS)
+def test_stop_inside_a_hop_ends_it_after_its_message(kind):
     g = Graph("g", inputs=[NUMBERS])
     ran = []
 
-    @g.processor("tally", input=NUMBERS, state=int, initial=0, commit_every=10)
-    def tally(rc, state, n):
+    def body(rc, state, n):
         ran.append(n)
         if n == 2:
             rc.stop()
         return state + n
+
+    g.processor("tally", input=NUMBERS, state=int, initial=0, commit_every=10)(
+        handler_of(kind, body)
+    )
 
     cp = Recorder()
     result = execute(g, {NUMBERS: Stream.replay(NUMBERS, [1, 2, 3, 4])}, checkpointer=cp)

@@ -194,25 +194,64 @@ class MessageLoop:
             if plain:
                 state = await self.process_plain(state, item, stream, group)
             else:
-                state = await self.process(state, item[0], item[1], stream.generation)
+                state = await self.process(state, item, stream, group)
             if self.stopped:
                 break  # the stopping batch commits with finish, in the final transaction
             if len(self.batch) >= p.commit_every or time.monotonic() >= self.deadline:
                 await self.commit(state)
         return state
 
-    async def process(self, state: Any, sequence: int, element: Any, generation: int) -> Any:
-        """Run one message to success (under its Retry budget), staging into the batch."""
+    async def process(
+        self, state: Any, item: tuple[int, Any], stream: Stream[Any], group: str
+    ) -> Any:
+        """Run an async handler on ``item`` and on the messages already delivered behind it
+        that fit in the batch being built, one after another, staging each into the batch.
+
+        Their first tries are begun together, before the first of them runs, in sequence
+        order (one ``begin_messages`` call), as a plain handler's hop begins them. A try that
+        fails is saved failed and tried again (under its budget) before the messages behind
+        it, which keep the tries they were begun with. When ``max_delay`` has passed before
+        the last of them ran, the batch commits there and the rest start the next batch.
+        ``rc.stop()`` ends them after its message; the messages behind it are not processed.
+        """
         p = self.p
-        self.last_sequence = sequence
         limit = p.retry.attempts if p.retry is not None else 1
-        index = 1
+        sequences, elements = [item[0]], [item[1]]
+        generation = stream.generation
+        room = p.commit_every - len(self.batch)
+        while len(elements) < room:  # no await between the polls: one generation for all
+            try:
+                more = stream.poll(group)
+            except StopAsyncIteration:
+                break  # the next poll of the read loop sees the end again
+            if more is _NO_ELEMENT:
+                break
+            sequences.append(more[0])
+            elements.append(more[1])
+        tries = await self.begin_first(sequences, generation, limit)
+        last = len(tries) - 1
+        for i, message in enumerate(tries):
+            state = await self.process_one(state, message, elements[i], limit)
+            if self.stopped:
+                break
+            if i < last and time.monotonic() >= self.deadline:
+                await self.commit(state)
+                self.deadline = time.monotonic() + p.max_delay
+        return state
+
+    async def process_one(
+        self, state: Any, message: MessageAttempt, element: Any, limit: int
+    ) -> Any:
+        """Run the begun try ``message`` of an async handler, and the message's next tries
+        while they fail (under its Retry budget: ``limit`` tries), staging the successful one
+        into the batch; return the state after it."""
+        p = self.p
+        self.last_sequence = message.sequence
         while True:
-            message = await self.begin(sequence, generation, index, limit)
             if message.index > message.limit:
                 raise self.exhausted(message)
             ctx = MessageContext(
-                self.rc, message, Values(self.sets, frozenset(self.skips)), sequence
+                self.rc, message, Values(self.sets, frozenset(self.skips)), message.sequence
             )
             given = copy.deepcopy(state) if message.limit > 1 else state
             try:
@@ -223,9 +262,11 @@ class MessageLoop:
                 await self.fail(message, error)
                 if message.index >= message.limit:
                     raise self.failed(message, error) from error
-                index = message.index + 1
                 if p.retry is not None and p.retry.delay:
                     await asyncio.sleep(p.retry.delay)
+                message = await self.begin(
+                    message.sequence, message.generation, message.index + 1, limit
+                )
                 continue
             finally:
                 ctx._closed = True
