@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -109,20 +110,41 @@ def test_a_save_made_while_a_body_runs_goes_to_the_save_thread(store: Any, saves
     assert set(nodes) == {"slow", "fast", "after"}
 
 
-@pytest.fixture
-def acks(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int]]:
-    """Every save made through a built-in store's session: (thread name, the acked front of
-    the reading group ``consume``)."""
+def _noting(
+    monkeypatch: pytest.MonkeyPatch, measure: Callable[[RunRecord], int]
+) -> list[tuple[str, int]]:
+    """Every save made through a built-in store's session from now on: (thread name,
+    ``measure(record)``)."""
     noted: list[tuple[str, int]] = []
     original = kit.BaseSession.save
 
     def save(self: Any, record: RunRecord, expected_revision: int, encoded: Any = None) -> None:
-        fronts = [s.acked_through for s in record.streams.values() if s.group == "consume"]
-        noted.append((threading.current_thread().name, max(fronts, default=0)))
+        noted.append((threading.current_thread().name, measure(record)))
         original(self, record, expected_revision, encoded)
 
     monkeypatch.setattr(kit.BaseSession, "save", save)
     return noted
+
+
+@pytest.fixture
+def acks(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int]]:
+    """Every save: (thread name, the acked front of the reading group ``consume``)."""
+    return _noting(
+        monkeypatch,
+        lambda record: max(
+            (s.acked_through for s in record.streams.values() if s.group == "consume"), default=0
+        ),
+    )
+
+
+def _add_producer(g: Graph, count: Key[int], events: Key[int]) -> None:
+    """Add node ``produce``: it sends ``count`` elements to ``events`` (resumable)."""
+
+    @g.node("produce", requires=[count], provides=[events])
+    async def produce(rc: Any) -> None:
+        w = rc.writer(events)
+        for i in range(w.position or 0, rc.get(count)):
+            await w.send_at(i, i + 1)
 
 
 def _reading_graph(wait: bool) -> tuple[Graph, Key[int], Key[int]]:
@@ -132,11 +154,7 @@ def _reading_graph(wait: bool) -> tuple[Graph, Key[int], Key[int]]:
     events = Key("events", int, stream=True, capacity=8)
     g = Graph("acks", inputs=[count])
 
-    @g.node("produce", requires=[count], provides=[events])
-    async def produce(rc: Any) -> None:
-        w = rc.writer(events)
-        for i in range(w.position or 0, rc.get(count)):
-            await w.send_at(i, i + 1)
+    _add_producer(g, count, events)
 
     @g.node("consume", requires=[events], provides=[done])
     async def consume(rc: Any) -> None:
@@ -179,18 +197,13 @@ def test_acks_awaited_by_the_only_running_body_save_on_the_loop_thread(
 
 @pytest.fixture
 def sends(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int]]:
-    """Every save made through a built-in store's session: (thread name, the last sequence
-    sent on stream ``events``)."""
-    noted: list[tuple[str, int]] = []
-    original = kit.BaseSession.save
-
-    def save(self: Any, record: RunRecord, expected_revision: int, encoded: Any = None) -> None:
-        sent = [s.last_sequence for s in record.streams.values() if s.key == "events"]
-        noted.append((threading.current_thread().name, max(sent, default=0)))
-        original(self, record, expected_revision, encoded)
-
-    monkeypatch.setattr(kit.BaseSession, "save", save)
-    return noted
+    """Every save: (thread name, the last sequence sent on stream ``events``)."""
+    return _noting(
+        monkeypatch,
+        lambda record: max(
+            (s.last_sequence for s in record.streams.values() if s.key == "events"), default=0
+        ),
+    )
 
 
 def _sending_beside_a_running_body() -> tuple[Graph, Key[int], Key[int]]:
@@ -201,11 +214,7 @@ def _sending_beside_a_running_body() -> tuple[Graph, Key[int], Key[int]]:
     g = Graph("sends", inputs=[count])
     finished = asyncio.Event()
 
-    @g.node("produce", requires=[count], provides=[events])
-    async def produce(rc: Any) -> None:
-        w = rc.writer(events)
-        for i in range(w.position or 0, rc.get(count)):
-            await w.send_at(i, i + 1)
+    _add_producer(g, count, events)
 
     @g.node("consume", requires=[events], provides=[done])
     async def consume(rc: Any) -> None:

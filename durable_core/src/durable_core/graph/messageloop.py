@@ -216,19 +216,8 @@ class MessageLoop:
         """
         p = self.p
         limit = p.retry.attempts if p.retry is not None else 1
-        sequences, elements = [item[0]], [item[1]]
-        generation = stream.generation
-        room = p.commit_every - len(self.batch)
-        while len(elements) < room:  # no await between the polls: one generation for all
-            try:
-                more = stream.poll(group)
-            except StopAsyncIteration:
-                break  # the next poll of the read loop sees the end again
-            if more is _NO_ELEMENT:
-                break
-            sequences.append(more[0])
-            elements.append(more[1])
-        tries = await self.begin_first(sequences, generation, limit)
+        sequences, elements = _delivered(item, stream, group, p.commit_every - len(self.batch))
+        tries = await self.begin_first(sequences, stream.generation, limit)
         last = len(tries) - 1
         for i, message in enumerate(tries):
             state = await self.process_one(state, message, elements[i], limit)
@@ -303,20 +292,8 @@ class MessageLoop:
         room = every - len(self.batch)  # the messages of the batch being built
         spare = UNSAVED_COMMITS - 1 - len(unsaved)  # commits that may be made behind it
         take = max(room, min(UNSAVED_COMMITS, room + every * spare))
-        # Parallel lists, not a tuple per message: a hop may run hundreds of messages.
-        # No await between the polls: the stream's generation is the same for all of them.
-        sequences, elements = [item[0]], [item[1]]
-        generation = stream.generation
-        while len(elements) < take:
-            try:
-                more = stream.poll(group)
-            except StopAsyncIteration:
-                break  # the next poll of the read loop sees the end again
-            if more is _NO_ELEMENT:
-                break
-            sequences.append(more[0])
-            elements.append(more[1])
-        tries = await self.begin_first(sequences, generation, limit)
+        sequences, elements = _delivered(item, stream, group, take)
+        tries = await self.begin_first(sequences, stream.generation, limit)
         first, count = 0, len(tries)  # tries[first:] are begun and not run yet
         while first < count:
             end = first
@@ -707,6 +684,25 @@ def _read_failure(future: asyncio.Future[Any]) -> None:
     be none; left unread, asyncio would report it again as "never retrieved"."""
     if not future.cancelled():
         future.exception()
+
+
+def _delivered(
+    item: tuple[int, Any], stream: Stream[Any], group: str, take: int
+) -> tuple[list[int], list[Any]]:
+    """``item`` and the elements already delivered to ``group`` behind it, ``take`` at most:
+    their sequences and their elements, as parallel lists (a hop may run hundreds of
+    messages). No await between the polls: the stream's generation is the same for all."""
+    sequences, elements = [item[0]], [item[1]]
+    while len(elements) < take:
+        try:
+            more = stream.poll(group)
+        except StopAsyncIteration:
+            break  # the next poll of the read loop sees the end again
+        if more is _NO_ELEMENT:
+            break
+        sequences.append(more[0])
+        elements.append(more[1])
+    return sequences, elements
 
 
 async def _wait_readable(stream: Stream[Any], group: str, seconds: float) -> None:
