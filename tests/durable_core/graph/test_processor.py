@@ -511,6 +511,30 @@ def test_a_value_is_set_once_across_messages_and_the_state_must_keep_its_type():
     assert "returns the new state" in str(result.error.__cause__)
 
 
+# covers: S-7, S-10
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_value_set_by_a_message_is_seen_by_the_messages_behind_it(kind):
+    # Delivered together, the three messages run in one hop (plain) or one begun run (async).
+    g = Graph("g", inputs=[NUMBERS])
+    seen = []
+
+    def body(rc, state, n):
+        if n == 1:
+            rc.set(FIRST, n)
+        else:
+            seen.append(rc.get(FIRST))
+        return state + n
+
+    g.processor("tally", input=NUMBERS, state=int, initial=0, provides=[FIRST], commit_every=10)(
+        handler_of(kind, body)
+    )
+    cp = Recorder()
+    result = execute(g, {NUMBERS: Stream.replay(NUMBERS, [1, 2, 3])}, checkpointer=cp)
+    assert result.status == "completed", result.error
+    assert seen == [1, 1] and result[FIRST] == 1
+    assert [c[3] for c in cp.calls if c[0] == "commit"] == [{FIRST.name: 1}]
+
+
 def test_a_skipped_input_has_no_messages_and_unsent_streams_are_published_empty():
     g = Graph("g", inputs=[LIMIT])
 

@@ -219,29 +219,30 @@ class MessageLoop:
         sequences, elements = _delivered(item, stream, group, p.commit_every - len(self.batch))
         tries = await self.begin_first(sequences, stream.generation, limit)
         last = len(tries) - 1
+        values = Values(self.sets, frozenset(self.skips))  # what the batch staged so far
         for i, message in enumerate(tries):
-            state = await self.process_one(state, message, elements[i], limit)
+            state, values = await self.process_one(state, message, elements[i], limit, values)
             if self.stopped:
                 break
             if i < last and time.monotonic() >= self.deadline:
                 await self.commit(state)
                 self.deadline = time.monotonic() + p.max_delay
+                values = Values(self.sets, frozenset(self.skips))
         return state
 
     async def process_one(
-        self, state: Any, message: MessageAttempt, element: Any, limit: int
-    ) -> Any:
+        self, state: Any, message: MessageAttempt, element: Any, limit: int, values: Values
+    ) -> tuple[Any, Values]:
         """Run the begun try ``message`` of an async handler, and the message's next tries
         while they fail (under its Retry budget: ``limit`` tries), staging the successful one
-        into the batch; return the state after it."""
+        into the batch; ``values``: what the messages before it staged. Returns the state after
+        it, and what is staged then (``values`` itself when it set and skipped nothing)."""
         p = self.p
         self.last_sequence = message.sequence
         while True:
             if message.index > message.limit:
                 raise self.exhausted(message)
-            ctx = MessageContext(
-                self.rc, message, Values(self.sets, frozenset(self.skips)), message.sequence
-            )
+            ctx = MessageContext(self.rc, message, values, message.sequence)
             given = copy.deepcopy(state) if message.limit > 1 else state
             try:
                 new_state = await self.call(p.handler, ctx, given, element)
@@ -263,7 +264,9 @@ class MessageLoop:
             self.batch.append(message)
             if ctx._stopped:
                 self.stopped = True
-            return new_state
+            if ctx._owned:  # it set or skipped: the next message starts from that
+                values = Values(ctx._set, frozenset(ctx._skipped))
+            return new_state, values
 
     async def process_plain(
         self, state: Any, item: tuple[int, Any], stream: Stream[Any], group: str
