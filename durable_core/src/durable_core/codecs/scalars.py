@@ -108,7 +108,7 @@ class _IntCodec(JSONCodec):
     def encode(self, value: Any) -> bytes:
         if type(value) is int and type(self) is _IntCodec:
             try:
-                return int.__repr__(value).encode("ascii")
+                return b"%d" % value
             except ValueError:  # more digits than int() may convert: the general path says so
                 pass
         return super().encode(value)

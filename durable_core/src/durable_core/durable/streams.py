@@ -184,7 +184,7 @@ def encode_cursor(position: Any, label: str) -> bytes:
         CodecError: the position is not a JSON value.
     """
     if type(position) is int:  # what json.dumps writes for an int, without its machinery
-        return int.__repr__(position).encode()
+        return b"%d" % position
     try:
         text = json.dumps(position, separators=(",", ":"), sort_keys=True, allow_nan=False)
     except (TypeError, ValueError) as exc:
@@ -634,7 +634,7 @@ class StreamBook:
         if codec is None:
             codec = self.codec(key)
         if type(element) is int and type(codec) is _IntCodec and -_BIG_INT < element < _BIG_INT:
-            data = int.__repr__(element).encode()  # what the codec gives, without the call
+            data = b"%d" % element  # what the codec gives, without the call
         else:
             try:
                 data = codec.encode(element)
@@ -643,7 +643,7 @@ class StreamBook:
         if stream.positioned:
             position = stream.position
             if type(position) is int:
-                cursor: bytes | None = int.__repr__(position).encode()
+                cursor: bytes | None = b"%d" % position
             else:
                 cursor = encode_cursor(position, source.label)
         else:
