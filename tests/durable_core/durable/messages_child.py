@@ -2,13 +2,14 @@
 
 Usage::
 
-    python -m tests.durable_core.durable.messages_child MODE STORE_DIR LOG
+    python -m tests.durable_core.durable.messages_child MODE STORE_DIR LOG [KIND]
 
 ``MODE`` is ``run`` or ``resume``; the store is a file store in ``STORE_DIR``. A resumable
-producer sends 1…10; the processor ``sum`` (``Retry(3)`` per message) writes ``m<n> <try>`` to
-``LOG`` for every call. Message 7 behaves by how often it was called before (counted in
-``LOG``): the 1st call raises, the 2nd ends the process with ``os._exit(17)`` (a crash in the
-middle of a try), the 3rd raises, the 4th succeeds.
+producer sends 1…10; the processor ``sum`` (``Retry(3)`` per message; a plain handler, or an
+async one when ``KIND`` is ``async``) writes ``m<n> <try>`` to ``LOG`` for every call.
+Message 7 behaves by how often it was called before (counted in ``LOG``): the 1st call raises,
+the 2nd ends the process with ``os._exit(17)`` (a crash in the middle of a try), the 3rd
+raises, the 4th succeeds.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ TOTAL = Key("total", int)
 CRASH_EXIT = 17
 
 
-def build(log: str) -> Graph:
+def build(log: str, kind: str = "def") -> Graph:
     g = Graph("crashing", inputs=[COUNT])
 
     @g.node("numbers", requires=[COUNT], provides=[NUMBERS])
@@ -34,7 +35,6 @@ def build(log: str) -> Graph:
         for n in range((writer.position or 0) + 1, rc.get(COUNT) + 1):
             await writer.send_at(n, n)
 
-    @g.processor("sum", input=NUMBERS, state=int, initial=0, provides=[TOTAL], retry=Retry(3))
     def add(rc, state: int, n: int) -> int:
         calls = 0
         if os.path.exists(log):
@@ -49,7 +49,15 @@ def build(log: str) -> Graph:
             os._exit(CRASH_EXIT)
         return state + n
 
-    @add.finish
+    async def add_async(rc, state: int, n: int) -> int:
+        return add(rc, state, n)
+
+    handler = add_async if kind == "async" else add
+    processor = g.processor(
+        "sum", input=NUMBERS, state=int, initial=0, provides=[TOTAL], retry=Retry(3)
+    )(handler)
+
+    @processor.finish
     def finish(rc, state: int):
         rc.set(TOTAL, state)
 
@@ -58,9 +66,10 @@ def build(log: str) -> Graph:
 
 def main() -> None:
     mode, store_dir, log = sys.argv[1:4]
+    kind = sys.argv[4] if len(sys.argv) > 4 else "def"
     runtime = Runtime(FileStore(store_dir))
     call = runtime.run if mode == "run" else runtime.resume
-    result = call(build(log), run_id="c", version="1", inputs={COUNT: 10})
+    result = call(build(log, kind), run_id="c", version="1", inputs={COUNT: 10})
     print(result.status, result.get(TOTAL))
 
 

@@ -391,7 +391,11 @@ def test_a_hundred_thousand_messages_leave_no_hundred_thousand_attempts() -> Non
 
 
 # covers: S-7
-def test_a_per_message_budget_survives_a_real_crash_in_the_middle_of_a_try(tmp_path: Path) -> None:
+@pytest.mark.parametrize("kind", ["def", "async"])
+def test_a_per_message_budget_survives_a_real_crash_in_the_middle_of_a_try(
+    tmp_path: Path, kind: str
+) -> None:
+    # (an async handler's delivered messages are begun together before the first runs)
     import subprocess
     import sys
 
@@ -400,7 +404,7 @@ def test_a_per_message_budget_survives_a_real_crash_in_the_middle_of_a_try(tmp_p
 
     def start(mode: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [sys.executable, "-m", child, mode, str(store), str(log)],
+            [sys.executable, "-m", child, mode, str(store), str(log), kind],
             cwd=ROOT,
             capture_output=True,
             text=True,

@@ -155,18 +155,18 @@ def test_a_retried_sub_killed_in_its_second_try_resumes_with_the_whole_stream(
     check_released(load(open_store(kind, location), "sub-1"))
 
 
-def processor_graph(handled: list[tuple[int, int]], token: CancelToken | None) -> Graph:
+def processor_graph(
+    handled: list[tuple[int, int]], token: CancelToken | None, handler: str = "def"
+) -> Graph:
     """``src`` -> Sub ``part`` (``Retry(2)``) whose processor ``fold`` sums its input; every
-    message of the Sub's first try fails, and the second try cancels the run after 30."""
+    message of the Sub's first try fails, and the second try cancels the run after 30.
+    ``handler``: ``def`` (a plain handler) or ``async``."""
     child = Graph("folding", inputs=[CHILD_IN])
 
     @child.node("begin", provides=[RUN])
     def begin(rc: Any) -> None:
         rc.set(RUN, rc.attempt.scope.parent.index if rc.attempt.scope.parent else 1)
 
-    @child.processor(
-        "fold", input=CHILD_IN, state=int, initial=0, requires=[RUN], provides=[CHILD_TOTAL]
-    )
     def fold(rc: Any, state: int, n: int) -> int:
         run = rc.get(RUN)
         handled.append((run, n))
@@ -176,7 +176,14 @@ def processor_graph(handled: list[tuple[int, int]], token: CancelToken | None) -
             token.cancel()
         return state + n
 
-    @fold.finish
+    async def fold_async(rc: Any, state: int, n: int) -> int:
+        return fold(rc, state, n)
+
+    folding = child.processor(
+        "fold", input=CHILD_IN, state=int, initial=0, requires=[RUN], provides=[CHILD_TOTAL]
+    )(fold_async if handler == "async" else fold)
+
+    @folding.finish
     def done(rc: Any, state: int) -> None:
         rc.set(CHILD_TOTAL, state)
 
@@ -191,23 +198,28 @@ def processor_graph(handled: list[tuple[int, int]], token: CancelToken | None) -
     return g
 
 
+@pytest.mark.parametrize("handler", ["def", "async"])
 @pytest.mark.parametrize("kind", WITH_POSTGRES)
 def test_a_processor_in_a_retried_sub_folds_the_whole_stream_from_its_initial_state(
-    kind: str, tmp_path: Path, request: pytest.FixtureRequest
+    kind: str, handler: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
     # covers: S-7, S-8, S-9, G-9, R-ATT-4
     handled: list[tuple[int, int]] = []
     token = CancelToken()
     store = open_any(kind, tmp_path, request)
     first = Runtime(store).run(
-        processor_graph(handled, token), run_id="fold-1", version="1", inputs={}, cancel=token
+        processor_graph(handled, token, handler),
+        run_id="fold-1",
+        version="1",
+        inputs={},
+        cancel=token,
     )
     assert first.status == "canceled"
     assert [n for run, n in handled if run == 1] == [1]
     assert [n for run, n in handled if run == 2][:30] == list(range(1, 31))
     again: list[tuple[int, int]] = []
     resumed = Runtime(store).resume(
-        processor_graph(again, None), run_id="fold-1", version="1", inputs={}
+        processor_graph(again, None, handler), run_id="fold-1", version="1", inputs={}
     )
     assert resumed.status == "completed"
     assert resumed[TOTAL] == WHOLE
